@@ -8,7 +8,7 @@ returns one ``Sample`` per step (dynamic_history, the default) or per exact mult
 infrastructure failure returns samples marked ``remove_sample`` (status FAILED): never scored as -1.
 
 Settings come from environment variables, so the trainer's own arguments stay untouched:
-``SWE_RL_BACKEND`` (ns | docker | a pool URL), ``SWE_RL_TOKENIZER`` (a model dir, or ``qwen`` for the
+``SWE_RL_EXECUTOR`` (local | service:<rollout server URL> | ray), ``SWE_RL_BACKEND`` (ns | docker | a pool URL), ``SWE_RL_TOKENIZER`` (a model dir, or ``qwen`` for the
 bundled Qwen vocabulary), ``SWE_RL_AGENT_CONFIG``, ``SWE_RL_STEP_LIMIT``, ``SWE_RL_DYNAMIC_HISTORY``
 (1/0), ``SWE_RL_MAX_CONTEXT``.
 """
@@ -20,7 +20,6 @@ from typing import Any
 
 from swe_rl.llm.base import SamplingParams
 from swe_rl.rl.samples import TrainingSample
-from swe_rl.rl.tokenizer import load_tokenizer
 from swe_rl.runs.rollout import rollout
 
 STATUS = {"completed": "COMPLETED", "truncated": "TRUNCATED", "aborted": "ABORTED", "infra_error": "FAILED"}
@@ -55,7 +54,7 @@ def to_trainer_sample(ts: TrainingSample, template: Any, sample_cls: Any) -> Any
 async def generate(args: Any, sample: Any, sampling_params: dict[str, Any]) -> list[Any]:
     """slime/miles custom generate function: one agent rollout -> a list of Samples."""
     url = f"http://{args.sglang_router_ip}:{args.sglang_router_port}"
-    tokenizer = load_tokenizer(os.environ.get("SWE_RL_TOKENIZER") or getattr(args, "hf_checkpoint", "qwen"))
+    tokenizer = os.environ.get("SWE_RL_TOKENIZER") or getattr(args, "hf_checkpoint", None) or "qwen"
     params = SamplingParams(
         max_tokens=int(sampling_params.get("max_new_tokens", 4096)),
         temperature=float(sampling_params.get("temperature", 1.0)),

@@ -1,7 +1,8 @@
 """One training rollout: agent in a sandbox against a token-level policy, graded, as training samples.
 
-Shared by the trainer adapters (integrations/) and, later, the rollout service. Settings come from
-environment variables so a trainer's own arguments stay untouched: ``SWE_RL_BACKEND`` (ns | docker | a
+Shared by every executor (runs/executor.py: in-process, rollout service, Ray) and the trainer adapters
+(integrations/). The adapters' settings come from environment variables so a trainer's own arguments
+stay untouched: ``SWE_RL_EXECUTOR`` (local | service:<url> | ray), ``SWE_RL_BACKEND`` (ns | docker | a
 pool URL), ``SWE_RL_AGENT_CONFIG``, ``SWE_RL_STEP_LIMIT``, ``SWE_RL_DYNAMIC_HISTORY`` (1/0),
 ``SWE_RL_MAX_CONTEXT``.
 """
@@ -16,7 +17,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-from swe_rl.agent.config import AgentConfig, load_agent_config
+from swe_rl.agent.config import AgentConfig
 from swe_rl.agent.context import ContextManager
 from swe_rl.agent.loop import run_agent
 from swe_rl.agent.trajectory import Trajectory
@@ -24,12 +25,17 @@ from swe_rl.envs.cache import EnvCache
 from swe_rl.errors import SweRlError
 from swe_rl.harness.grade import grade_patch
 from swe_rl.llm.base import LLM, SamplingParams
-from swe_rl.llm.sglang import SGLangClient
 from swe_rl.rl.rewards import OutcomeReward
-from swe_rl.rl.samples import SampleStatus, TrainingSample, status_of, step_samples, trajectory_samples
-from swe_rl.sandbox import get_factory
+from swe_rl.rl.samples import (
+    SampleStatus,
+    TrainingSample,
+    fill_ids_fixed_base,
+    status_of,
+    step_samples,
+    trajectory_samples,
+)
 from swe_rl.sandbox.base import SandboxFactory
-from swe_rl.tasks.model import Task, parse_task
+from swe_rl.tasks.model import Task
 
 
 class RolloutResult(BaseModel):
@@ -56,8 +62,13 @@ async def run_rollout(
     dynamic_history: bool = True,
     context: ContextManager | None = None,
     outcome: OutcomeReward | None = None,
+    tokenizer: Any = None,
 ) -> RolloutResult:
-    """Agent in a fresh sandbox, patch graded in another, samples built from ids. Never raises InfraError."""
+    """Agent in a fresh sandbox, patch graded in another, samples built from ids. Never raises InfraError.
+
+    ``tokenizer``: for a text-only policy (an OpenAI endpoint that returns no ids), steps without ids are
+    encoded with the fixed-base method; with ids from the server, it is not used.
+    """
     trajectory_id = uuid.uuid4().hex
     started = time.monotonic()
     traj: Trajectory | None = None
@@ -79,6 +90,8 @@ async def run_rollout(
         return _failed(traj, f"{type(exc).__name__}: {exc}", started)
     reward = (outcome or OutcomeReward())(verdict.resolved)
     build = step_samples if dynamic_history else trajectory_samples
+    if tokenizer is not None:
+        fill_ids_fixed_base(traj, tokenizer)
     samples = build(traj, trajectory_id, reward=reward) if traj.steps else []
     return RolloutResult(
         status=status_of(traj),
@@ -114,51 +127,55 @@ def _metrics(traj: Trajectory, started: float, eval_s: float) -> dict[str, float
     }
 
 
+def request_from_env(
+    task_record: dict[str, Any], policy_url: str, tokenizer: str, params: SamplingParams
+) -> Any:
+    """A rollout request for the trainer adapters, with the agent settings from ``SWE_RL_*`` variables."""
+    from swe_rl.runs.executor import Policy, RolloutRequest
+
+    return RolloutRequest(
+        task=task_record,
+        policy=Policy(url=policy_url, kind="sglang", tokenizer=tokenizer),
+        sampling=params,
+        step_limit=int(os.environ.get("SWE_RL_STEP_LIMIT", "0")) or None,
+        agent_config=os.environ.get("SWE_RL_AGENT_CONFIG") or None,
+        max_context=int(os.environ.get("SWE_RL_MAX_CONTEXT", "0")) or None,
+        dynamic_history=os.environ.get("SWE_RL_DYNAMIC_HISTORY", "1") == "1",
+    )
+
+
+_EXECUTORS: dict[str, Any] = {}
+
+
 async def rollout(
-    task_record: dict[str, Any], policy_url: str, tokenizer: Any, params: SamplingParams
+    task_record: dict[str, Any], policy_url: str, tokenizer: str, params: SamplingParams
 ) -> list[TrainingSample]:
     """The trainer adapters' entry: settings from the environment, an SGLang policy, samples out.
 
+    Runs on the executor named by ``SWE_RL_EXECUTOR`` (local, service:<url>, ray; one per process).
     An infrastructure failure gives one placeholder sample with status ``infra_error`` (to be removed).
     """
-    task = parse_task(task_record, where="sample.metadata.instance")
-    config = load_agent_config(
-        os.environ.get("SWE_RL_AGENT_CONFIG"),
-        step_limit=int(os.environ.get("SWE_RL_STEP_LIMIT", "0")) or None,
-    )
-    max_context = int(os.environ.get("SWE_RL_MAX_CONTEXT", "0")) or None
-    context = (
-        ContextManager(
-            max_context, params.max_tokens, count=lambda t: len(tokenizer.encode(t, add_special_tokens=False))
-        )
-        if max_context
-        else None
-    )
-    client = SGLangClient(policy_url, tokenizer)
-    try:
-        result = await run_rollout(
-            task,
-            client,
-            get_factory(os.environ.get("SWE_RL_BACKEND", "ns")),
-            EnvCache(),
-            config,
-            params,
-            dynamic_history=os.environ.get("SWE_RL_DYNAMIC_HISTORY", "1") == "1",
-            context=context,
-        )
-    finally:
-        await client.close()
+    from swe_rl.runs.executor import get_executor
+
+    request = request_from_env(task_record, policy_url, tokenizer, params)
+    spec = os.environ.get("SWE_RL_EXECUTOR") or "local"
+    if spec not in _EXECUTORS:
+        _EXECUTORS[spec] = get_executor(spec)
+    result = await _EXECUTORS[spec].run(request)
     if result.status == "infra_error":
-        return [
-            TrainingSample(
-                tokens=[0],
-                prompt_length=1,
-                loss_mask=[],
-                rollout_logprobs=[],
-                status="infra_error",
-                instance_id=task.instance_id,
-                trajectory_id=uuid.uuid4().hex,
-                step_indices=[],
-            )
-        ]
+        return [infra_placeholder(str(task_record.get("instance_id", "")))]
     return result.samples
+
+
+def infra_placeholder(instance_id: str) -> TrainingSample:
+    """A sample that stands for a failed rollout: trainers remove it from the batch, never score it."""
+    return TrainingSample(
+        tokens=[0],
+        prompt_length=1,
+        loss_mask=[],
+        rollout_logprobs=[],
+        status="infra_error",
+        instance_id=instance_id,
+        trajectory_id=uuid.uuid4().hex,
+        step_indices=[],
+    )

@@ -14,41 +14,21 @@ import asyncio
 import contextlib
 import uuid
 from collections.abc import Callable
-from typing import Any, Literal
+from typing import Any
 
-from pydantic import BaseModel, Field
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.routing import Route
 
-from swe_rl.agent.config import load_agent_config
 from swe_rl.envs.cache import EnvCache
 from swe_rl.errors import ConfigError
-from swe_rl.llm.base import SamplingParams
-from swe_rl.llm.sglang import SGLangClient
-from swe_rl.rl.tokenizer import load_tokenizer
-from swe_rl.runs.rollout import RolloutResult, run_rollout
+from swe_rl.runs.executor import LocalExecutor, RolloutRequest, policy_tokenizer
+from swe_rl.runs.rollout import RolloutResult
 from swe_rl.sandbox.base import SandboxFactory
 from swe_rl.service.common import Idempotency, Metrics, ServiceError, endpoint, parse
-from swe_rl.tasks.model import Task, parse_task
+from swe_rl.tasks.model import Task
 
-
-class Policy(BaseModel):
-    url: str = Field(
-        min_length=1, max_length=2048, description="SGLang server or router, e.g. http://10.0.0.5:30000"
-    )
-    kind: Literal["sglang"] = "sglang"
-    tokenizer: str = Field(
-        default="qwen", description="'qwen' (bundled vocabulary) or a tokenizer directory."
-    )
-
-
-class RunRequest(BaseModel):
-    task: str | dict[str, Any] = Field(description="An instance id of the server's tasks, or a full record.")
-    policy: Policy
-    sampling: SamplingParams = Field(default_factory=SamplingParams)
-    step_limit: int | None = Field(default=None, ge=1, le=1000)
-    dynamic_history: bool = True
+RunRequest = RolloutRequest  # the wire body of POST /run
 
 
 class RunResponse(RolloutResult):
@@ -57,18 +37,20 @@ class RunResponse(RolloutResult):
 
 
 class RolloutNode:
+    """A local executor behind HTTP: FIFO queueing up to ``wait`` seconds, cancellation by id."""
+
     def __init__(
         self, factory: SandboxFactory, cache: EnvCache, tasks: list[Task], capacity: int, wait: float
     ) -> None:
-        self.factory = factory
-        self.cache = cache
-        self.tasks = {t.instance_id: t for t in tasks}
+        self.executor = LocalExecutor(factory, cache, capacity=capacity, tasks=tasks)
         self.capacity = capacity
         self.wait = wait
-        self.slots = asyncio.Semaphore(capacity)
-        self.running = 0
         self.waiting = 0
         self.active: dict[str, asyncio.Task[RunResponse]] = {}
+
+    @property
+    def running(self) -> int:
+        return self.executor.running
 
     async def run_cancellable(
         self, req: RunRequest, rollout_id: str, request: Request, retries_waiting: Callable[[], int]
@@ -97,50 +79,27 @@ class RolloutNode:
         task.cancel()
         return True
 
-    def task(self, spec: str | dict[str, Any]) -> Task:
-        if isinstance(spec, dict):
-            try:
-                return parse_task(spec, where="request.task")
-            except ConfigError as exc:
-                raise ServiceError("bad_request", str(exc)) from None
-        task = self.tasks.get(spec)
-        if task is None:
-            raise ServiceError("not_found", f"unknown instance id {spec!r} (send the full record instead)")
-        return task
-
     async def run(self, req: RunRequest) -> RunResponse:
-        task = self.task(req.task)
         try:
-            tokenizer = load_tokenizer(req.policy.tokenizer)
-        except Exception as exc:
-            raise ServiceError(
-                "bad_request", f"cannot load tokenizer {req.policy.tokenizer!r}: {exc}"
-            ) from None
+            task = self.executor.task(req.task)
+            policy_tokenizer(req.policy)  # a bad tokenizer is the request's fault: 400 before taking a slot
+        except ConfigError as exc:
+            if isinstance(req.task, str):
+                raise ServiceError("not_found", str(exc)) from None
+            raise ServiceError("bad_request", str(exc)) from None
         self.waiting += 1
         try:
-            await asyncio.wait_for(self.slots.acquire(), self.wait)
+            await asyncio.wait_for(self.executor.slots.acquire(), self.wait)
         except TimeoutError:
             raise ServiceError(
                 "capacity", f"all {self.capacity} rollout slots busy for {self.wait:.0f}s", retry_after=5
             ) from None
         finally:
             self.waiting -= 1
-        self.running += 1
-        client = SGLangClient(req.policy.url, tokenizer)
         try:
-            result = await run_rollout(
-                task,
-                client,
-                self.factory,
-                self.cache,
-                load_agent_config(step_limit=req.step_limit),
-                req.sampling,
-                dynamic_history=req.dynamic_history,
-            )
+            result = await self.executor.run_now(task, req)
         finally:
-            await client.close()
-            self.running -= 1
-            self.slots.release()
+            self.executor.slots.release()
         return RunResponse(instance_id=task.instance_id, **result.model_dump())
 
 

@@ -1,0 +1,196 @@
+"""Where a rollout runs: in this process (``local``), on a rollout server (``service``), on Ray (``ray``).
+
+A :class:`RolloutRequest` is plain data (the task record, the policy's endpoint and tokenizer, sampling
+and agent settings), so the same request runs unchanged in this process, on a rollout server across the
+network, or in a Ray worker on another node. Trainer adapters and tools hold an :class:`Executor` and
+call ``await executor.run(request)``; switching ``--executor`` changes nothing else in their configuration.
+Every executor returns a :class:`RolloutResult` and reports infrastructure failures as ``infra_error``
+results rather than raising, so a trainer never scores a dead node as a wrong answer.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from typing import Any, Literal, Protocol
+
+from pydantic import BaseModel, Field
+
+from swe_rl.agent.config import load_agent_config
+from swe_rl.agent.context import ContextManager
+from swe_rl.envs.cache import EnvCache
+from swe_rl.errors import ConfigError
+from swe_rl.llm.base import LLM, SamplingParams
+from swe_rl.runs.rollout import RolloutResult, run_rollout
+from swe_rl.sandbox.base import SandboxFactory
+from swe_rl.tasks.model import Task, parse_task
+
+EXECUTOR_SPECS = "local | local:<backend> | service:<rollout server URL> | ray | ray:<address>"
+
+
+class Policy(BaseModel):
+    """The model being trained, as the rollout reaches it."""
+
+    url: str = Field(
+        min_length=1,
+        max_length=2048,
+        description="SGLang server/router (kind sglang) or OpenAI-compatible base URL ending in /v1 (kind openai).",
+    )
+    kind: Literal["sglang", "openai"] = Field(
+        default="sglang",
+        description="sglang: token ids in and out (exact). openai: chat completions; ids from the server "
+        "when it returns them, else re-encoded with the tokenizer (fixed-base method).",
+    )
+    tokenizer: str = Field(
+        default="qwen", description="'qwen' (bundled vocabulary) or a tokenizer directory."
+    )
+    model: str = Field(default="policy", max_length=512, description="Model name sent to an OpenAI endpoint.")
+
+
+class RolloutRequest(BaseModel):
+    task: str | dict[str, Any] = Field(
+        description="A full task record, or an instance id the executor knows."
+    )
+    policy: Policy
+    sampling: SamplingParams = Field(default_factory=SamplingParams)
+    step_limit: int | None = Field(default=None, ge=1, le=1000)
+    agent_config: str | None = Field(
+        default=None, max_length=256, description="Shipped agent config name (default swebench)."
+    )
+    max_context: int | None = Field(
+        default=None, ge=256, description="Context window; enables the context manager."
+    )
+    dynamic_history: bool = True
+
+
+class Executor(Protocol):
+    """Runs rollouts somewhere; never raises for infrastructure failures (they come back as infra_error)."""
+
+    name: str
+
+    async def run(self, request: RolloutRequest) -> RolloutResult: ...
+
+    async def close(self) -> None: ...
+
+
+def policy_tokenizer(policy: Policy) -> Any:
+    """The policy's tokenizer; ConfigError when it cannot be loaded (the request is at fault)."""
+    from swe_rl.rl.tokenizer import load_tokenizer
+
+    try:
+        return load_tokenizer(policy.tokenizer)
+    except ConfigError:
+        raise
+    except Exception as exc:  # a missing directory, a corrupt tokenizer file
+        raise ConfigError(f"cannot load tokenizer {policy.tokenizer!r}: {exc}") from None
+
+
+def policy_llm(policy: Policy) -> tuple[LLM, Any]:
+    """The client for a policy, and its tokenizer."""
+    tokenizer = policy_tokenizer(policy)
+    if policy.kind == "sglang":
+        from swe_rl.llm.sglang import SGLangClient
+
+        return SGLangClient(policy.url, tokenizer), tokenizer
+    from swe_rl.llm.openai import OpenAIClient
+
+    return OpenAIClient(policy.model, policy.url), tokenizer
+
+
+class LocalExecutor:
+    """Rollouts in this process, on this machine's sandboxes, at most ``capacity`` at once."""
+
+    name = "local"
+
+    def __init__(
+        self,
+        factory: SandboxFactory,
+        cache: EnvCache | None = None,
+        *,
+        capacity: int = 4,
+        tasks: list[Task] | None = None,
+    ) -> None:
+        self.factory = factory
+        self.cache = cache or EnvCache()
+        self.capacity = capacity
+        self.tasks = {t.instance_id: t for t in tasks or []}
+        self.slots = asyncio.Semaphore(capacity)
+        self.running = 0
+
+    def task(self, spec: str | dict[str, Any]) -> Task:
+        """The request's task; ConfigError (a 4xx in the service) for an unknown id or a bad record."""
+        if isinstance(spec, dict):
+            return parse_task(spec, where="request.task")
+        task = self.tasks.get(spec)
+        if task is None:
+            raise ConfigError(f"unknown instance id {spec!r} (send the full record instead)")
+        return task
+
+    async def run(self, request: RolloutRequest) -> RolloutResult:
+        task = self.task(request.task)
+        async with self.slots:
+            return await self.run_now(task, request)
+
+    async def run_now(self, task: Task, request: RolloutRequest) -> RolloutResult:
+        """Run without taking a slot (the caller already holds one)."""
+        llm, tokenizer = policy_llm(request.policy)
+        config = load_agent_config(request.agent_config, step_limit=request.step_limit)
+        context = (
+            ContextManager(
+                request.max_context,
+                request.sampling.max_tokens,
+                count=lambda t: len(tokenizer.encode(t, add_special_tokens=False)),
+            )
+            if request.max_context
+            else None
+        )
+        self.running += 1
+        try:
+            return await run_rollout(
+                task,
+                llm,
+                self.factory,
+                self.cache,
+                config,
+                request.sampling,
+                dynamic_history=request.dynamic_history,
+                context=context,
+                tokenizer=tokenizer if request.policy.kind == "openai" else None,
+            )
+        finally:
+            self.running -= 1
+            await llm.close()
+
+    async def close(self) -> None:
+        return None
+
+
+def get_executor(
+    spec: str | None = None, *, backend: str | None = None, capacity: int | None = None
+) -> Executor:
+    """An executor from a spec (``EXECUTOR_SPECS``); default ``$SWE_RL_EXECUTOR`` or ``local``.
+
+    ``backend`` is the sandbox backend of a local executor (default ``$SWE_RL_BACKEND`` or ns).
+    """
+    spec = spec or os.environ.get("SWE_RL_EXECUTOR") or "local"
+    kind, _, arg = spec.partition(":")
+    if kind == "local":
+        from swe_rl.sandbox import get_factory
+
+        chosen = arg or backend or os.environ.get("SWE_RL_BACKEND") or "ns"
+        return LocalExecutor(get_factory(chosen), capacity=capacity or _default_capacity())
+    if kind == "service":
+        if not arg:
+            raise ConfigError("--executor service:<URL> needs the rollout server's URL")
+        from swe_rl.runs.service_executor import ServiceExecutor
+
+        return ServiceExecutor(arg)
+    if kind == "ray":
+        from swe_rl.runs.ray_executor import RayExecutor
+
+        return RayExecutor(address=arg or None)
+    raise ConfigError(f"unknown executor {spec!r}; use {EXECUTOR_SPECS}")
+
+
+def _default_capacity() -> int:
+    return int(os.environ.get("SWE_RL_CAPACITY", "0")) or max(1, (os.cpu_count() or 2))
