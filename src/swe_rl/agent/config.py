@@ -26,6 +26,9 @@ class AgentConfig(BaseModel):
     repeated_command_template: str = Field(description="Sent when the same command repeats.")
     step_limit: int = Field(default=40, ge=1, description="Model calls per run.")
     max_tokens_total: int = Field(default=200_000, ge=1, description="Prompt + completion tokens per run.")
+    cost_limit: float | None = Field(
+        default=None, gt=0, description="USD per run (priced model calls); reaching it ends the run."
+    )
     wall_time_s: float = Field(
         default=1800, gt=0, description="Seconds per run, model and commands included."
     )

@@ -71,6 +71,10 @@ def _check_limits(traj: Trajectory, config: AgentConfig, started: float) -> None
         raise _Finished("limits_exceeded", f"step limit {config.step_limit} reached")
     if traj.prompt_tokens + traj.completion_tokens >= config.max_tokens_total:
         raise _Finished("limits_exceeded", f"token limit {config.max_tokens_total} reached")
+    if config.cost_limit is not None and traj.cost_usd >= config.cost_limit:
+        raise _Finished(
+            "limits_exceeded", f"cost limit ${config.cost_limit:g} reached (${traj.cost_usd:.4f})"
+        )
     if time.monotonic() - started >= config.wall_time_s:
         raise _Finished("timeout", f"wall time {config.wall_time_s}s reached")
 
@@ -108,6 +112,7 @@ async def _step(
     traj.model_time_s += step.model_time_s
     traj.prompt_tokens += completion.prompt_tokens or 0
     traj.completion_tokens += completion.completion_tokens or len(completion.text) // 4
+    traj.cost_usd += completion.cost_usd or 0.0
     history.append(Message(role="assistant", content=completion.text))
     blocks = bash_blocks(completion.text)
     if len(blocks) != 1:

@@ -38,6 +38,7 @@ class Trajectory(BaseModel):
     submission: str | None = Field(default=None, description="The patch the agent submitted, if it did.")
     prompt_tokens: int = 0
     completion_tokens: int = 0
+    cost_usd: float = Field(default=0.0, description="Sum of the priced model calls' costs.")
     model_time_s: float = 0.0
     env_time_s: float = 0.0
     total_time_s: float = 0.0

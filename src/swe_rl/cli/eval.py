@@ -70,6 +70,25 @@ def eval_command(
             "--metrics", help="Also log agent/* metrics to tensorboard and/or wandb (comma-separated)."
         ),
     ] = "",
+    cost_limit: Annotated[
+        float | None,
+        typer.Option("--cost-limit", min=0, help="USD per attempt: the agent stops when its calls reach it."),
+    ] = None,
+    run_cost_limit: Annotated[
+        float | None,
+        typer.Option(
+            "--run-cost-limit",
+            min=0,
+            help="USD for the run: no attempt starts past it (exit status 4; --resume continues).",
+        ),
+    ] = None,
+    price_file: Annotated[
+        Path | None,
+        typer.Option(
+            "--price-file",
+            help="JSON {model: {input_cost_per_token, output_cost_per_token}} over LiteLLM's map and ours.",
+        ),
+    ] = None,
     cache_dir: CacheOpt = None,
     repo_cache: RepoCacheOpt = None,
     json_out: Annotated[bool, typer.Option("--json", help="Print summary.json on stdout.")] = False,
@@ -77,6 +96,7 @@ def eval_command(
     """Run a model on tasks; write traj.json/patch.diff/meta.json per instance, results.jsonl, summary.json, preds.json."""
     from swe_rl.agent.config import load_agent_config
     from swe_rl.llm.base import SamplingParams
+    from swe_rl.llm.cost import load_prices
     from swe_rl.llm.select import choose_model
     from swe_rl.runs.evaluation import EvalSettings, run_eval
     from swe_rl.sandbox import get_factory
@@ -88,7 +108,10 @@ def eval_command(
     if max_instances:
         selected = selected[:max_instances]
     choice = choose_model(llm, model, api_base)
-    agent = load_agent_config(agent_config, step_limit=step_limit)
+    agent = load_agent_config(agent_config, step_limit=step_limit, cost_limit=cost_limit or None)
+    prices = load_prices(price_file)
+    if cost_limit or run_cost_limit:
+        prices.require(choice.name)  # a limit on a model without a price would never stop anything
     chosen_backend = resolve_backend(backend)
     factory = get_factory(chosen_backend)
     settings = EvalSettings(
@@ -98,6 +121,8 @@ def eval_command(
         resume=resume,
         max_context=max_context,
         metrics_backends=[m.strip() for m in metrics.split(",") if m.strip()],
+        prices=prices,
+        run_cost_limit=run_cost_limit or None,
         args={
             "tasks": tasks,
             "model": choice.name,
@@ -108,6 +133,8 @@ def eval_command(
             "temperature": temperature,
             "n_samples": n_samples,
             "instances": len(selected),
+            "cost_limit": cost_limit,
+            "run_cost_limit": run_cost_limit,
         },
     )
     note(
@@ -134,10 +161,17 @@ def eval_command(
     else:
         print(
             f"resolved {summary['resolved']}/{summary['attempts']} (rate {summary['resolve_rate']:.1%}); "
-            f"errors {summary['errors']}; no patch {summary['no_patch']}; avg steps {summary['avg_steps']:.1f}"
+            f"errors {summary['errors']}; no patch {summary['no_patch']}; avg steps {summary['avg_steps']:.1f}; "
+            f"cost ${summary['cost_usd']:.4f}"
         )
     note(f"run directory: {output_dir}/ (swe-rl report {output_dir} renders it)")
+    if summary.get("stopped"):
+        note(f"stopped: {summary['stopped']}")
+        raise typer.Exit(EXIT_COST_LIMIT)
     raise typer.Exit(1 if summary["errors"] else 0)
+
+
+EXIT_COST_LIMIT = 4  # the run stopped at --run-cost-limit with attempts left; the run directory is resumable
 
 
 def _parse_slice(text: str) -> slice:

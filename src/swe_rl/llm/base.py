@@ -41,6 +41,7 @@ class Completion(BaseModel):
     prompt_tokens: int | None = None
     completion_tokens: int | None = None
     latency_s: float = 0.0
+    cost_usd: float | None = Field(default=None, description="What the call cost, when priced (llm.cost).")
 
 
 class LLM(Protocol):

@@ -94,6 +94,13 @@ def _page(
     headline = f"{summary.get('resolved', 0)}/{summary.get('attempts', len(results))} resolved" + (
         f" ({rate:.1%})" if isinstance(rate, float) else ""
     )
+    cost = sum(r.cost_usd for r in results)
+    if cost or summary.get("run_cost_limit"):
+        headline += f" · cost ${cost:.4f}"
+        if summary.get("run_cost_limit"):
+            headline += f" of ${summary['run_cost_limit']:g}"
+    if summary.get("stopped"):
+        headline += f" · stopped: {summary['stopped']}"
     return _TEMPLATE.format(
         title=escape(f"swe-rl report: {run_dir.name}"),
         headline=escape(headline),
@@ -120,7 +127,7 @@ tr.row {{ cursor: pointer; }} tr.row:hover {{ background: #f3f7ff; }}
 <div id="charts">{charts}</div>
 <h2>Instances</h2>
 <table id="results"><thead><tr><th>instance</th><th>attempt</th><th>resolved</th><th>exit status</th><th>patch</th>
-<th>steps</th><th>seconds</th><th>error</th></tr></thead><tbody></tbody></table>
+<th>steps</th><th>seconds</th><th>cost $</th><th>error</th></tr></thead><tbody></tbody></table>
 <h2>Metrics</h2><table id="metrics"><tbody></tbody></table>
 <div id="viewer"></div>
 <script type="application/json" id="data">{data}</script>
@@ -130,8 +137,8 @@ function el(tag, cls, text) {{ const e = document.createElement(tag); if (cls) e
 const body = document.querySelector("#results tbody");
 for (const r of DATA.results) {{
   const tr = el("tr", "row"); tr.dataset.key = r.instance_id + "#" + r.attempt;
-  const cells = [r.instance_id, r.attempt, r.resolved ? "yes" : "no", r.exit_status, r.patch_source, r.n_steps, r.elapsed.toFixed(1), r.error || ""];
-  cells.forEach((c, i) => {{ const td = el("td", i === 2 ? (r.resolved ? "ok" : "no") : (i === 7 && c ? "err" : ""), String(c)); tr.appendChild(td); }});
+  const cells = [r.instance_id, r.attempt, r.resolved ? "yes" : "no", r.exit_status, r.patch_source, r.n_steps, r.elapsed.toFixed(1), (r.cost_usd || 0).toFixed(4), r.error || ""];
+  cells.forEach((c, i) => {{ const td = el("td", i === 2 ? (r.resolved ? "ok" : "no") : (i === 8 && c ? "err" : ""), String(c)); tr.appendChild(td); }});
   tr.addEventListener("click", () => {{ location.hash = encodeURIComponent(tr.dataset.key); }});
   body.appendChild(tr);
 }}

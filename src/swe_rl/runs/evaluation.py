@@ -26,6 +26,7 @@ from swe_rl.envs.cache import EnvCache
 from swe_rl.errors import SweRlError
 from swe_rl.harness.grade import grade_patch
 from swe_rl.llm.base import LLM, SamplingParams
+from swe_rl.llm.cost import PricedLLM, PriceTable
 from swe_rl.runs.metrics import InstanceResult, MetricsSink, agent_metrics
 from swe_rl.runs.progress import RunProgress
 from swe_rl.runs.rundir import RunDir
@@ -48,6 +49,13 @@ class EvalSettings(BaseModel):
         default_factory=dict, description="What the user asked for (redacted on disk)."
     )
     metrics_backends: list[str] = Field(default_factory=list, description="Also log to: tensorboard, wandb.")
+    prices: PriceTable | None = Field(default=None, description="Price every model call (llm.cost).")
+    run_cost_limit: float | None = Field(
+        default=None,
+        gt=0,
+        description="USD for the whole run (results.jsonl so far included): no attempt starts past it; "
+        "attempts under way finish, each bounded by the agent's cost_limit.",
+    )
 
 
 async def run_eval(
@@ -72,10 +80,16 @@ async def run_eval(
     todo = [(t, a) for t in tasks for a in range(settings.n_samples) if (t.instance_id, a) not in done]
     progress = RunProgress(len(todo), "eval", quiet=quiet)
     limit = asyncio.Semaphore(settings.max_concurrent)
+    budget = RunBudget(settings.run_cost_limit, sum(r.cost_usd for r in run.load_results()))
 
     async def one(task: Task, attempt: int) -> None:
         async with limit:
-            result = await _attempt(task, attempt, make_llm(task), cache, factory, agent, params, settings)
+            if budget.exhausted:
+                budget.skipped += 1  # not started: missing from results.jsonl, so --resume runs it
+                return
+            llm = _priced(make_llm(task), settings.prices)
+            result = await _attempt(task, attempt, llm, cache, factory, agent, params, settings)
+            budget.spent += result.cost_usd
             run.append(result)
             progress.advance(
                 task.instance_id, _outcome(result), resolved=result.resolved, error=result.infra_error
@@ -84,12 +98,38 @@ async def run_eval(
     try:
         await asyncio.gather(*(one(t, a) for t, a in todo))
     finally:
-        summary = _finish(run, tasks, settings)
+        summary = _finish(run, tasks, settings, budget)
         progress.close()
     return summary
 
 
-def _finish(run: RunDir, tasks: Sequence[Task], settings: EvalSettings) -> dict[str, Any]:
+class RunBudget:
+    """The run's spend against its cost limit (None: no limit)."""
+
+    def __init__(self, limit: float | None, spent: float = 0.0) -> None:
+        self.limit, self.spent = limit, spent
+        self.skipped = 0
+
+    @property
+    def exhausted(self) -> bool:
+        return self.limit is not None and self.spent >= self.limit
+
+    def stopped(self) -> str | None:
+        """Why attempts were left unstarted, if they were."""
+        if not self.skipped:
+            return None
+        return (
+            f"run cost limit ${self.limit:g} reached (spent ${self.spent:.4f}); "
+            f"{self.skipped} attempts not started (--resume with a higher limit runs them)"
+        )
+
+
+def _priced(llm: LLM, prices: PriceTable | None) -> LLM:
+    price = prices.lookup(llm.name) if prices is not None else None
+    return PricedLLM(llm, price) if price is not None else llm
+
+
+def _finish(run: RunDir, tasks: Sequence[Task], settings: EvalSettings, budget: RunBudget) -> dict[str, Any]:
     results = list(run.latest().values())
     ids = {t.instance_id for t in tasks}
     results = [r for r in results if r.instance_id in ids]
@@ -104,7 +144,8 @@ def _finish(run: RunDir, tasks: Sequence[Task], settings: EvalSettings) -> dict[
             }
     run.write_preds(preds)
     MetricsSink(run.path / "metrics.jsonl", settings.metrics_backends).log(agent_metrics(results), step=0)
-    return run.write_summary(results, len(tasks), settings.args, provenance(), settings.n_samples)
+    cost = {"run_cost_limit": budget.limit, "run_cost_usd": budget.spent, "stopped": budget.stopped()}
+    return run.write_summary(results, len(tasks), settings.args, provenance(), settings.n_samples, cost)
 
 
 def _outcome(result: InstanceResult) -> str:
@@ -169,6 +210,7 @@ def _fill(result: InstanceResult, traj: Trajectory) -> None:
     result.n_steps, result.tool_calls = len(traj.steps), traj.tool_calls
     result.model_time_s, result.env_time_s = traj.model_time_s, traj.env_time_s
     result.prompt_tokens, result.completion_tokens = traj.prompt_tokens, traj.completion_tokens
+    result.cost_usd = traj.cost_usd
 
 
 def _write_artifacts(

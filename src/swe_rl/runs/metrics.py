@@ -29,6 +29,7 @@ class InstanceResult(BaseModel):
     eval_time_s: float = 0.0
     prompt_tokens: int = 0
     completion_tokens: int = 0
+    cost_usd: float = 0.0
     grade_status: str | None = None
     artifacts: str | None = None
 

@@ -70,6 +70,7 @@ class RunDir:
         args: dict[str, Any],
         provenance: dict[str, Any],
         n_samples: int = 1,
+        extra: dict[str, Any] | None = None,
     ) -> dict[str, Any]:
         finished = [r for r in results if not r.infra_error]
         errors = len(results) - len(finished)
@@ -87,6 +88,9 @@ class RunDir:
             "exit_statuses": _count(r.exit_status for r in results),
             "avg_steps": sum(r.n_steps for r in finished) / len(finished) if finished else 0.0,
             "avg_elapsed_s": sum(r.elapsed for r in finished) / len(finished) if finished else 0.0,
+            "cost_usd": sum(r.cost_usd for r in results),
+            "avg_cost_usd": sum(r.cost_usd for r in finished) / len(finished) if finished else 0.0,
+            **(extra or {}),
             "args": redact(args),
             "provenance": provenance,
         }
