@@ -22,12 +22,24 @@ def prepare(
     data_source: Annotated[
         str | None, typer.Option(help="metadata.data_source [default: the source].")
     ] = None,
+    valid_only: Annotated[
+        Path | None,
+        typer.Option(
+            "--valid-only",
+            help="An `env build` report: keep only the instances it marks usable (valid when it was "
+            "built with --validate, else built).",
+        ),
+    ] = None,
 ) -> None:
     """Tasks -> trainer JSONL: {"text": problem, "metadata": {"instance": record, "data_source": ...}}."""
-    from swe_rl.tasks.export import write_prepared
+    from swe_rl.tasks.export import keep_usable, write_prepared
     from swe_rl.tasks.loaders import load_tasks
 
     tasks = load_tasks(source, instance_ids=instance)
+    if valid_only is not None:
+        before = len(tasks)
+        tasks = keep_usable(tasks, valid_only)
+        note(f"--valid-only {valid_only}: kept {len(tasks)} of {before} instances")
     path = write_prepared(tasks, data_source or source, output_dir, split)
     note(f"{len(tasks)} rows -> {path}")
 

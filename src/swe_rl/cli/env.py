@@ -29,35 +29,114 @@ app = typer.Typer(
 )
 
 
+InstallerOpt = Annotated[
+    str, typer.Option("--installer", help="uv (falls back to pip when uv is not installed) or pip.")
+]
+AsOfDateOpt = Annotated[
+    bool,
+    typer.Option(
+        "--as-of-date/--latest",
+        help="Resolve packages as of each task's created_at (uv --exclude-newer), or from today's index.",
+    ),
+]
+ConstraintsOpt = Annotated[
+    Path | None, typer.Option("--constraints", help="A pip constraints file applied to every install.")
+]
+InstallPythonOpt = Annotated[
+    bool,
+    typer.Option(
+        "--install-python", help="Install a missing Python with `uv python install` (or $SWE_RL_CONDA)."
+    ),
+]
+
+
+def _options(installer: str, as_of_date: bool, constraints: Path | None, install_python: bool) -> object:
+    from swe_rl.envs.recipe import InstallOptions
+    from swe_rl.errors import ConfigError
+
+    if installer not in ("uv", "pip"):
+        raise ConfigError(f"unknown installer {installer!r}: use uv or pip")
+    return InstallOptions.with_constraints_file(
+        constraints, installer=installer, as_of_date=as_of_date, fetch_python=install_python
+    )
+
+
 @app.command("build")
 def build(
     source: SourceOpt = "builtin",
+    tasks_file: Annotated[
+        Path | None, typer.Option("--tasks", help="A dataset file (.json/.jsonl/.parquet); same as --source.")
+    ] = None,
     instance: InstancesOpt = None,
     cache_dir: CacheOpt = None,
     repo_cache: RepoCacheOpt = None,
+    jobs: Annotated[int, typer.Option("--jobs", "-j", min=1, help="Environments built at once.")] = 2,
+    report: Annotated[
+        Path | None,
+        typer.Option("--report", help="JSON report; rewritten as builds finish and read to resume a rerun."),
+    ] = None,
+    validate: Annotated[
+        bool, typer.Option("--validate", help="Also grade gold and empty patches in each built env.")
+    ] = False,
+    backend: BackendOpt = "auto",
+    timeout: TimeoutOpt = 1800.0,
+    installer: InstallerOpt = "uv",
+    as_of_date: AsOfDateOpt = True,
+    constraints: ConstraintsOpt = None,
+    install_python: InstallPythonOpt = False,
     json_out: JsonOpt = False,
 ) -> None:
-    """Build (or find in the cache) the environment of every task."""
-    import time
+    """Build (or find in the cache) the environment of every task; with --validate, prove each one.
 
+    Builds run in parallel (--jobs); one failure does not stop the others. Prints a summary table and
+    exits 1 when any instance failed or is invalid.
+    """
+    from swe_rl.envs.cache import EnvCache
+    from swe_rl.envs.recipe import InstallOptions
+    from swe_rl.runs.envbuild import build_dataset
     from swe_rl.tasks.loaders import load_tasks
 
-    tasks = load_tasks(source, instance_ids=instance)
-    cache = env_cache(cache_dir, repo_cache)
-    rows = []
-    for i, task in enumerate(tasks, 1):
-        started = time.monotonic()
-        spec = cache.ensure(task)
-        rows.append(
-            {
-                "instance_id": task.instance_id,
-                "env": spec.key,
-                "seconds": round(time.monotonic() - started, 3),
-            }
-        )
-        note(f"[build {i}/{len(tasks)}] {task.instance_id}: env {spec.key} ({rows[-1]['seconds']}s)")
+    tasks = load_tasks(str(tasks_file) if tasks_file else source, instance_ids=instance)
+    options = _options(installer, as_of_date, constraints, install_python)
+    assert isinstance(options, InstallOptions)
+    cache = EnvCache(cache_dir, repo_cache=repo_cache, options=options)
+    factory = None
+    if validate:
+        from swe_rl.sandbox import get_factory
+
+        factory = get_factory(resolve_backend(backend))
+    result = run(build_dataset(tasks, cache, jobs=jobs, report_path=report, factory=factory, timeout=timeout))
     if json_out:
-        print_json(rows)
+        print_json(result.model_dump(mode="json"))
+    else:
+        print_build(result)
+    counts = result.counts()
+    raise typer.Exit(1 if counts.get("failed") or counts.get("invalid") or counts.get("error") else 0)
+
+
+def print_build(result: object) -> None:
+    from rich.markup import escape
+    from rich.table import Table
+
+    from swe_rl.runs.envbuild import BuildReport
+
+    assert isinstance(result, BuildReport)
+    counts = result.counts()
+    title = "env build: " + ", ".join(f"{v} {k}" for k, v in counts.items())
+    table = Table(title=title)
+    for col in ("instance_id", "status", "env", "python", "seconds", "gold / empty", "reason"):
+        table.add_column(col)
+    for e in result.entries.values():
+        table.add_row(
+            e.instance_id,
+            e.status,
+            e.env or "-",
+            e.python or "-",
+            f"{e.seconds:.1f}",
+            f"{e.gold} / {e.empty}" if e.gold else "-",
+            escape((e.reason or "")[-300:]),
+        )
+    console().print(table)
 
 
 @app.command("validate")

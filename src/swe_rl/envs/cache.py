@@ -5,6 +5,9 @@ Layout under the cache root (default ``~/.cache/swe-rl/envs``)::
     testbeds/<key>/        repo at base_commit, no later history        (one per repo + commit)
     venvs/<key>/           virtualenv built from an EnvRecipe              (one per recipe)
     records/<key>.json     EnvSpec of an env = testbed + venv
+    resolved/<key>.txt     the lock (resolved package set) of a venv build; a rebuild installs under it
+    rootfs/<key>/          root filesystem of an env imported from an image (see imports.py)
+    images/<digest>.json   image name -> key of the env imported from it
     locks/<key>.lock       flock held while building that key
     .tmp/                  builds in progress; moved into place with rename(2) when complete
 
@@ -24,14 +27,17 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from swe_rl.envs.interpreters import find_python
-from swe_rl.envs.recipe import EnvRecipe, ensure_pip, recipe_for, run_install
+from swe_rl.envs.installer import LOCK_NAME, InstallRun, lock_difference
+from swe_rl.envs.interpreters import find_python, provider
+from swe_rl.envs.recipe import EnvRecipe, InstallOptions, recipe_for
 from swe_rl.envs.repos import find_repo_source
 from swe_rl.envs.testbed import make_testbed
-from swe_rl.envs.venv import create_venv, point_editables_at, relocate_venv, seed_from_host
+from swe_rl.envs.venv import create_venv, ensure_pip, point_editables_at, relocate_venv, seed_from_host
+from swe_rl.errors import EnvBuildError
 from swe_rl.paths import cache_dir
 from swe_rl.sandbox.base import TESTBED, EnvSpec
-from swe_rl.tasks.io import atomic_write_json
+from swe_rl.tasks.images import image_name
+from swe_rl.tasks.io import atomic_write_json, atomic_write_text
 from swe_rl.tasks.model import Task
 
 
@@ -39,24 +45,40 @@ def _digest(*parts: str) -> str:
     return hashlib.sha256("\0".join(parts).encode()).hexdigest()[:16]
 
 
+def _keep_log(exc: EnvBuildError, log: Path, keep: Path) -> str:
+    """The error's message with the install log moved out of the build dir (which is removed)."""
+    keep.parent.mkdir(parents=True, exist_ok=True)
+    target = keep.with_suffix(".install.log")
+    if log.is_file():
+        shutil.copyfile(log, target)
+    return str(exc).replace(str(log), str(target))
+
+
 class EnvCache:
     """Builds and finds environments for tasks."""
 
     def __init__(
-        self, root: Path | None = None, *, repo_cache: Path | None = None, allow_network: bool = False
+        self,
+        root: Path | None = None,
+        *,
+        repo_cache: Path | None = None,
+        allow_network: bool = False,
+        options: InstallOptions | None = None,
     ) -> None:
         self.root = (root or cache_dir() / "envs").expanduser()
         self.repo_cache = repo_cache
         self.allow_network = allow_network
+        self.options = options or InstallOptions()
 
     # -- public API -------------------------------------------------------------------------------
     def ensure(self, task: Task) -> EnvSpec:
-        """The env of ``task``, built now if it is not in the cache yet."""
-        recipe = recipe_for(task)
+        """The env of ``task``: one imported from its official image, else built now if not cached yet."""
+        imported = self.imported_for(task)
+        if imported is not None:
+            return imported
+        recipe = recipe_for(task, self.options)
         python, prefix = self._interpreter(recipe)
-        testbed_key = _digest(task.repo, task.base_commit)
-        venv_key = recipe.digest(python)
-        key = _digest(testbed_key, venv_key)
+        testbed_key, venv_key, key = self._keys(task, recipe, python)
         built = self.get(key)
         if built is not None:
             return built
@@ -83,6 +105,38 @@ class EnvCache:
         record = self.root / "records" / f"{key}.json"
         return EnvSpec.model_validate_json(record.read_text()) if record.is_file() else None
 
+    def key_for(self, task: Task) -> str:
+        """The key ``ensure(task)`` gives, without building anything."""
+        imported = self.imported_for(task)
+        if imported is not None:
+            return imported.key
+        recipe = recipe_for(task, self.options)
+        return self._keys(task, recipe, self._interpreter(recipe)[0])[2]
+
+    def _keys(self, task: Task, recipe: EnvRecipe, python: Path) -> tuple[str, str, str]:
+        testbed_key = _digest(task.repo, task.base_commit)
+        venv_key = recipe.digest(python)
+        return testbed_key, venv_key, _digest(testbed_key, venv_key)
+
+    def imported_for(self, task: Task) -> EnvSpec | None:
+        """The env imported from the task's evaluation image (`swe-rl env import-image`), if any."""
+        names = [task.image_name] if task.image_name else []
+        names += [image_name(task.instance_id), image_name(task.instance_id, "swegym")]
+        for name in names:
+            key = self.image_key(name)
+            if key is not None:
+                return self.get(key)
+        return None
+
+    def image_key(self, image: str) -> str | None:
+        index = self.root / "images" / f"{_digest(image)}.json"
+        if not index.is_file():
+            return None
+        return str(json.loads(index.read_text())["key"])
+
+    def index_image(self, image: str, key: str) -> None:
+        atomic_write_json(self.root / "images" / f"{_digest(image)}.json", {"image": image, "key": key})
+
     def records(self) -> list[EnvSpec]:
         return [
             EnvSpec.model_validate_json(p.read_text()) for p in sorted((self.root / "records").glob("*.json"))
@@ -102,11 +156,11 @@ class EnvCache:
         used: set[Path] = set()
         for spec in self.records():
             if spec.key in keep:
-                used.update(p for p in (spec.testbed, spec.venv) if p)
+                used.update(p for p in (spec.testbed, spec.venv, spec.rootfs) if p)
                 continue
             (self.root / "records" / f"{spec.key}.json").unlink(missing_ok=True)
             removed.append(self.root / "records" / f"{spec.key}.json")
-        for kind in ("testbeds", "venvs"):
+        for kind in ("testbeds", "venvs", "rootfs"):
             for path in sorted((self.root / kind).glob("*")):
                 if path not in used:
                     shutil.rmtree(path, ignore_errors=True)
@@ -115,7 +169,7 @@ class EnvCache:
 
     # -- building ---------------------------------------------------------------------------------
     def _interpreter(self, recipe: EnvRecipe) -> tuple[Path, Path]:
-        return find_python(recipe.python)
+        return find_python(recipe.python, fetch=self.options.fetch_python, store=self.root / "pythons")
 
     def _ensure_dir(self, kind: str, key: str, build: Callable[[Path, Path], None]) -> Path:
         """``final`` built by ``build(tmp, final)`` into a temp dir then renamed, under a lock."""
@@ -136,30 +190,51 @@ class EnvCache:
         return final
 
     def _build_testbed(self, task: Task, dest: Path) -> None:
-        source = find_repo_source(task.repo, self.repo_cache, allow_network=self.allow_network)
+        source = task.repo_source or find_repo_source(
+            task.repo, self.repo_cache, allow_network=self.allow_network
+        )
         make_testbed(source, task.base_commit, dest)
 
     def _build_venv(self, recipe: EnvRecipe, python: Path, dest: Path, final: Path, testbed: Path) -> None:
         started = time.monotonic()
         create_venv(python, dest)
         seeded = seed_from_host(dest, recipe.seed) if recipe.seed else []
-        if recipe.pip or recipe.install:
+        installer = None
+        lock_file = self.root / "resolved" / f"{final.name}.txt"
+        previous = lock_file.read_text().splitlines() if lock_file.is_file() else None
+        if recipe.installs:
             ensure_pip(dest)
-            log = dest / "swe-rl-install.log"
-            # an old interpreter's bundled pip may not read today's wheels (Python 3.6's pip 18)
-            run_install("python -m pip install -q --upgrade 'pip<25'", testbed, dest, log)
-            if recipe.pip:
-                run_install(
-                    "python -m pip install " + " ".join(f"'{r}'" for r in recipe.pip), testbed, dest, log
-                )
-            if recipe.install:
-                run_install(recipe.install, testbed, dest, log)
+            run = InstallRun(
+                recipe,
+                dest,
+                testbed,
+                dest / "swe-rl-install.log",
+                installer=self.options.installer,
+                cache=self.root.parent / "uv-cache",
+            )
+            installer = run.kind
+            try:
+                lock = run.build(previous)
+            except EnvBuildError as exc:
+                raise EnvBuildError(
+                    _keep_log(exc, dest / "swe-rl-install.log", self.root / "logs" / final.name)
+                ) from None
             point_editables_at(dest, testbed, TESTBED)
+            if previous is not None and (drift := lock_difference(previous, lock)):
+                raise EnvBuildError(
+                    f"rebuild of {final.name} differs from its lock {lock_file}: {drift[:10]}"
+                )
+            atomic_write_text(dest / LOCK_NAME, "".join(f"{line}\n" for line in lock))
+            if previous is None:
+                atomic_write_text(lock_file, "".join(f"{line}\n" for line in lock))
         atomic_write_json(
             dest / "swe-rl-env.json",
             {
                 "recipe": recipe.model_dump(),
                 "python": str(python),
+                "python_provider": provider(python),
+                "installer": installer,
+                "locked_from": str(lock_file) if previous is not None else None,
                 "seeded": seeded,
                 "build_seconds": round(time.monotonic() - started, 3),
             },

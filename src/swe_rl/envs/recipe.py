@@ -1,19 +1,50 @@
-"""How an environment is built: the interpreter and the packages. One recipe per (repo, version, setup)."""
+"""How an environment is built: the interpreter and the packages. One recipe per (repo, version, setup).
+
+A recipe comes from, in order: the builtin suite (pytest seeded from the host), the record's own
+``python`` / ``install`` fields (SWE-Gym / SWE-smith style), or swe-rl's spec table for known
+SWE-bench repositories (:mod:`swe_rl.tasks.specs`). Options that change what gets installed (the
+date to resolve as of, user constraints) are part of the recipe and so of its cache key.
+"""
 
 from __future__ import annotations
 
 import hashlib
-import os
-import shutil
-import subprocess
+from datetime import UTC, datetime
 from pathlib import Path
+from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from swe_rl.errors import ConfigError, EnvBuildError
-from swe_rl.sandbox.shell import base_environment
+from swe_rl.errors import ConfigError
 from swe_rl.tasks.builtin import BUILTIN_OWNER
 from swe_rl.tasks.model import Task
+from swe_rl.tasks.specs import spec_for
+
+Installer = Literal["uv", "pip"]
+
+
+class InstallOptions(BaseModel):
+    """User choices for env builds that apply to every task."""
+
+    model_config = ConfigDict(frozen=True)
+
+    installer: Installer = Field(default="uv", description="uv (pip when uv is not installed) or pip.")
+    as_of_date: bool = Field(
+        default=True, description="Resolve packages as of the task's created_at (uv --exclude-newer)."
+    )
+    constraints: tuple[str, ...] = Field(default=(), description="Lines of a user constraints file.")
+    fetch_python: bool = Field(
+        default=False, description="Install a missing Python with `uv python install` or conda."
+    )
+
+    @classmethod
+    def with_constraints_file(cls, path: Path | None, **kwargs: object) -> InstallOptions:
+        lines: tuple[str, ...] = ()
+        if path is not None:
+            if not path.is_file():
+                raise ConfigError(f"constraints file not found: {path}")
+            lines = tuple(s for line in path.read_text().splitlines() if (s := line.split("#")[0].strip()))
+        return cls(constraints=lines, **kwargs)
 
 
 class EnvRecipe(BaseModel):
@@ -23,74 +54,69 @@ class EnvRecipe(BaseModel):
 
     python: str = Field(default="3", description="Python version: '3' means the interpreter running swe-rl.")
     seed: list[str] = Field(default_factory=list, description="Host distributions copied in (offline).")
-    pip: list[str] = Field(default_factory=list, description="Requirements installed with pip.")
+    pip: list[str] = Field(default_factory=list, description="Requirements installed before the repo.")
+    undated: list[str] = Field(
+        default_factory=list, description="Packages not held to exclude_newer (exact pins never are)."
+    )
+    requirements: list[str] = Field(default_factory=list, description="Requirement files in the repo.")
+    requirements_at: str = Field(default="", description="Commit the requirement files are read at.")
+    pre_install: list[str] = Field(default_factory=list, description="Shell commands run before install.")
     install: str = Field(default="", description="Shell command run in the testbed with the venv active.")
+    exclude_newer: str = Field(default="", description="Resolve as of this time (RFC 3339), '' for today.")
+    constraints: list[str] = Field(default_factory=list, description="User constraints on every install.")
+    source: str = Field(default="", description="Where the recipe came from: builtin, record or spec.")
 
     def digest(self, interpreter: Path) -> str:
         text = f"{interpreter}\n{self.model_dump_json()}"
         return hashlib.sha256(text.encode()).hexdigest()[:16]
 
+    @property
+    def installs(self) -> bool:
+        return bool(self.pip or self.requirements or self.pre_install or self.install)
 
-def recipe_for(task: Task) -> EnvRecipe:
-    """The recipe of a task's env: builtin suite, or the record's own ``install`` setup."""
+
+def recipe_for(task: Task, options: InstallOptions | None = None) -> EnvRecipe:
+    """The recipe of a task's env: builtin suite, the record's own setup, or the spec table."""
+    options = options or InstallOptions()
     if task.repo.partition("/")[0] == BUILTIN_OWNER:
-        return EnvRecipe(python="3", seed=["pytest"])
+        return EnvRecipe(python="3", seed=["pytest"], source="builtin")
+    common = {
+        "exclude_newer": resolve_date(task) if options.as_of_date else "",
+        "constraints": list(options.constraints),
+    }
+    spec = spec_for(task)
     if task.install is not None:
-        return EnvRecipe(python=task.python or "3", install=task.install)
+        python = task.python or (spec.python if spec else "3")
+        seed = list(task.env_seed or [])
+        return EnvRecipe(python=python, seed=seed, install=task.install, source="record", **common)
+    if spec is not None:
+        return EnvRecipe(
+            python=task.python or spec.python,
+            pip=list(spec.packages),
+            undated=list(spec.undated),
+            requirements=list(spec.requirements),
+            requirements_at=task.base_commit if spec.requirements else "",
+            pre_install=list(spec.pre_install),
+            install=spec.install,
+            source=f"spec:{task.repo}@{task.version}",
+            **common,
+        )
     raise ConfigError(
         f"{task.instance_id}: no install recipe for {task.repo} version {task.version!r}; give the record an "
-        "'install' field (a shell command run in the repo with the env's venv active)"
+        "'install' field (a shell command run in the repo with the env's venv active) and a 'python' field"
     )
 
 
-_NETWORK_VARS = {
-    "PIP_CERT",
-    "PIP_INDEX_URL",
-    "PIP_EXTRA_INDEX_URL",
-    "PIP_TRUSTED_HOST",
-    "PIP_DEFAULT_TIMEOUT",
-    "SSL_CERT_FILE",
-    "SSL_CERT_DIR",
-    "REQUESTS_CA_BUNDLE",
-    "CURL_CA_BUNDLE",
-    "HTTP_PROXY",
-    "HTTPS_PROXY",
-    "NO_PROXY",
-    "http_proxy",
-    "https_proxy",
-    "no_proxy",
-}
-
-
-def run_install(command: str, testbed: Path, venv: Path, log: Path) -> None:
-    """Run an install command in the testbed with the venv first on PATH; output goes to ``log``."""
-    from swe_rl.sandbox.base import EnvSpec
-
-    spec = EnvSpec(key="build", repo="", base_commit="", testbed=testbed, venv=venv)
-    environ = base_environment(spec, home=str(venv.parent), tmpdir=str(venv.parent))
-    environ["PIP_CONFIG_FILE"] = "/dev/null"  # a host pip config can send old Pythons into long backtracking
-    # ...but the network settings of the host (proxy, CA bundle, index) are needed to reach the index at all.
-    environ.update({k: v for k, v in os.environ.items() if k in _NETWORK_VARS or k.startswith("UV_")})
-    with log.open("ab") as out:
-        proc = subprocess.run(
-            ["bash", "-c", command],
-            cwd=testbed,
-            env=environ,
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            stdin=subprocess.DEVNULL,
-            check=False,
-        )
-    if proc.returncode != 0:
-        tail = log.read_text(errors="replace")[-3000:]
-        raise EnvBuildError(f"install command exited {proc.returncode} (log {log}):\n{tail}")
-
-
-def ensure_pip(venv: Path) -> None:
-    python = venv / "bin" / "python"
-    if not (venv / "bin" / "pip").exists() and shutil.which(str(python)):
-        proc = subprocess.run(
-            [str(python), "-m", "ensurepip", "--default-pip"], capture_output=True, text=True, check=False
-        )
-        if proc.returncode != 0:
-            raise EnvBuildError(f"ensurepip failed in {venv}: {proc.stderr.strip()[-2000:]}")
+def resolve_date(task: Task) -> str:
+    """The task's created_at as an RFC 3339 UTC time, '' when the record has none."""
+    if not task.created_at:
+        return ""
+    try:
+        when = datetime.fromisoformat(task.created_at.replace("Z", "+00:00"))
+    except ValueError:
+        raise ConfigError(
+            f"{task.instance_id}: created_at {task.created_at!r} is not an ISO 8601 time"
+        ) from None
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=UTC)
+    return when.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")

@@ -25,6 +25,17 @@ def create_venv(python: Path, dest: Path) -> None:
         raise EnvBuildError(f"cannot create a venv with {python}: {proc.stderr.strip()}")
 
 
+def ensure_pip(venv: Path) -> None:
+    """pip in the venv from the interpreter's bundled wheel (offline); install commands call ``python -m pip``."""
+    python = venv / "bin" / "python"
+    if not (venv / "bin" / "pip").exists() and shutil.which(str(python)):
+        proc = subprocess.run(
+            [str(python), "-m", "ensurepip", "--default-pip"], capture_output=True, text=True, check=False
+        )
+        if proc.returncode != 0:
+            raise EnvBuildError(f"ensurepip failed in {venv}: {proc.stderr.strip()[-2000:]}")
+
+
 def site_packages(venv: Path) -> Path:
     found = sorted(venv.glob("lib/python*/site-packages"))
     if not found:

@@ -12,6 +12,7 @@ import shlex
 from swe_rl.errors import ConfigError
 from swe_rl.harness.official import END_TEST_OUTPUT, START_TEST_OUTPUT, TEST_EXIT_CODE
 from swe_rl.tasks.model import Task
+from swe_rl.tasks.specs import spec_for
 
 # Grading files live inside the repo's .git: every backend can write there and `git diff` ignores it.
 SCRATCH = ".git/swe-rl"
@@ -24,9 +25,12 @@ def eval_script(task: Task) -> str:
     """The bash script whose output is the test log."""
     if task.eval_script:
         return task.eval_script
-    if not task.test_cmd:
+    spec = spec_for(task)
+    test_cmd = task.test_cmd or (spec.test_cmd if spec else None)
+    if not test_cmd:
         raise ConfigError(
-            f"{task.instance_id}: the record has neither 'eval_script' nor 'test_cmd'; cannot run its tests"
+            f"{task.instance_id}: the record has neither 'eval_script' nor 'test_cmd', and swe-rl's spec "
+            "table does not know its repo and version; cannot run its tests"
         )
     base = shlex.quote(task.base_commit)
     files = " ".join(shlex.quote(f) for f in task.test_files)
@@ -45,7 +49,7 @@ def eval_script(task: Task) -> str:
             reset,
             f"git apply -v {TEST_PATCH}" if task.test_patch.strip() else ":",
             f"echo '{START_TEST_OUTPUT}'",
-            f"{task.test_cmd} {files}",
+            f"{test_cmd} {files}",
             "swe_rl_rc=$?",
             f"echo '{END_TEST_OUTPUT}'",
             f"echo '{TEST_EXIT_CODE}: '$swe_rl_rc",

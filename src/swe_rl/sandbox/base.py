@@ -54,6 +54,11 @@ class EnvSpec(BaseModel):
     python: Path | None = Field(default=None, description="The interpreter the venv is based on.")
     python_prefix: Path | None = Field(default=None, description="Install prefix of that interpreter.")
     image: str | None = Field(default=None, description="Container image, for the docker backend.")
+    rootfs: Path | None = Field(
+        default=None,
+        description="Host directory used as the sandbox's root instead of the host's /usr (an env imported "
+        "from an image); venv then names a path inside it.",
+    )
     workdir: str = Field(default=TESTBED, description="Where the repository appears inside the sandbox.")
 
     def path_entries(self) -> list[str]:

@@ -32,6 +32,26 @@ def write_prepared(tasks: Sequence[Task], data_source: str, out: Path, split: st
     return path
 
 
+def keep_usable(tasks: Sequence[Task], report: Path) -> list[Task]:
+    """The tasks an ``env build`` report marks usable: ``valid`` when it validated, else ``built``."""
+    from swe_rl.errors import ConfigError
+
+    try:
+        data = json.loads(report.read_text())
+        validated, entries = bool(data["validated"]), dict(data["entries"])
+    except FileNotFoundError:
+        raise ConfigError(f"build report not found: {report}") from None
+    except (ValueError, KeyError, TypeError):
+        raise ConfigError(
+            f"{report} is not an `swe-rl env build` report (no 'validated' and 'entries')"
+        ) from None
+    want = "valid" if validated else "built"
+    usable = {
+        iid for iid, entry in entries.items() if isinstance(entry, dict) and entry.get("status") == want
+    }
+    return [t for t in tasks if t.instance_id in usable]
+
+
 def write_exports(tasks: Sequence[Task], out: Path, flavor: ImageFlavor) -> dict[str, Path]:
     """``instance_ids.txt``, ``docker_images.txt`` (named per source) and ``eval.jsonl``."""
     files = {

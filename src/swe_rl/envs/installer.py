@@ -1,0 +1,233 @@
+"""Running a recipe's installs in a venv: uv (pip as fallback), a date to resolve as of, constraints, locks.
+
+Install commands are shell (a spec's ``python -m pip install -e .``, a record's own setup). They run
+in bash with two functions in front, ``pip`` and ``python``, that send ``pip install`` and
+``python -m pip install`` to the chosen installer with the recipe's options, so a date and the
+constraints apply to every install, whoever wrote the command. After the build the resolved set is
+written as a lock (``pip freeze`` format); a rebuild of the same recipe installs under that lock.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shlex
+import shutil
+import subprocess
+from pathlib import Path
+
+from swe_rl.envs.recipe import EnvRecipe, Installer
+from swe_rl.errors import ConfigError, EnvBuildError
+from swe_rl.sandbox.shell import base_environment
+
+LOCK_NAME = "swe-rl-lock.txt"
+# Requirements that no longer install, and what replaces them (types-pkg_resources was yanked from PyPI;
+# the SWE-bench harness makes the same substitution).
+REPLACED_REQUIREMENTS = {"types-pkg_resources": "types-setuptools", "types-pkg-resources": "types-setuptools"}
+
+# Build tools are not resolved as of the task's date: setuptools older than 64 cannot make the editable
+# installs (PEP 660) that uv performs, and the official images built every repo with a 2024 setuptools.
+BUILD_TOOLS_AS_OF = "2024-06-01T00:00:00Z"  # setuptools 70.0 (the SWE-bench specs' own pin), wheel 0.43
+BUILD_TOOLS = ("setuptools", "wheel")
+
+UNDATED = "2100-01-01T00:00:00Z"
+
+_PASS_VARS = {
+    "PIP_CERT",
+    "PIP_INDEX_URL",
+    "PIP_EXTRA_INDEX_URL",
+    "PIP_FIND_LINKS",
+    "PIP_NO_INDEX",
+    "PIP_TRUSTED_HOST",
+    "PIP_DEFAULT_TIMEOUT",
+    "SSL_CERT_FILE",
+    "SSL_CERT_DIR",
+    "REQUESTS_CA_BUNDLE",
+    "CURL_CA_BUNDLE",
+    "HTTP_PROXY",
+    "HTTPS_PROXY",
+    "NO_PROXY",
+    "http_proxy",
+    "https_proxy",
+    "no_proxy",
+}
+
+_SHIMS = r"""
+swe_rl_install() { eval "$SWE_RL_INSTALL" '"$@"'; }
+pip() { if [ "${1:-}" = install ]; then shift; swe_rl_install "$@"; else command pip "$@"; fi; }
+pip3() { pip "$@"; }
+python() {
+  if [ "${1:-}" = -m ] && [ "${2:-}" = pip ] && [ "${3:-}" = install ]; then shift 3; swe_rl_install "$@";
+  else command python "$@"; fi
+}
+export -f swe_rl_install pip pip3 python
+"""
+
+
+def uv_binary() -> str | None:
+    """uv from the ``uv`` wheel installed with swe-rl, else one on PATH."""
+    try:
+        from uv import find_uv_bin
+
+        return str(find_uv_bin())
+    except (ImportError, FileNotFoundError):
+        return shutil.which("uv")
+
+
+def choose_installer(wanted: Installer, recipe: EnvRecipe) -> tuple[Installer, str | None]:
+    """(installer, uv path); uv falls back to pip, which cannot resolve as of a date."""
+    uv = uv_binary() if wanted == "uv" else None
+    if uv is not None:
+        return "uv", uv
+    if recipe.exclude_newer:
+        raise ConfigError(
+            "resolving packages as of the task's date needs uv (`pip install uv`); "
+            "or build with --no-as-of-date"
+        )
+    return "pip", None
+
+
+class InstallRun:
+    """Runs install commands for one venv build; everything goes to one log file."""
+
+    def __init__(
+        self, recipe: EnvRecipe, venv: Path, testbed: Path, log: Path, *, installer: Installer, cache: Path
+    ) -> None:
+        self.recipe, self.venv, self.testbed, self.log = recipe, venv, testbed, log
+        self.kind, self.uv = choose_installer(installer, recipe)
+        self.cache = cache
+        self.constraints = venv / "swe-rl-constraints.txt"
+
+    def install_command(self) -> str:
+        opts: list[str] = []
+        if self.constraints.is_file():
+            opts += ["-c", str(self.constraints)]
+        if self.kind == "uv":
+            assert self.uv is not None
+            head = [self.uv, "pip", "install", "--python", str(self.venv / "bin" / "python")]
+            if self.recipe.exclude_newer:
+                opts += ["--exclude-newer", self.recipe.exclude_newer]
+                if self.recipe.exclude_newer < BUILD_TOOLS_AS_OF:
+                    for tool in BUILD_TOOLS:
+                        opts += ["--exclude-newer-package", f"{tool}={BUILD_TOOLS_AS_OF}"]
+                # a spec's exact pins name versions on purpose, sometimes newer than the task
+                for name in undated_packages(self.recipe):
+                    opts += ["--exclude-newer-package", f"{name}={UNDATED}"]
+        else:
+            head = [str(self.venv / "bin" / "python"), "-m", "pip", "install"]
+        return " ".join(shlex.quote(p) for p in [*head, *opts])
+
+    def run(self, command: str) -> None:
+        """Run ``command`` in the testbed with the venv first on PATH and the install shims defined."""
+        from swe_rl.sandbox.base import EnvSpec
+
+        spec = EnvSpec(key="build", repo="", base_commit="", testbed=self.testbed, venv=self.venv)
+        environ = base_environment(spec, home=str(self.venv.parent), tmpdir=str(self.venv.parent))
+        environ["PIP_CONFIG_FILE"] = (
+            "/dev/null"  # a host pip config can send old Pythons into long backtracking
+        )
+        environ["UV_CACHE_DIR"] = str(self.cache)
+        environ["SWE_RL_INSTALL"] = self.install_command()
+        # the host's network settings (proxy, CA bundle, index) are needed to reach an index at all
+        environ.update({k: v for k, v in os.environ.items() if k in _PASS_VARS or k.startswith("UV_")})
+        with self.log.open("ab") as out:
+            out.write(f"\n$ {command}\n".encode())
+            out.flush()
+            proc = subprocess.run(
+                ["bash", "-c", _SHIMS + command],
+                cwd=self.testbed,
+                env=environ,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                check=False,
+            )
+        if proc.returncode != 0:
+            tail = self.log.read_text(errors="replace")[-3000:]
+            raise EnvBuildError(f"install command exited {proc.returncode} (log {self.log}):\n{tail}")
+
+    def build(self, lock: list[str] | None) -> list[str]:
+        """Install the recipe; with ``lock`` (a previous build's resolved set), under it. Returns the new lock."""
+        recipe = self.recipe
+        lines = [*recipe.constraints, *(_pinned(lock) if lock else [])]
+        if lines:
+            self.constraints.write_text("".join(f"{line}\n" for line in lines))
+        if self.kind == "pip":
+            # an old interpreter's bundled pip may not read today's wheels (Python 3.6's pip 18)
+            self.run("python -m pip install -q --upgrade 'pip<25'")
+        packages = [*recipe.pip, *self._requirement_files()]
+        if packages:
+            self.run("python -m pip install " + " ".join(shlex.quote(p) for p in packages))
+        for command in recipe.pre_install:
+            self.run(command)
+        if recipe.install:
+            self.run(recipe.install)
+        return self.freeze()
+
+    def _requirement_files(self) -> list[str]:
+        found: list[str] = []
+        for name in self.recipe.requirements:
+            path = self.testbed / name
+            if not path.is_file():
+                raise EnvBuildError(
+                    f"requirements file {name} not found in the repo at {self.recipe.requirements_at[:12]}"
+                )
+            found += read_requirements(path)
+        return found
+
+    def freeze(self) -> list[str]:
+        if self.kind == "uv":
+            assert self.uv is not None
+            cmd = [self.uv, "pip", "freeze", "--python", str(self.venv / "bin" / "python")]
+        else:
+            cmd = [str(self.venv / "bin" / "python"), "-m", "pip", "freeze", "--all"]
+        proc = subprocess.run(
+            cmd,
+            capture_output=True,
+            text=True,
+            check=False,
+            env={**os.environ, "PIP_CONFIG_FILE": "/dev/null"},
+        )
+        if proc.returncode != 0:
+            raise EnvBuildError(
+                f"cannot list the installed packages of {self.venv}: {proc.stderr.strip()[-1000:]}"
+            )
+        return sorted(line.strip() for line in proc.stdout.splitlines() if line.strip())
+
+
+def read_requirements(path: Path) -> list[str]:
+    """Requirement lines of a file (comments, options and nested files resolved), with replacements."""
+    out: list[str] = []
+    for raw in path.read_text().splitlines():
+        line = raw.split(" #")[0].strip()
+        if not line or line.startswith("#"):
+            continue
+        if line.startswith(("-r ", "--requirement ")):
+            out += read_requirements(path.parent / line.split(maxsplit=1)[1])
+            continue
+        if line.startswith("-"):
+            continue  # index options and editable installs: the spec's install covers the repo itself
+        name = re.split(r"[<>=!~ ;\[]", line, maxsplit=1)[0]
+        out.append(REPLACED_REQUIREMENTS.get(name, line))
+    return out
+
+
+def undated_packages(recipe: EnvRecipe) -> list[str]:
+    """Packages exempt from the date: the recipe's ``undated`` and every exact ``name==version`` pin."""
+    names = list(recipe.undated)
+    for requirement in [*recipe.pip, *recipe.constraints]:
+        name, sep, version = requirement.partition("==")
+        if sep and re.fullmatch(r"[A-Za-z0-9._-]+", name.strip()) and version.strip():
+            names.append(name.strip())
+    return sorted(set(names))
+
+
+def _pinned(lock: list[str]) -> list[str]:
+    """The lock's ``name==version`` lines (editable and local installs are rebuilt from the repo)."""
+    return [line for line in lock if "==" in line and " @ " not in line and not line.startswith("-")]
+
+
+def lock_difference(expected: list[str], got: list[str]) -> list[str]:
+    """Pinned lines that differ between two locks (added with +, missing with -)."""
+    a, b = set(_pinned(expected)), set(_pinned(got))
+    return sorted([f"-{x}" for x in a - b] + [f"+{x}" for x in b - a])
