@@ -64,3 +64,122 @@ def export(
     files = write_exports(tasks, output_dir, flavor or guess_flavor(source))  # type: ignore[arg-type]
     for name, path in files.items():
         note(f"{name}: {path}")
+
+
+@app.command("sft")
+def sft(
+    run_dirs: Annotated[
+        list[Path] | None,
+        typer.Argument(help="Run directories of `swe-rl eval` (results.jsonl + traj.json)."),
+    ] = None,
+    out: Annotated[Path, typer.Option("--out", "-o", help="Directory to write into.")] = Path("sft-data"),
+    trajectories: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--trajectories",
+            "-t",
+            help="A public set in the SWE-smith trajectories schema: .jsonl/.json/.parquet file or HF dataset name.",
+        ),
+    ] = None,
+    split: Annotated[
+        str | None, typer.Option(help="Split of an HF trajectory set: xml, tool or ticks.")
+    ] = None,
+    keep: Annotated[
+        str,
+        typer.Option(
+            help="Imported trajectories kept when every action is at least: exact, rewritten (edits as "
+            "python) or approximate (views as cat/sed)."
+        ),
+    ] = "approximate",
+    original_prompts: Annotated[
+        bool, typer.Option(help="Keep an imported set's own system prompt and task message.")
+    ] = False,
+    include_unresolved: Annotated[
+        bool, typer.Option(help="Keep trajectories whose patch did not resolve.")
+    ] = False,
+    max_steps: Annotated[int | None, typer.Option(min=1, help="Drop trajectories with more turns.")] = None,
+    max_tokens: Annotated[
+        int | None, typer.Option(min=1, help="Drop trajectories whose longest example is longer.")
+    ] = None,
+    keep_format_errors: Annotated[bool, typer.Option(help="Keep trajectories with format errors.")] = False,
+    keep_truncated: Annotated[
+        bool, typer.Option(help="Keep trajectories that ended without submitting.")
+    ] = False,
+    per_instance: Annotated[
+        int | None, typer.Option(min=1, help="At most k per instance (the shortest).")
+    ] = None,
+    dedupe: Annotated[bool, typer.Option(help="Drop repeated conversations.")] = True,
+    tokenizer: Annotated[
+        str,
+        typer.Option(
+            help="Tokenizer of the tokenized variant: qwen, a model directory, or none (chat only)."
+        ),
+    ] = "qwen",
+    thinking: Annotated[
+        str, typer.Option(help="Chat template's enable_thinking: default (unset), on or off.")
+    ] = "default",
+    per_turn: Annotated[
+        bool, typer.Option(help="One tokenized example per assistant turn instead of merged turns.")
+    ] = False,
+    agent_config: Annotated[
+        str | None, typer.Option(help="Agent config whose prompts imported sets get.")
+    ] = None,
+) -> None:
+    """Golden trajectories -> chat.jsonl (messages), tokenized.jsonl (input_ids + assistant_masks), data_card.json."""
+    from collections import Counter
+
+    from swe_rl.agent.config import load_agent_config
+    from swe_rl.errors import ConfigError
+    from swe_rl.runs.sft_data import SFTFilters, sft_from_runs
+    from swe_rl.runs.trajsets import MARKS, public_candidates
+
+    if not run_dirs and not trajectories:
+        raise ConfigError("give run directories and/or --trajectories")
+    if keep not in MARKS[:3]:
+        raise ConfigError(f"--keep must be one of {', '.join(MARKS[:3])}, not {keep!r}")
+    modes = {"default": {}, "on": {"enable_thinking": True}, "off": {"enable_thinking": False}}
+    if thinking not in modes:
+        raise ConfigError(f"--thinking must be default, on or off, not {thinking!r}")
+    config = load_agent_config(agent_config)
+    unreadable: Counter[str] = Counter()
+    extra = (
+        c
+        for source in trajectories or []
+        for c in public_candidates(
+            source,
+            config,
+            unreadable,
+            split=split,
+            keep=keep,
+            own_prompts=not original_prompts,  # type: ignore[arg-type]
+        )
+    )
+    card = sft_from_runs(
+        list(run_dirs or []),
+        out,
+        extra=extra,
+        extra_sources=[f"{s}:{split}" if split else s for s in trajectories or []],
+        unreadable=unreadable,
+        filters=SFTFilters(
+            resolved_only=not include_unresolved,
+            max_steps=max_steps,
+            max_tokens=max_tokens,
+            drop_format_errors=not keep_format_errors,
+            drop_truncated=not keep_truncated,
+            per_instance=per_instance,
+            dedupe=dedupe,
+        ),
+        tokenizer=None if tokenizer == "none" else tokenizer,
+        template_kwargs=modes[thinking],
+        merge_turns=not per_turn,
+    )
+    c = card.counts
+    note(
+        f"kept {c['trajectories_kept']} of {c['trajectories_read']} trajectories ({c['instances']} instances, "
+        f"{c['examples']} examples, {c['trained_tokens']}/{c['tokens']} tokens trained); unreadable {c['unreadable']}"
+    )
+    for reason, n in card.skipped.items():
+        note(f"  skipped {n}: {reason}")
+    for name, path in card.files.items():
+        note(f"{name}: {path}")
+    note(f"data card: {out / 'data_card.json'}")

@@ -152,7 +152,8 @@ def fill_ids_fixed_base(traj: Trajectory, tokenizer: Any, **template_kwargs: Any
     The prompt is the chat template of the step's context with a generation prompt; the completion's ids
     are those of [base + the assistant message] past the ids of [base] + generation prompt, where base is
     the step's context. Exact only when the template renders an assistant turn as generation prompt +
-    content + end token: the test shows where that fails (thinking templates).
+    content + end token, or when the generation prompt opens more than the rendered turn does (thinking off);
+    then the reply's own ids follow the prompt.
     """
     for step in traj.steps:
         c = step.completion
@@ -169,11 +170,14 @@ def fill_ids_fixed_base(traj: Trajectory, tokenizer: Any, **template_kwargs: Any
         )
         turn = full[len(base) :]  # the assistant turn as the template renders it after the fixed base
         opener = prompt[len(base) :]
-        completion = turn[len(opener) :] if turn[: len(opener)] == opener else turn
         eos = tokenizer.convert_tokens_to_ids(tokenizer.eos_token)
-        if (
-            eos in completion
-        ):  # the model stops at the end token; the template's newline after it is not generated
-            completion = completion[: completion.index(eos) + 1]
+        if turn[: len(opener)] == opener:
+            completion = turn[len(opener) :]
+            if eos in completion:  # the model stops at the end token; the newline after it is not generated
+                completion = completion[: completion.index(eos) + 1]
+        else:
+            # the generation prompt holds more than the rendered turn's opening (thinking off: an empty think
+            # block the template never renders again): the reply is what follows the prompt, then the end token
+            completion = [*tokenizer.encode(c.text, add_special_tokens=False), eos]
         c.prompt_ids, c.completion_ids = prompt, completion
     return traj
