@@ -55,7 +55,7 @@ def load_model(name: str) -> tuple[Any, Any]:
     if not (path / "config.json").is_file():
         raise ConfigError(f"not a model directory (no config.json): {path}")
     tokenizer = AutoTokenizer.from_pretrained(str(path))
-    model = AutoModelForCausalLM.from_pretrained(str(path), torch_dtype=torch.float32)
+    model = AutoModelForCausalLM.from_pretrained(str(path), dtype=torch.float32)
     model.eval()
     return model, tokenizer
 
@@ -142,3 +142,133 @@ class HFLocalLLM:
 
     async def close(self) -> None:
         return None
+
+
+class BatchedHFPolicy:
+    """A transformers model as the policy of many concurrent agents (RL rollouts in the trainer's process).
+
+    Turns that arrive within ``window_s`` of each other are generated in one left-padded ``generate``
+    call (up to ``max_batch`` rows, same sampling parameters); each conversation's prompt extends its
+    previous prompt + completion id for id (:class:`~swe_rl.llm.prompts.PromptExtender`), so a whole
+    trajectory is one exact multi-turn sample. Replies carry prompt ids, generated ids and the model's
+    own logprobs (raw logits, before temperature).
+    """
+
+    def __init__(
+        self,
+        model: Any,
+        tokenizer: Any,
+        *,
+        name: str = "policy",
+        max_batch: int = 64,
+        window_s: float = 0.02,
+        template_kwargs: dict[str, Any] | None = None,
+    ) -> None:
+        from swe_rl.llm.prompts import PromptExtender
+
+        self.name = name
+        self.model = model
+        self.tokenizer = tokenizer
+        self.max_batch = max_batch
+        self.window_s = window_s
+        self.extender = PromptExtender(tokenizer, **(template_kwargs or {}))
+        self._pending: list[tuple[list[int], SamplingParams, asyncio.Future[Completion]]] = []
+        self._runner: asyncio.Task[None] | None = None
+        self.batches: list[int] = []
+
+    async def complete(self, messages: Sequence[Message], params: SamplingParams) -> Completion:
+        prompt = self.extender.prompt_ids(messages)
+        future: asyncio.Future[Completion] = asyncio.get_running_loop().create_future()
+        self._pending.append((prompt, params, future))
+        if self._runner is None or self._runner.done():
+            self._runner = asyncio.ensure_future(self._drain())
+        completion = await future
+        self.extender.record(messages, completion.text, [*prompt, *(completion.completion_ids or [])])
+        return completion
+
+    async def _drain(self) -> None:
+        while self._pending:
+            await asyncio.sleep(self.window_s)
+            params = self._pending[0][1]
+            batch = [p for p in self._pending if p[1] == params][: self.max_batch]
+            self._pending = [p for p in self._pending if not any(p is b for b in batch)]
+            live = [b for b in batch if not b[2].cancelled()]
+            if not live:
+                continue
+            self.batches.append(len(live))
+            try:
+                replies = await asyncio.to_thread(self._generate, [b[0] for b in live], params)
+            except Exception as exc:  # a generation failure is the machinery's, not the agent's
+                error = LLMError(f"{self.name}: generation failed: {type(exc).__name__}: {exc}")
+                for _, _, future in live:
+                    if not future.done():
+                        future.set_exception(error)
+                continue
+            for (_, _, future), reply in zip(live, replies, strict=True):
+                if not future.done():
+                    future.set_result(reply)
+
+    def _generate(self, prompts: list[list[int]], params: SamplingParams) -> list[Completion]:
+        import torch
+
+        started = time.monotonic()
+        eos = self.tokenizer.convert_tokens_to_ids(self.tokenizer.eos_token)
+        pad = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else eos
+        width = max(len(p) for p in prompts)
+        device = next(self.model.parameters()).device
+        ids = torch.tensor([[pad] * (width - len(p)) + p for p in prompts], device=device)
+        mask = torch.tensor([[0] * (width - len(p)) + [1] * len(p) for p in prompts], device=device)
+        if params.seed is not None:
+            torch.manual_seed(params.seed)
+        was_training = self.model.training
+        self.model.eval()
+        try:
+            with torch.no_grad():
+                out = self.model.generate(
+                    input_ids=ids,
+                    attention_mask=mask,
+                    max_new_tokens=params.max_tokens,
+                    do_sample=params.temperature > 0,
+                    temperature=params.temperature or None,
+                    top_p=params.top_p,
+                    top_k=0,
+                    output_logits=True,
+                    return_dict_in_generate=True,
+                    pad_token_id=pad,
+                    eos_token_id=eos,
+                    use_cache=True,
+                )
+                generated = out.sequences[:, width:]
+                logprobs = torch.stack(
+                    [
+                        torch.log_softmax(step.float(), dim=-1).gather(1, generated[:, t : t + 1]).squeeze(1)
+                        for t, step in enumerate(out.logits)
+                    ],
+                    dim=1,
+                )
+        finally:
+            if was_training:
+                self.model.train()
+        latency = time.monotonic() - started
+        replies = []
+        for row, prompt in enumerate(prompts):
+            tokens = generated[row].tolist()
+            n = tokens.index(eos) + 1 if eos in tokens else len(tokens)
+            tokens = tokens[:n]
+            replies.append(
+                Completion(
+                    text=self.tokenizer.decode(tokens, skip_special_tokens=True),
+                    finish_reason="stop" if tokens and tokens[-1] == eos else "length",
+                    prompt_ids=list(prompt),
+                    completion_ids=tokens,
+                    logprobs=[float(x) for x in logprobs[row, :n].tolist()],
+                    prompt_tokens=len(prompt),
+                    completion_tokens=n,
+                    latency_s=latency,
+                )
+            )
+        return replies
+
+    async def close(self) -> None:
+        if self._runner is not None and not self._runner.done():
+            self._runner.cancel()

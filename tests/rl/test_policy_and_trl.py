@@ -1,0 +1,157 @@
+"""Prompts that extend id for id, the batched in-process policy, and GRPO with TRL on real sandboxes."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+
+import pytest
+from tests.conftest import available_factory
+
+from swe_rl.agent.config import load_agent_config
+from swe_rl.llm.base import Message, SamplingParams
+from swe_rl.llm.prompts import PromptExtender
+from swe_rl.llm.scripted import oracle_replies
+from swe_rl.runs.rollout import RolloutResult, run_rollout
+
+tokenizer_mod = pytest.importorskip("swe_rl.rl.tokenizer")
+torch = pytest.importorskip("torch")
+trl_mod = pytest.importorskip("swe_rl.integrations.trl")
+
+
+@pytest.fixture(scope="module")
+def tok():
+    return tokenizer_mod.qwen_tokenizer()
+
+
+def _odd_ids(tok, text: str) -> list[int]:
+    """Ids a sampler may produce that the text does not tokenize back to: one id per character."""
+    return [i for ch in text for i in tok.encode(ch, add_special_tokens=False)]
+
+
+def test_prompts_extend_the_exact_ids_over_twenty_turns(tok):
+    eos = tok.convert_tokens_to_ids("<|im_end|>")
+    ext = PromptExtender(tok)
+    messages = [Message(role="system", content="sys"), Message(role="user", content="task")]
+    sent: list[int] = []
+    for turn in range(22):
+        prompt = ext.prompt_ids(messages)
+        assert prompt[: len(sent)] == sent  # every prompt extends the previous prompt + completion
+        reply = f"THOUGHT: turn {turn}\n\n```bash\necho {turn}\n```"
+        completion = [*_odd_ids(tok, reply), eos]
+        assert completion != [*tok.encode(reply, add_special_tokens=False), eos]  # re-encoding would drift
+        ext.record(messages, reply, [*prompt, *completion])
+        sent = [*prompt, *completion]
+        messages = [
+            *messages,
+            Message(role="assistant", content=reply),
+            Message(role="user", content=f"<output>{turn}</output>"),
+        ]
+    assert ext.extended == 21 and ext.templated == 1
+    # what sits between the turns is exactly what the template puts there
+    final = ext.prompt_ids(messages)
+    templated = tokenizer_mod.qwen_tokenizer().apply_chat_template(
+        [m.model_dump() for m in messages], tokenize=True, add_generation_prompt=True, return_dict=False
+    )
+    assert tok.decode(final) == tok.decode(templated)
+
+
+def test_a_template_that_rewrites_history_starts_afresh(tok):
+    ext = PromptExtender(tok, enable_thinking=True)
+    messages = [Message(role="user", content="task")]
+    reply = "<think>\nhmm\n</think>\n\n```bash\nls\n```"
+    prompt = ext.prompt_ids(messages)
+    ext.record(messages, reply, [*prompt, *tok.encode(reply, add_special_tokens=False)])
+    nxt = [*messages, Message(role="assistant", content=reply), Message(role="user", content="out")]
+    again = ext.prompt_ids(nxt)  # the template drops the earlier <think>: no exact extension exists
+    assert ext.templated == 2 and ext.extended == 0
+    assert "<think>" not in tok.decode(again)
+
+
+@pytest.fixture(scope="module")
+def tiny():
+    from swe_rl.llm.hf import load_model
+
+    model, tok = load_model(str(trl_mod.tiny_qwen_dir()))
+    return model, tok
+
+
+async def test_batched_policy_batches_turns_and_its_logprobs_are_the_models(tiny):
+    from swe_rl.llm.hf import BatchedHFPolicy
+
+    model, tok = tiny
+    policy = BatchedHFPolicy(model, tok, window_s=0.05)
+    params = SamplingParams(max_tokens=6, temperature=1.0, seed=3)
+    convs = [[Message(role="user", content="x" * (i + 1))] for i in range(4)]
+    first = await asyncio.gather(*(policy.complete(c, params) for c in convs))
+    assert policy.batches == [4]
+    second = await asyncio.gather(
+        *(
+            policy.complete(
+                [*c, Message(role="assistant", content=r.text), Message(role="user", content="o")], params
+            )
+            for c, r in zip(convs, first, strict=True)
+        )
+    )
+    for a, b in zip(first, second, strict=True):
+        assert b.prompt_ids[: len(a.prompt_ids) + len(a.completion_ids)] == [*a.prompt_ids, *a.completion_ids]
+        assert len(b.logprobs) == len(b.completion_ids)
+        # teacher-forced logprobs of the same ids, unpadded, agree with what generation reported
+        ids = torch.tensor([[*b.prompt_ids, *b.completion_ids]])
+        with torch.no_grad():
+            logits = model(ids).logits[0, len(b.prompt_ids) - 1 : -1].float()
+        expected = torch.log_softmax(logits, -1).gather(1, torch.tensor(b.completion_ids)[:, None])[:, 0]
+        assert torch.allclose(expected, torch.tensor(b.logprobs), atol=1e-3)
+
+
+async def test_rollout_output_for_trl_masks_observations_and_failures(task_by_id, envs, tok):
+    from swe_rl.llm.scripted import ScriptedLLM
+
+    task = task_by_id["swe-rl-builtin__textkit-3"]
+    factory = available_factory("ns")
+    ok = await run_rollout(
+        task,
+        ScriptedLLM(oracle_replies(task)),
+        factory,
+        envs,
+        load_agent_config(),
+        SamplingParams(),
+        dynamic_history=False,
+        tokenizer=tok,
+    )
+    assert ok.status == "completed" and ok.resolved and len(ok.samples) == 1
+    failed = RolloutResult(status="infra_error", exit_status="infra_error", error="node died")
+    func = trl_mod.SweRolloutFunc([task], factory, envs, load_agent_config(), SamplingParams())
+    ids = [task.instance_id, task.instance_id]
+    out = func.to_trl(ids, [ok, failed], tok)
+    sample = ok.samples[0]
+    assert out["prompt_ids"][0] + out["completion_ids"][0] == sample.tokens
+    assert out["env_mask"][0] == sample.loss_mask and 0 in sample.loss_mask and 1 in sample.loss_mask
+    assert out["swe_reward"] == [1.0, 1.0]  # the failure takes its group's mean: it moves no advantage
+    assert out["env_mask"][1] == [0] and out["swe_status"][1] == "infra_error"
+
+
+def test_grpo_run_with_trl_writes_curve_metrics_and_a_loadable_model(tasks, envs, tmp_path):
+    from transformers import AutoModelForCausalLM
+
+    settings = trl_mod.GRPOSettings(
+        output_dir=tmp_path / "run",
+        model="tiny-qwen",
+        steps=1,
+        tasks_per_step=1,
+        num_generations=2,
+        max_tokens=8,
+        max_concurrent=2,
+    )
+    summary = trl_mod.train_grpo(
+        tasks[:1], settings, available_factory("ns"), envs, load_agent_config(step_limit=2), quiet=True
+    )
+    rows = [json.loads(line) for line in (tmp_path / "run/rollouts.jsonl").read_text().splitlines()]
+    assert len(rows) == 2 and {r["instance_id"] for r in rows} == {tasks[0].instance_id}
+    assert all(r["status"] != "infra_error" and r["resolved"] is False for r in rows)
+    assert summary["curve"][0]["resolve_rate"] == 0.0 and summary["steps"] == 1
+    metrics = [json.loads(line) for line in (tmp_path / "run/metrics.jsonl").read_text().splitlines()]
+    assert any("rl/resolve_rate" in m for m in metrics) and any("trl/loss" in m for m in metrics)
+    AutoModelForCausalLM.from_pretrained(tmp_path / "run/final")
+    with pytest.raises(Exception, match="already holds a training run"):
+        trl_mod.train_grpo(tasks[:1], settings, available_factory("ns"), envs, load_agent_config())
