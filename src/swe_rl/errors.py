@@ -6,6 +6,7 @@ times out) are *data*, returned in results. Exceptions are for what stops the wo
     SweRlError
     ├── ConfigError(SweRlError, ValueError)        bad user input: options, files, records
     │   ├── TaskFormatError                        a malformed task record (names record and field)
+    │   ├── SynthError                             a repository tasks cannot be synthesized from
     │   └── MissingExtraError(ConfigError, ImportError)
     ├── PatchApplyError(SweRlError, ValueError)    a patch applies by none of the methods (data for grading)
     └── InfraError(SweRlError, RuntimeError)       the machinery failed; never scored as a wrong answer
@@ -35,6 +36,10 @@ class TaskFormatError(ConfigError):
             p for p in (f"record {record}" if record else "", f"field {field!r}" if field else "") if p
         )
         super().__init__(f"{where}: {message}" if where else message)
+
+
+class SynthError(ConfigError):
+    """Tasks cannot be synthesized from a repository: its suite fails or is empty, a file does not parse."""
 
 
 class MissingExtraError(ConfigError, ImportError):

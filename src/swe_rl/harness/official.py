@@ -73,3 +73,23 @@ def official_report(task: Task, model_patch: str | None, log_path: str) -> dict[
     prediction = {"instance_id": task.instance_id, "model_patch": model_patch, "model_name_or_path": "swe-rl"}
     report: dict[str, Any] = grading.get_eval_report(test_spec(task), prediction, log_path, True)
     return dict(report[task.instance_id])
+
+
+def parse_test_log(log: str, parser: str = DEFAULT_PARSER) -> dict[str, str]:
+    """Test name -> status (PASSED, FAILED, ...) as swebench's parser ``parser`` reads a raw test log."""
+    _, registry = _swebench()
+    if parser not in registry:
+        raise ConfigError(f"unknown log parser {parser!r} (not in swebench's PARSER_REGISTRY)")
+    from swebench.types import TestSpec
+
+    spec = TestSpec(
+        instance_id="swe-rl-log",
+        image="",
+        eval_script_list=[],
+        repo="",
+        version="",
+        FAIL_TO_PASS=[],
+        PASS_TO_PASS=[],
+        log_parser=parser,
+    )
+    return dict(registry[parser](log, spec))

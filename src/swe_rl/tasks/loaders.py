@@ -60,7 +60,7 @@ def _iter_file(path: Path) -> Iterator[Task]:
                     record = json.loads(line)
                 except json.JSONDecodeError as exc:
                     raise TaskFormatError(f"invalid JSON: {exc.msg}", record=where) from None
-                yield parse_task(_unwrap(record), where=where)
+                yield parse_task(_resolve_paths(_unwrap(record), path), where=where)
     elif suffix == ".json":
         try:
             data = json.loads(path.read_text(encoding="utf-8"))
@@ -68,10 +68,10 @@ def _iter_file(path: Path) -> Iterator[Task]:
             raise TaskFormatError(f"invalid JSON: {exc.msg} (line {exc.lineno})", record=path.name) from None
         records = data if isinstance(data, list) else [data]
         for i, record in enumerate(records):
-            yield parse_task(_unwrap(record), where=f"{path.name}[{i}]")
+            yield parse_task(_resolve_paths(_unwrap(record), path), where=f"{path.name}[{i}]")
     elif suffix == ".parquet":
         for i, record in enumerate(_read_parquet(path)):
-            yield parse_task(record, where=f"{path.name} row {i}")
+            yield parse_task(_resolve_paths(record, path), where=f"{path.name} row {i}")
     else:
         raise ConfigError(f"unsupported task file type {suffix!r} ({path}); use .json, .jsonl or .parquet")
 
@@ -87,6 +87,16 @@ def _unwrap(record: Any) -> Any:
         if isinstance(instance, dict):
             return instance
     return record
+
+
+def _resolve_paths(record: Any, task_file: Path) -> Any:
+    """A relative ``repo_source`` names a repository beside the task file: make it absolute."""
+    if not isinstance(record, dict):
+        return record
+    source = record.get("repo_source")
+    if not isinstance(source, str) or not source or "://" in source or source.startswith(("/", "~", "git@")):
+        return record
+    return {**record, "repo_source": str((task_file.resolve().parent / source).resolve())}
 
 
 def _read_parquet(path: Path) -> list[dict[str, Any]]:

@@ -57,6 +57,14 @@ class Task(BaseModel):
     install: str | None = Field(
         default=None, description="Install command run in the repo (task's own setup)."
     )
+    env_seed: list[str] | None = Field(
+        default=None, description="Distributions copied from the host into the env offline, e.g. ['pytest']."
+    )
+    repo_source: str | None = Field(
+        default=None,
+        description="Git source of the repo (bare repo path or URL) when no mirror holds it, e.g. the "
+        "repository of synthesized tasks; a relative path in a task file is read against the file's folder.",
+    )
 
     @field_validator("FAIL_TO_PASS", "PASS_TO_PASS", mode="before")
     @classmethod

@@ -1,0 +1,321 @@
+"""Synthesis end to end: sources -> baseline -> mutations -> validation in sandboxes -> task records.
+
+Deterministic for a seed: candidates are enumerated in a fixed order, shuffled by the seed, and the
+tasks kept are the *first* valid ones in that order, whatever the concurrency. Phases:
+
+A. single mutations, until enough single-mutation tasks (or building blocks) are valid;
+B. pairs and triples of the valid singles of one function (multi-location tasks);
+C. more singles, if the first two phases fell short.
+"""
+
+from __future__ import annotations
+
+import ast
+import asyncio
+import hashlib
+import random
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from swe_rl.envs.cache import EnvCache
+from swe_rl.errors import ConfigError
+from swe_rl.sandbox.base import EnvSpec, SandboxFactory
+from swe_rl.synth.mutations import MUTATION_KINDS, Candidate, Difficulty, combinations
+from swe_rl.synth.mutators import find_mutations
+from swe_rl.synth.problem import problem_statement
+from swe_rl.synth.repo import TaskRepo
+from swe_rl.synth.runner import Baseline, CandidateRun, precompile_env, run_baseline, run_candidate
+from swe_rl.synth.source import DEFAULT_TEST_CMD, SYNTH_OWNER, SourceTree
+from swe_rl.tasks.model import Task
+
+Note = Callable[[str], None]
+
+
+class SynthOptions(BaseModel):
+    """What to synthesize and how hard to try."""
+
+    model_config = ConfigDict(frozen=True)
+
+    n: int = Field(default=50, ge=1, description="Tasks to produce (fewer when the repository runs out).")
+    seed: int = Field(default=0, description="Shuffles the candidates; same seed, same tasks.")
+    multi: float = Field(default=0.25, ge=0, le=1, description="Share of multi-location tasks.")
+    difficulties: tuple[Difficulty, ...] = Field(default=("one-line", "multi-line", "multi-location"))
+    kinds: tuple[str, ...] = Field(default=MUTATION_KINDS, description="Mutation kinds to use.")
+    src: tuple[str, ...] = Field(default=(), description="Only mutate files under these path prefixes.")
+    test_cmd: str = Field(default=DEFAULT_TEST_CMD, description="pytest command that prints -rA results.")
+    python: str = Field(default="3", description="Python of the env ('3' = the one running swe-rl).")
+    install: str = Field(default="", description="Install command run in the repo for its env.")
+    env_seed: tuple[str, ...] = Field(default=("pytest",), description="Host packages copied into the env.")
+    concurrency: int = Field(default=2, ge=1, description="Candidates tested at once.")
+    timeout: float | None = Field(
+        default=None, description="Seconds per candidate run (default 10x baseline)."
+    )
+    baseline_timeout: float = Field(default=900.0, description="Seconds for the unmutated suite.")
+    allow_failing: bool = Field(default=False, description="Leave tests failing at baseline out.")
+
+
+class KindStats(BaseModel):
+    tried: int = 0
+    valid: int = 0
+    equivalent: int = 0
+    broken: int = 0
+    timeout: int = 0
+    kept: int = 0
+    seconds: float = 0.0
+
+    @property
+    def pass_rate(self) -> float:
+        return self.valid / self.tried if self.tried else 0.0
+
+
+class SynthReport(BaseModel):
+    tasks: list[Task]
+    asked: int
+    seed: int
+    candidates: int = Field(description="Single mutations found on covered lines.")
+    per_kind: dict[str, KindStats]
+    baselines: dict[str, dict[str, float]]
+    seconds: float
+
+
+@dataclass
+class _Prepared:
+    source: SourceTree
+    parsed: dict[str, tuple[str, ast.Module]]
+    clean: str
+    env: EnvSpec
+    baseline: Baseline
+    timeout: float
+
+    def text(self, path: str) -> str:
+        return self.parsed[path][0]
+
+
+@dataclass(frozen=True)
+class _Item:
+    prepared: _Prepared = field(compare=False)
+    candidate: Candidate
+
+    @property
+    def order_key(self) -> tuple[str, str]:
+        return (self.prepared.source.name, self.candidate.key)
+
+
+class Synthesizer:
+    """Runs one synthesis; :meth:`run` returns the report with the tasks (records not yet written)."""
+
+    def __init__(
+        self, repo: TaskRepo, cache: EnvCache, factory: SandboxFactory, options: SynthOptions, note: Note
+    ) -> None:
+        self.repo, self.cache, self.factory, self.opts, self.note = repo, cache, factory, options, note
+        self.stats: dict[str, KindStats] = {}
+        self.results: dict[tuple[str, str], CandidateRun] = {}
+        self.started = time.monotonic()
+        self._limit = asyncio.Semaphore(options.concurrency)
+
+    async def run(self, sources: Sequence[SourceTree]) -> SynthReport:
+        bad = set(self.opts.kinds) - set(MUTATION_KINDS)
+        if bad:
+            raise ConfigError(f"unknown mutation kind(s) {sorted(bad)}; known: {', '.join(MUTATION_KINDS)}")
+        prepared = [await self._prepare(s) for s in sources]
+        rng = random.Random(self.opts.seed)
+        singles = self._singles(prepared)
+        total_singles = len(singles)
+        rng.shuffle(singles)
+        wanted = set(self.opts.difficulties)
+        single_ok = bool(wanted & {"one-line", "multi-line"})
+        multi_target = (
+            (round(self.opts.n * self.opts.multi) if single_ok else self.opts.n)
+            if "multi-location" in wanted
+            else 0
+        )
+        single_target = self.opts.n - multi_target
+        usable = [i for i in singles if i.candidate.difficulty in wanted] if single_ok else singles
+        self.note(f"{len(usable)} single mutations on covered lines; validating (target {self.opts.n} tasks)")
+        blocks_target = single_target if single_ok else max(multi_target, 8)
+        kept_singles, next_index = await self._first_valid(usable, blocks_target, "single")
+        kept: list[_Item] = list(kept_singles) if single_ok else []
+        if multi_target:
+            combos = self._combos(kept_singles)
+            rng.shuffle(combos)
+            self.note(f"{len(combos)} multi-location combinations of valid singles")
+            found, _ = await self._first_valid(combos, multi_target, "multi")
+            kept += found
+        if len(kept) < self.opts.n and single_ok and next_index < len(usable):
+            more, _ = await self._first_valid(usable[next_index:], self.opts.n - len(kept), "single+")
+            kept += more
+        tasks = [self._task(item) for item in kept]
+        for item in kept:
+            for kind in item.candidate.kinds:
+                self.stats.setdefault(kind, KindStats()).kept += 1
+        return SynthReport(
+            tasks=tasks,
+            asked=self.opts.n,
+            seed=self.opts.seed,
+            candidates=total_singles,
+            per_kind=dict(sorted(self.stats.items())),
+            baselines={
+                p.source.name: {
+                    "tests": len(p.baseline.statuses),
+                    "passing": len(p.baseline.passing),
+                    "seconds": p.baseline.seconds,
+                    "covered_lines": sum(len(v) for v in p.baseline.covered.values()),
+                }
+                for p in prepared
+            },
+            seconds=round(time.monotonic() - self.started, 2),
+        )
+
+    # -- preparation ------------------------------------------------------------------------------
+    async def _prepare(self, source: SourceTree) -> _Prepared:
+        parsed = source.source_files(list(self.opts.src) or None)  # SynthError on a syntax error
+        clean = await asyncio.to_thread(self.repo.write_source, source)
+        env = await asyncio.to_thread(self.cache.ensure, self._clean_task(source, clean))
+        await asyncio.to_thread(precompile_env, env)
+        self.note(f"{source.origin}: running the unmutated test suite")
+        baseline = await run_baseline(
+            self.factory,
+            env,
+            self.opts.test_cmd,
+            sorted(parsed),
+            timeout=self.opts.baseline_timeout,
+            origin=source.origin,
+            allow_failures=self.opts.allow_failing,
+        )
+        self.note(
+            f"{source.origin}: {len(baseline.passing)} passing tests in {baseline.seconds:.1f}s, "
+            f"{sum(len(v) for v in baseline.covered.values())} source lines covered"
+        )
+        timeout = self.opts.timeout or max(30.0, 10 * baseline.seconds)
+        return _Prepared(source, parsed, clean, env, baseline, timeout)
+
+    def _clean_task(self, source: SourceTree, commit: str) -> Task:
+        return Task(
+            instance_id=f"{SYNTH_OWNER}__{source.name}-clean",
+            repo=source.repo,
+            base_commit=commit,
+            created_at=source.created_at,
+            test_cmd=self.opts.test_cmd,
+            log_parser="parse_log_pytest",
+            python=self.opts.python,
+            install=self.opts.install,
+            env_seed=list(self.opts.env_seed),
+            repo_source=str(self.repo.path),
+        )
+
+    def _singles(self, prepared: list[_Prepared]) -> list[_Item]:
+        items: dict[tuple[str, str], _Item] = {}
+        seen_texts: set[tuple[str, str, str]] = set()
+        for p in prepared:
+            for path, (text, tree) in p.parsed.items():
+                covered = p.baseline.covered
+                lines = set(covered.get(path, [])) if covered else None
+                for mutation in find_mutations(path, text, tree, lines):
+                    if mutation.kind not in self.opts.kinds:
+                        continue
+                    cand = Candidate(mutations=(mutation,))
+                    digest = hashlib.sha256(cand.apply(text).encode()).hexdigest()
+                    if (p.source.name, path, digest) in seen_texts:
+                        continue
+                    seen_texts.add((p.source.name, path, digest))
+                    item = _Item(p, cand)
+                    items[item.order_key] = item
+        return [items[k] for k in sorted(items)]
+
+    def _combos(self, singles: list[_Item]) -> list[_Item]:
+        by_source: dict[str, list[_Item]] = {}
+        for item in singles:
+            by_source.setdefault(item.prepared.source.name, []).append(item)
+        out: list[_Item] = []
+        for items in by_source.values():
+            prepared = items[0].prepared
+            texts = {path: text for path, (text, _) in prepared.parsed.items()}
+            for combo in combinations([i.candidate for i in items], texts):
+                out.append(_Item(prepared, combo))
+        return sorted(out, key=lambda i: i.order_key)
+
+    # -- validation -------------------------------------------------------------------------------
+    async def _first_valid(self, items: list[_Item], want: int, label: str) -> tuple[list[_Item], int]:
+        """The first ``want`` valid items in order, testing a window at a time; and the index reached."""
+        valid: list[_Item] = []
+        index = 0
+        window = self.opts.concurrency * 4
+        while len(valid) < want and index < len(items):
+            batch = items[index : index + window]
+            runs = await asyncio.gather(*(self._try(item, label) for item in batch))
+            for item, run in zip(batch, runs, strict=True):
+                index += 1
+                if run.outcome == "valid":
+                    valid.append(item)
+                    if len(valid) == want:
+                        break
+        return valid, index
+
+    async def _try(self, item: _Item, label: str) -> CandidateRun:
+        key = item.order_key
+        if key in self.results:
+            return self.results[key]
+        p, cand = item.prepared, item.candidate
+        async with self._limit:
+            files = {cand.path: cand.apply(p.text(cand.path))}
+            run = await run_candidate(
+                self.factory, p.env, self.opts.test_cmd, files, p.baseline, timeout=p.timeout
+            )
+        self.results[key] = run
+        for kind in cand.kinds:
+            stats = self.stats.setdefault(kind, KindStats())
+            stats.tried += 1
+            stats.seconds += run.seconds
+            setattr(stats, run.outcome, getattr(stats, run.outcome) + 1)
+        first = cand.mutations[0]
+        detail = f"{len(run.fail_to_pass)} failing" if run.outcome == "valid" else run.reason
+        self.note(
+            f"[{label} {len(self.results)} {time.monotonic() - self.started:6.1f}s] "
+            f"{p.source.name}:{first.path}:{first.line} {'+'.join(cand.kinds)}: {run.outcome} ({detail})"
+        )
+        return run
+
+    # -- records ----------------------------------------------------------------------------------
+    def _task(self, item: _Item) -> Task:
+        p, cand = item.prepared, item.candidate
+        run = self.results[item.order_key]
+        tree = self.repo.mutated_tree(p.clean, {cand.path: cand.apply(p.text(cand.path))})
+        base = self.repo.commit(tree, f"{p.source.name} snapshot", p.source.timestamp)
+        instance_id = f"{SYNTH_OWNER}__{p.source.name}-{base[:12]}"
+        self.repo.add_task(instance_id, base)
+        return Task(
+            instance_id=instance_id,
+            repo=p.source.repo,
+            base_commit=base,
+            patch=self.repo.diff(base, p.clean),
+            test_patch="",
+            problem_statement=problem_statement(instance_id, run.fail_to_pass, run.log),
+            created_at=p.source.created_at,
+            version=p.source.version,
+            environment_setup_commit=base,
+            FAIL_TO_PASS=run.fail_to_pass,
+            PASS_TO_PASS=run.pass_to_pass,
+            test_cmd=self.opts.test_cmd,
+            log_parser="parse_log_pytest",
+            python=self.opts.python,
+            install=self.opts.install,
+            env_seed=list(self.opts.env_seed),
+            repo_source=str(self.repo.path),
+            synth={
+                "source": p.source.origin,
+                "file": cand.path,
+                "function": cand.function_key,
+                "kinds": cand.kinds,
+                "difficulty": cand.difficulty,
+                "mutations": [
+                    m.model_dump(include={"kind", "path", "function", "line", "end_line", "description"})
+                    for m in cand.mutations
+                ],
+            },
+        )
+
+
+__all__ = ["KindStats", "SynthOptions", "SynthReport", "Synthesizer"]
