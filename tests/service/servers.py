@@ -106,3 +106,63 @@ def serve_in_thread(server: Any) -> tuple[threading.Thread, asyncio.AbstractEven
     thread.start()
     ready.wait(10)
     return thread, loop
+
+
+class TcpProxy:
+    """A loopback TCP forwarder in front of ``target_port``: counts connections and bytes each way, and can
+    drop every live connection (a network fault between a client and a real server)."""
+
+    def __init__(self, target_port: int) -> None:
+        self.target_port = target_port
+        self.port = 0
+        self.connections = 0
+        self.bytes_up = 0  # client -> server
+        self.bytes_down = 0  # server -> client
+        self._server: asyncio.AbstractServer | None = None
+        self._live: set[asyncio.StreamWriter] = set()
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    async def __aenter__(self) -> TcpProxy:
+        self._server = await asyncio.start_server(self._handle, "127.0.0.1", 0)
+        self.port = self._server.sockets[0].getsockname()[1]
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        self.drop()
+        if self._server is not None:
+            self._server.close()
+            await self._server.wait_closed()
+
+    def drop(self) -> None:
+        for writer in list(self._live):
+            writer.transport.abort()
+        self._live.clear()
+
+    async def _handle(self, client_r: asyncio.StreamReader, client_w: asyncio.StreamWriter) -> None:
+        self.connections += 1
+        try:
+            server_r, server_w = await asyncio.open_connection("127.0.0.1", self.target_port)
+        except OSError:
+            client_w.transport.abort()
+            return
+        self._live |= {client_w, server_w}
+
+        async def pipe(src: asyncio.StreamReader, dst: asyncio.StreamWriter, up: bool) -> None:
+            try:
+                while chunk := await src.read(65536):
+                    if up:
+                        self.bytes_up += len(chunk)
+                    else:
+                        self.bytes_down += len(chunk)
+                    dst.write(chunk)
+                    await dst.drain()
+            except (OSError, asyncio.IncompleteReadError):
+                pass
+            finally:
+                dst.close()
+
+        await asyncio.gather(pipe(client_r, server_w, True), pipe(server_r, client_w, False))
+        self._live -= {client_w, server_w}

@@ -118,7 +118,14 @@ def serve_rollout(
         str | None,
         typer.Option("--tasks", "-s", help="Task source for requests that send only an instance id."),
     ] = "builtin",
-    capacity: Annotated[int, typer.Option(help="Rollouts at once; more requests queue.")] = 4,
+    capacity: Annotated[
+        int | None,
+        typer.Option(
+            help="Rollouts at once; more requests queue. Default: $SWE_RL_CAPACITY, else what the "
+            "machine allows (8 per usable CPU, 512 MiB of memory each).",
+            min=1,
+        ),
+    ] = None,
     wait: Annotated[float, typer.Option(help="Seconds a request may queue before a 503.")] = 300.0,
     token: TokenOpt = None,
     cache_dir: CacheOpt = None,
@@ -130,6 +137,7 @@ def serve_rollout(
     token = _auth(host, token)
     factory, cache, known = _node(backend, tasks, cache_dir, repo_cache)
     app_ = create_app(factory, cache, known, capacity=capacity, wait=wait, token=token)
+    capacity = app_.state.node.capacity
     _run(app_, host, port, f"rollout server ({factory.backend} backend, capacity {capacity})")
 
 

@@ -14,7 +14,7 @@ import asyncio
 import os
 from typing import Any, Literal, Protocol
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, model_validator
 
 from swe_rl.agent.config import load_agent_config
 from swe_rl.agent.context import ContextManager
@@ -61,6 +61,14 @@ class RolloutRequest(BaseModel):
         default=None, ge=256, description="Context window; enables the context manager."
     )
     dynamic_history: bool = True
+
+    @model_validator(mode="after")
+    def _context_fits_a_reply(self) -> RolloutRequest:
+        if self.max_context is not None and self.max_context <= self.sampling.max_tokens:
+            raise ValueError(
+                f"max_context ({self.max_context}) must exceed sampling.max_tokens ({self.sampling.max_tokens})"
+            )
+        return self
 
 
 class Executor(Protocol):
@@ -178,7 +186,7 @@ def get_executor(
         from swe_rl.sandbox import get_factory
 
         chosen = arg or backend or os.environ.get("SWE_RL_BACKEND") or "ns"
-        return LocalExecutor(get_factory(chosen), capacity=capacity or _default_capacity())
+        return LocalExecutor(get_factory(chosen), capacity=capacity or default_capacity())
     if kind == "service":
         if not arg:
             raise ConfigError("--executor service:<URL> needs the rollout server's URL")
@@ -188,9 +196,15 @@ def get_executor(
     if kind == "ray":
         from swe_rl.runs.ray_executor import RayExecutor
 
-        return RayExecutor(address=arg or None)
+        return RayExecutor(address=arg or None, backend=backend)
     raise ConfigError(f"unknown executor {spec!r}; use {EXECUTOR_SPECS}")
 
 
-def _default_capacity() -> int:
-    return int(os.environ.get("SWE_RL_CAPACITY", "0")) or max(1, (os.cpu_count() or 2))
+def default_capacity() -> int:
+    """Rollouts at once on this machine: ``$SWE_RL_CAPACITY``, else 8 per usable CPU and 512 MiB each.
+
+    A rollout mostly waits on the policy; its sandbox is busy only while a command or the tests run.
+    """
+    from swe_rl.sandbox.capacity import machine_capacity
+
+    return int(os.environ.get("SWE_RL_CAPACITY", "0")) or machine_capacity(per_cpu=8, mem_mb_each=512)

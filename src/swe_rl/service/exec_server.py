@@ -23,6 +23,7 @@ from swe_rl.envs.cache import EnvCache
 from swe_rl.errors import ConfigError, InfraError
 from swe_rl.harness.grade import grade_patch
 from swe_rl.sandbox.base import EnvSpec, Limits, Sandbox, SandboxFactory
+from swe_rl.sandbox.capacity import machine_capacity
 from swe_rl.sandbox.wire import (
     CreateRequest,
     CreateResponse,
@@ -44,12 +45,7 @@ from swe_rl.tasks.model import Task, parse_task
 
 def default_capacity() -> int:
     """Sandboxes this node offers: bounded by CPU (32 idle shells per core) and memory (256 MiB each)."""
-    cpus = os.cpu_count() or 1
-    try:
-        mem_mb = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") // 2**20
-    except (ValueError, OSError):
-        mem_mb = 4096
-    return max(1, min(cpus * 32, mem_mb // 256))
+    return machine_capacity(per_cpu=32, mem_mb_each=256)
 
 
 @dataclass

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import re
 import uuid
 from collections.abc import Callable
 from typing import Any
@@ -20,9 +21,10 @@ from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.routing import Route
 
+from swe_rl.agent.config import load_agent_config
 from swe_rl.envs.cache import EnvCache
 from swe_rl.errors import ConfigError
-from swe_rl.runs.executor import LocalExecutor, RolloutRequest, policy_tokenizer
+from swe_rl.runs.executor import LocalExecutor, RolloutRequest, default_capacity, policy_tokenizer
 from swe_rl.runs.rollout import RolloutResult
 from swe_rl.sandbox.base import SandboxFactory
 from swe_rl.service.common import Idempotency, Metrics, ServiceError, endpoint, parse
@@ -79,14 +81,25 @@ class RolloutNode:
         task.cancel()
         return True
 
-    async def run(self, req: RunRequest) -> RunResponse:
+    def check(self, req: RunRequest) -> Task:
+        """The request's task, once everything the request names is known good: a typed 4xx otherwise."""
         try:
             task = self.executor.task(req.task)
-            policy_tokenizer(req.policy)  # a bad tokenizer is the request's fault: 400 before taking a slot
         except ConfigError as exc:
-            if isinstance(req.task, str):
-                raise ServiceError("not_found", str(exc)) from None
+            raise ServiceError(
+                "not_found" if isinstance(req.task, str) else "bad_request", str(exc)
+            ) from None
+        if req.agent_config is not None and not re.fullmatch(r"[A-Za-z0-9_-]+", req.agent_config):
+            raise ServiceError("bad_request", "agent_config: a shipped config name, not a path on the server")
+        try:
+            load_agent_config(req.agent_config, step_limit=req.step_limit)
+            policy_tokenizer(req.policy)
+        except ConfigError as exc:
             raise ServiceError("bad_request", str(exc)) from None
+        return task
+
+    async def run(self, req: RunRequest) -> RunResponse:
+        task = self.check(req)  # before taking a slot: a bad request never waits in the queue
         self.waiting += 1
         try:
             await asyncio.wait_for(self.executor.slots.acquire(), self.wait)
@@ -124,11 +137,12 @@ def create_app(
     cache: EnvCache,
     tasks: list[Task] | None = None,
     *,
-    capacity: int = 4,
+    capacity: int | None = None,
     wait: float = 300.0,
     token: str | None = None,
 ) -> Starlette:
-    node = RolloutNode(factory, cache, tasks or [], capacity, wait)
+    """``capacity`` defaults to what the machine's CPUs and memory allow (runs/executor.default_capacity)."""
+    node = RolloutNode(factory, cache, tasks or [], capacity or default_capacity(), wait)
     metrics = Metrics("swe_rl_rollout")
     metrics.gauge("running", lambda: node.running)
     metrics.gauge("waiting", lambda: node.waiting)

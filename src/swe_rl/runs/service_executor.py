@@ -1,0 +1,196 @@
+"""The ``service`` executor: each rollout is one ``POST /run`` to a rollout server (``swe-rl serve rollout``).
+
+The trainer's side of the rollout service. One pooled aiohttp session per event loop. Every rollout gets
+one ``X-Request-ID`` that stays the same across retries, so a retried request joins or replays the first
+rollout and the server runs it once. A full server's ``503`` is retried after its ``Retry-After`` until
+``max_wait_s``; dropped connections and 502/504 are retried with backoff. What still fails (server
+unreachable, timed out, a broken reply) comes back as an ``infra_error`` result and never raises; the
+server's typed 4xx (a bad request, an unknown instance id, a wrong token) raises :class:`ConfigError`,
+because retrying a wrong request cannot help. A cancelled or timed-out call cancels its rollout on the
+server (``DELETE /run/{id}``), freeing the sandbox at once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import os
+import random
+import time
+import uuid
+from dataclasses import dataclass
+from typing import Any
+
+from pydantic import ValidationError
+
+from swe_rl.errors import ConfigError
+from swe_rl.runs.executor import RolloutRequest
+from swe_rl.runs.rollout import RolloutResult
+
+RETRYABLE = {502, 504}
+BUSY = 503  # capacity or draining: wait as the server asks
+
+
+@dataclass(frozen=True)
+class ServiceStats:
+    """What went over the link to the rollout server (request and reply bodies, without HTTP headers)."""
+
+    rollouts: int
+    requests: int
+    retries: int
+    bytes_sent: int
+    bytes_received: int
+    infra_errors: int
+
+
+class ServiceExecutor:
+    """Rollouts on a rollout server at ``url``; ``token`` defaults to ``$SWE_RL_TOKEN``."""
+
+    name = "service"
+
+    def __init__(
+        self,
+        url: str,
+        token: str | None = None,
+        *,
+        timeout_s: float | None = None,
+        connect_timeout_s: float = 10.0,
+        retries: int = 4,
+        backoff_s: float = 0.2,
+        max_wait_s: float = 1800.0,
+    ) -> None:
+        if not url.startswith(("http://", "https://")):
+            raise ConfigError(f"rollout server URL must start with http:// or https://, got {url!r}")
+        self.url = url.rstrip("/")
+        self._token = token if token is not None else os.environ.get("SWE_RL_TOKEN") or None
+        self.timeout_s = timeout_s or float(os.environ.get("SWE_RL_ROLLOUT_TIMEOUT", "0") or 0) or 3600.0
+        self.connect_timeout_s = connect_timeout_s
+        self.retries = retries
+        self.backoff_s = backoff_s
+        self.max_wait_s = max_wait_s
+        self._session: Any = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._counts = {k: 0 for k in ServiceStats.__dataclass_fields__}
+
+    def statistics(self) -> ServiceStats:
+        return ServiceStats(**self._counts)
+
+    def _client(self) -> Any:
+        import aiohttp
+
+        loop = asyncio.get_running_loop()
+        if self._session is None or self._session.closed or self._loop is not loop:
+            # a trainer may call from several event loops over its life; a session belongs to one
+            self._session = aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0))
+            self._loop = loop
+        return self._session
+
+    def _headers(self, request_id: str) -> dict[str, str]:
+        headers = {"Content-Type": "application/json", "X-Request-ID": request_id}
+        if self._token:
+            headers["Authorization"] = f"Bearer {self._token}"
+        return headers
+
+    async def run(self, request: RolloutRequest) -> RolloutResult:
+        request_id = uuid.uuid4().hex
+        self._counts["rollouts"] += 1
+        try:
+            result = await self._run(request, request_id)
+        except asyncio.CancelledError:
+            await self._cancel_remote(request_id)
+            raise
+        if result.status == "infra_error":
+            self._counts["infra_errors"] += 1
+        return result
+
+    async def _run(self, request: RolloutRequest, request_id: str) -> RolloutResult:
+        import aiohttp
+
+        body = request.model_dump_json().encode()
+        deadline = time.monotonic() + self.max_wait_s
+        timeout = aiohttp.ClientTimeout(total=self.timeout_s, sock_connect=self.connect_timeout_s)
+        failures = 0
+        while True:
+            self._counts["requests"] += 1
+            self._counts["bytes_sent"] += len(body)
+            delay: float | None = None
+            try:
+                async with self._client().post(
+                    self.url + "/run", data=body, headers=self._headers(request_id), timeout=timeout
+                ) as resp:
+                    data = await resp.read()
+                    self._counts["bytes_received"] += len(data)
+                    status, retry_after = resp.status, resp.headers.get("Retry-After")
+            except aiohttp.ConnectionTimeoutError as exc:  # nothing sent yet: retry like a refused connection
+                last = f"{type(exc).__name__}: {exc}"
+            except TimeoutError:
+                await self._cancel_remote(request_id)
+                return _infra(f"rollout server {self.url} gave no answer within {self.timeout_s:.0f}s")
+            except (aiohttp.ClientError, OSError) as exc:
+                last = f"{type(exc).__name__}: {exc}"
+            else:
+                if status == 200:
+                    return _result(data, self.url)
+                kind, message = _error(data)
+                last = f"HTTP {status} {kind}: {message}"
+                if 400 <= status < 500 and kind != "cancelled":
+                    raise ConfigError(f"rollout server {self.url} refused the request: {last}")
+                if status == 409:  # cancelled on the server (DELETE /run/{id} from someone else)
+                    return _infra(f"rollout server {self.url}: {last}")
+                if status == BUSY:
+                    delay = _seconds(retry_after) or 1.0
+                    if time.monotonic() + delay > deadline:
+                        return _infra(f"rollout server {self.url} busy for {self.max_wait_s:.0f}s: {last}")
+                elif status not in RETRYABLE:
+                    return _infra(f"rollout server {self.url}: {last}")
+            if delay is None:  # a dropped connection or a 502/504: retry soon, same request id
+                failures += 1
+                if failures > self.retries:
+                    return _infra(f"rollout server {self.url} failed after {failures} attempts: {last}")
+                delay = self.backoff_s * 2 ** (failures - 1) * (0.5 + random.random() / 2)
+            self._counts["retries"] += 1
+            await asyncio.sleep(delay)
+
+    async def _cancel_remote(self, request_id: str) -> None:
+        """Best effort: free the rollout's slot and sandbox on the server now (it would notice later anyway)."""
+        import aiohttp
+
+        with contextlib.suppress(Exception):
+            async with self._client().delete(
+                f"{self.url}/run/{request_id}",
+                headers=self._headers(request_id),
+                timeout=aiohttp.ClientTimeout(total=5),
+            ) as resp:
+                await resp.read()
+
+    async def close(self) -> None:
+        if self._session is not None and self._loop is asyncio.get_running_loop():
+            await self._session.close()
+        self._session = None
+
+
+def _infra(error: str) -> RolloutResult:
+    return RolloutResult(status="infra_error", exit_status="infra_error", error=error)
+
+
+def _result(data: bytes, url: str) -> RolloutResult:
+    try:
+        return RolloutResult.model_validate_json(data)
+    except ValidationError as exc:
+        return _infra(f"rollout server {url} sent a reply that is not a rollout: {exc.errors()[0]['msg']}")
+
+
+def _error(data: bytes) -> tuple[str, str]:
+    try:
+        err = json.loads(data)["error"]
+        return str(err["kind"]), str(err["message"])
+    except (ValueError, KeyError, TypeError):
+        return "unknown", data[:200].decode(errors="replace")
+
+
+def _seconds(value: str | None) -> float | None:
+    try:
+        return min(60.0, max(0.0, float(value))) if value else None
+    except ValueError:
+        return None
