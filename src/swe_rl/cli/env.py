@@ -229,3 +229,46 @@ def gc(
     for path in removed:
         print(path)
     note(f"removed {len(removed)} path(s)")
+
+
+@app.command("import-image")
+def import_image(
+    images: Annotated[
+        list[str], typer.Argument(help="Evaluation image(s), e.g. swebench/sweb.eval.x86_64.<id>.")
+    ],
+    cache_dir: CacheOpt = None,
+    repo: Annotated[
+        str | None,
+        typer.Option("--repo", help="owner/name of the repository [default: read from the image name]."),
+    ] = None,
+    python_env: Annotated[
+        str | None,
+        typer.Option(
+            "--python-env",
+            help="Path of the Python environment inside the image [default: the SWE-bench conda env, "
+            "/opt/venv, or the image's PATH].",
+        ),
+    ] = None,
+    json_out: JsonOpt = False,
+) -> None:
+    """Turn official evaluation images into env-cache entries, so ns sandboxes run them without Docker.
+
+    The image's /testbed (history after its HEAD removed) and its whole filesystem are copied into
+    the cache once; tasks whose image name matches then use the imported env.
+    """
+    import time
+
+    from swe_rl.envs.imports import import_image as do_import
+
+    cache = env_cache(cache_dir, None)
+    specs = []
+    for i, image in enumerate(images, 1):
+        started = time.monotonic()
+        spec = do_import(cache, image, repo=repo, python_env=python_env)
+        specs.append(spec)
+        note(
+            f"[import {i}/{len(images)}] {image}: env {spec.key} ({spec.repo}@{spec.base_commit[:12]}, "
+            f"python env {spec.venv}) in {time.monotonic() - started:.1f}s"
+        )
+    if json_out:
+        print_json([s.model_dump(mode="json") for s in specs])

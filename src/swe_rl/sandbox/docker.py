@@ -47,6 +47,11 @@ def _client() -> Any:
     return client
 
 
+def docker_client() -> Any:
+    """A Docker Engine API client (the docker extra), or SandboxUnavailableError."""
+    return _client()
+
+
 def _owner() -> str:
     return f"{socket.gethostname()}:{os.getpid()}"
 

@@ -32,7 +32,7 @@ from swe_rl.sandbox._output import CappedBuffer
 from swe_rl.sandbox._proc import SpawnedProcess
 from swe_rl.sandbox.base import EnvSpec, ExecResult, Limits
 from swe_rl.sandbox.cgroups import SandboxCgroup, cgroup_version, reap_stale_cgroups
-from swe_rl.sandbox.runtime import root_binds
+from swe_rl.sandbox.runtime import root_binds, rootfs_binds
 from swe_rl.sandbox.seccomp import seccomp_bpf
 from swe_rl.sandbox.shell import FILE_CAP, ShellFileOps, base_environment
 from swe_rl.sandbox.spawner import spawner
@@ -161,7 +161,7 @@ class NsSandbox(ShellFileOps):
         ]
         if self.limits.network:
             args.append("--share-net")
-        args += root_binds()
+        args += rootfs_binds(env.rootfs) if env.rootfs else root_binds()
         args += [
             "--proc",
             "/proc",
@@ -178,7 +178,8 @@ class NsSandbox(ShellFileOps):
             "/run",
         ]
         bound = [Path("/usr")]
-        for path in (env.python_prefix, env.venv):
+        # an imported env's venv and interpreter are paths inside its root, already there
+        for path in (env.python_prefix, env.venv) if env.rootfs is None else ():
             if path is not None and not any(path.is_relative_to(b) for b in bound):
                 args += ["--ro-bind", str(path), str(path)]
                 bound.append(path)

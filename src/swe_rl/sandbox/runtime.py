@@ -60,3 +60,20 @@ def root_binds() -> list[str]:
         if (Path("/etc") / name).exists():
             args += ["--ro-bind", f"/etc/{name}", f"/etc/{name}"]
     return args
+
+
+# Top-level entries of an image's root that the sandbox does not take from it: it mounts its own.
+_OWN = {"proc", "dev", "sys", "tmp", "run", "root", "testbed"}
+
+
+def rootfs_binds(rootfs: Path) -> list[str]:
+    """bwrap arguments that make an image's root filesystem (an imported env) the sandbox's root."""
+    args: list[str] = []
+    for entry in sorted(rootfs.iterdir()):
+        if entry.name in _OWN or entry.name.startswith("."):
+            continue
+        if entry.is_symlink():
+            args += ["--symlink", os.readlink(entry), f"/{entry.name}"]
+        elif entry.is_dir():
+            args += ["--ro-bind", str(entry), f"/{entry.name}"]
+    return args
