@@ -239,20 +239,44 @@ class Synthesizer:
 
     # -- validation -------------------------------------------------------------------------------
     async def _first_valid(self, items: list[_Item], want: int, label: str) -> tuple[list[_Item], int]:
-        """The first ``want`` valid items in order, testing a window at a time; and the index reached."""
-        valid: list[_Item] = []
+        """The first ``want`` valid items in list order, and the index just past the last one taken.
+
+        Items are tested ``concurrency`` at a time with no barrier between them; no new one starts once
+        the completed prefix of the list holds ``want`` valid items, so the answer never depends on
+        which run finished first.
+        """
+        done: dict[int, bool] = {}
+        running: set[asyncio.Task[None]] = set()
         index = 0
-        window = self.opts.concurrency * 4
-        while len(valid) < want and index < len(items):
-            batch = items[index : index + window]
-            runs = await asyncio.gather(*(self._try(item, label) for item in batch))
-            for item, run in zip(batch, runs, strict=True):
-                index += 1
-                if run.outcome == "valid":
-                    valid.append(item)
-                    if len(valid) == want:
-                        break
-        return valid, index
+
+        async def one(i: int) -> None:
+            done[i] = (await self._try(items[i], label)).outcome == "valid"
+
+        def prefix_valid() -> int:
+            count, i = 0, 0
+            while i in done:
+                count += done[i]
+                i += 1
+            return count
+
+        try:
+            while True:
+                while index < len(items) and len(running) < self.opts.concurrency and prefix_valid() < want:
+                    running.add(asyncio.create_task(one(index)))
+                    index += 1
+                if not running:
+                    break
+                finished, running = await asyncio.wait(running, return_when=asyncio.FIRST_COMPLETED)
+                for task in finished:
+                    task.result()  # an infrastructure error stops the run
+        except BaseException:
+            for task in running:  # their sandboxes close on cancellation
+                task.cancel()
+            await asyncio.gather(*running, return_exceptions=True)
+            raise
+        valid = [i for i in sorted(done) if done[i]][:want]
+        reached = valid[-1] + 1 if len(valid) == want else len(items)
+        return [items[i] for i in valid], reached
 
     async def _try(self, item: _Item, label: str) -> CandidateRun:
         key = item.order_key
