@@ -128,3 +128,24 @@ def test_import_image_cli(tmp_path, image):
         check=False,
     )
     assert missing.returncode == 2 and "no image" in missing.stderr
+
+
+def test_exec_server_lists_imported_images(tmp_path, image):
+    import httpx
+
+    from swe_rl.service.exec_server import create_app
+
+    _, tag, _ = image
+    cache = EnvCache(tmp_path / "envs")
+    env = import_image(cache, tag)
+    app = create_app(available_factory("ns"), cache)
+
+    async def get():
+        async with httpx.AsyncClient(
+            transport=httpx.ASGITransport(app=app), base_url="http://127.0.0.1"
+        ) as c:
+            return (await c.get("/images")).json()
+
+    body = asyncio.run(get())
+    assert tag in body["images"] and env.key in body["images"]
+    assert {"name": tag, "docker": False, "size": None, "env": env.key} in body["inventory"]

@@ -20,6 +20,7 @@ from starlette.requests import Request
 from starlette.routing import Route
 
 from swe_rl.envs.cache import EnvCache
+from swe_rl.envs.images import ImageEntry, image_inventory
 from swe_rl.errors import ConfigError, InfraError
 from swe_rl.harness.grade import grade_patch
 from swe_rl.sandbox.base import EnvSpec, Limits, Sandbox, SandboxFactory
@@ -78,12 +79,17 @@ class ExecNode:
         task = self.by_name.get(image)
         if task is not None:
             return self.cache.ensure(task), task
-        spec = self.cache.get(image)
+        spec = self.cache.get(image) or self.cache.get(self.cache.image_key(image) or "")
         if spec is not None:
             return spec, None
         if self.factory.backend == "docker":
             return EnvSpec(key=image, repo="", base_commit="HEAD", testbed=self.cache.root, image=image), None
         raise ServiceError("not_found", f"unknown image {image!r}: not an env key or a task of this node")
+
+    def inventory(self) -> list[ImageEntry]:
+        """What `swe-rl images ls` lists: imported envs, and the engine's evaluation images on docker nodes."""
+        client = getattr(self.factory, "_client", None) if self.factory.backend == "docker" else None
+        return image_inventory(self.cache, client)
 
     def get(self, container_id: str) -> Held:
         held = self.boxes.get(container_id)
@@ -171,8 +177,11 @@ def create_app(
         return {"ok": True, "running_containers": str(len(node.boxes)), **node.statistics()}
 
     async def images(request: Request) -> dict[str, Any]:
-        names = sorted({s.key for s in node.cache.records()} | set(node.by_name))
-        return {"images": names, "count": len(names)}
+        inventory = await asyncio.to_thread(node.inventory)
+        names = sorted(
+            {s.key for s in node.cache.records()} | set(node.by_name) | {e.name for e in inventory}
+        )
+        return {"images": names, "count": len(names), "inventory": [e.model_dump() for e in inventory]}
 
     async def containers(request: Request) -> dict[str, Any]:
         return {"ok": True, "containers": sorted(node.boxes)}
