@@ -155,3 +155,27 @@ def test_grpo_run_with_trl_writes_curve_metrics_and_a_loadable_model(tasks, envs
     AutoModelForCausalLM.from_pretrained(tmp_path / "run/final")
     with pytest.raises(Exception, match="already holds a training run"):
         trl_mod.train_grpo(tasks[:1], settings, available_factory("ns"), envs, load_agent_config())
+
+
+def test_eval_with_a_local_model_batches_concurrent_agents(tasks, envs, tmp_path):
+    from swe_rl.llm.select import choose_model
+    from swe_rl.runs.evaluation import EvalSettings, run_eval
+
+    choice = choose_model(f"hf:{trl_mod.tiny_qwen_dir()}", None, None)
+    summary = asyncio.run(
+        run_eval(
+            tasks[:3],
+            choice.factory,
+            envs,
+            available_factory("ns"),
+            load_agent_config(step_limit=2),
+            SamplingParams(max_tokens=4, temperature=1.0),
+            EvalSettings(output_dir=tmp_path / "ev", max_concurrent=3),
+            quiet=True,
+        )
+    )
+    assert summary["total"] == 3 and summary["errors"] == 0 and summary["resolved"] == 0
+    assert max(choice.shared._ensure().batches) > 1  # turns of different agents shared a generate call
+    for traj in (tmp_path / "ev").glob("*/traj.json"):
+        step = json.loads(traj.read_text())["steps"][0]["completion"]
+        assert len(step["completion_ids"]) == len(step["logprobs"]) > 0

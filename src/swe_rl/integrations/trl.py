@@ -249,9 +249,7 @@ def train_grpo(
     model, tokenizer = load_model(str(tiny_qwen_dir()) if settings.model == "tiny-qwen" else settings.model)
     if tokenizer.pad_token is None:
         tokenizer.pad_token = tokenizer.eos_token
-    cuda = torch.cuda.is_available()
-    if cuda:
-        model = model.to("cuda")
+    cuda = torch.cuda.is_available()  # load_model put the model there
     log = RolloutLog(out)
     rollout = SweRolloutFunc(
         tasks,

@@ -56,92 +56,52 @@ def load_model(name: str) -> tuple[Any, Any]:
         raise ConfigError(f"not a model directory (no config.json): {path}")
     tokenizer = AutoTokenizer.from_pretrained(str(path))
     model = AutoModelForCausalLM.from_pretrained(str(path), dtype=torch.float32)
+    if torch.cuda.is_available():
+        model = model.cuda()  # type: ignore[call-arg]
     model.eval()
     return model, tokenizer
 
 
 class HFLocalLLM:
-    """Greedy or sampled generation with a transformers model, one request at a time, in a thread."""
+    """A transformers model loaded by name (``smollm2`` or a model directory), on the GPU when there is one.
+
+    Concurrent agents share it: their turns are batched (:class:`BatchedHFPolicy`). Loading happens on
+    first use or on :meth:`load` (the CLI loads first, so a bad model fails before the run starts).
+    """
 
     def __init__(self, name: str = "smollm2", *, model: Any = None, tokenizer: Any = None) -> None:
         self.name = f"hf:{name}"
         self._source = name
         self._model, self._tokenizer = model, tokenizer
         self._lock = threading.Lock()
+        self._policy: BatchedHFPolicy | None = None
 
-    def _ensure(self) -> tuple[Any, Any]:
-        if self._model is None:
-            try:
-                self._model, self._tokenizer = load_model(self._source)
-            except SweRlError:
-                raise
-            except Exception as exc:  # transformers raises many types for a model it cannot load
-                raise ConfigError(
-                    f"cannot load model {self._source!r}: {type(exc).__name__}: {exc}"
-                ) from None
-        return self._model, self._tokenizer
+    def _ensure(self) -> BatchedHFPolicy:
+        with self._lock:
+            if self._policy is None:
+                if self._model is None:
+                    try:
+                        self._model, self._tokenizer = load_model(self._source)
+                    except SweRlError:
+                        raise
+                    except Exception as exc:  # transformers raises many types for a model it cannot load
+                        raise ConfigError(
+                            f"cannot load model {self._source!r}: {type(exc).__name__}: {exc}"
+                        ) from None
+                self._policy = BatchedHFPolicy(self._model, self._tokenizer, name=self.name)
+            return self._policy
 
     def load(self) -> None:
         """Load now (the CLI does, so that a bad model fails before the run starts)."""
-        with self._lock:
-            self._ensure()
+        self._ensure()
 
     async def complete(self, messages: Sequence[Message], params: SamplingParams) -> Completion:
-        try:
-            return await asyncio.to_thread(self._generate, messages, params)
-        except SweRlError:
-            raise
-        except Exception as exc:  # a generation failure is the machinery's, not the agent's
-            raise LLMError(f"{self.name}: generation failed: {type(exc).__name__}: {exc}") from exc
-
-    def _generate(self, messages: Sequence[Message], params: SamplingParams) -> Completion:
-        import torch
-
-        with self._lock:
-            model, tokenizer = self._ensure()
-            started = time.monotonic()
-            prompt = tokenizer.apply_chat_template(
-                [m.model_dump() for m in messages],
-                add_generation_prompt=True,
-                tokenize=True,
-                return_dict=False,
-            )
-            ids = torch.tensor([prompt])
-            if params.seed is not None:
-                torch.manual_seed(params.seed)
-            with torch.no_grad():
-                out = model.generate(
-                    ids,
-                    attention_mask=torch.ones_like(ids),
-                    max_new_tokens=params.max_tokens,
-                    do_sample=params.temperature > 0,
-                    temperature=params.temperature or None,
-                    top_p=params.top_p,
-                    output_scores=True,
-                    return_dict_in_generate=True,
-                    pad_token_id=tokenizer.eos_token_id,
-                )
-            generated = out.sequences[0, len(prompt) :].tolist()
-            logprobs = [
-                float(torch.log_softmax(score[0], dim=-1)[token])
-                for score, token in zip(out.scores, generated, strict=False)
-            ]
-            eos = tokenizer.eos_token_id
-            finish = "stop" if generated and generated[-1] == eos else "length"
-            text = tokenizer.decode(generated, skip_special_tokens=True)
-            return Completion(
-                text=text,
-                finish_reason=finish,
-                prompt_ids=list(prompt),
-                completion_ids=generated,
-                logprobs=logprobs,
-                prompt_tokens=len(prompt),
-                completion_tokens=len(generated),
-                latency_s=time.monotonic() - started,
-            )
+        policy = await asyncio.to_thread(self._ensure)
+        return await policy.complete(messages, params)
 
     async def close(self) -> None:
-        return None
+        if self._policy is not None:
+            await self._policy.close()
 
 
 class BatchedHFPolicy:
