@@ -7,7 +7,7 @@ import sys
 
 import typer
 
-from swe_rl.cli import data, demo, env, eval, grade, images, report, serve, tasks
+from swe_rl.cli import cluster, data, demo, env, eval, grade, images, report, serve, tasks
 
 app = typer.Typer(
     name="swe-rl",
@@ -20,6 +20,7 @@ app.add_typer(tasks.app, name="tasks")
 app.add_typer(env.app, name="env")
 app.add_typer(images.app, name="images")
 app.add_typer(serve.app, name="serve")
+app.add_typer(cluster.app, name="cluster")
 app.add_typer(data.app, name="data")
 app.command("grade")(grade.grade)
 app.command("eval")(eval.eval_command)

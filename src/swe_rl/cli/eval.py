@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated, NoReturn, cast
 
 import typer
 
@@ -18,6 +18,10 @@ from swe_rl.cli.common import (
     resolve_backend,
     run,
 )
+
+if TYPE_CHECKING:
+    from swe_rl.llm.select import ModelChoice
+    from swe_rl.runs.evaluation import AttemptExecutor, RemoteAttempts
 
 
 def eval_command(
@@ -40,6 +44,15 @@ def eval_command(
     ] = None,
     api_base: Annotated[str | None, typer.Option("--api-base", help="e.g. http://127.0.0.1:30000/v1")] = None,
     backend: BackendOpt = "auto",
+    executor: Annotated[
+        str,
+        typer.Option(
+            "--executor",
+            help="Where attempts run: local (this process); pool[:<URL>] (this process, sandboxes from a pool "
+            "server, or give its URL as --backend); ray[:<address>] (on the nodes of a Ray cluster, each with "
+            "its own env cache; see `swe-rl cluster up`); service:<URL> (a rollout server: training only).",
+        ),
+    ] = "local",
     max_concurrent: Annotated[
         int, typer.Option("--max-concurrent", "-j", min=1, help="Instances at once.")
     ] = 2,
@@ -107,13 +120,18 @@ def eval_command(
         selected = selected[_parse_slice(slice_)]
     if max_instances:
         selected = selected[:max_instances]
-    choice = choose_model(llm, model, api_base)
+    remote_spec, chosen_backend = _placement(executor, backend)
+    remote = _remote(remote_spec, chosen_backend, llm, model, api_base) if remote_spec else None
+    choice = (
+        _loaded_remotely(llm)
+        if remote is not None and llm and llm.startswith("hf:")
+        else choose_model(llm, model, api_base)
+    )
     agent = load_agent_config(agent_config, step_limit=step_limit, cost_limit=cost_limit or None)
     prices = load_prices(price_file)
     if cost_limit or run_cost_limit:
         prices.require(choice.name)  # a limit on a model without a price would never stop anything
-    chosen_backend = resolve_backend(backend)
-    factory = get_factory(chosen_backend)
+    factory = get_factory(chosen_backend) if remote is None else None  # remote: sandboxes on the nodes
     settings = EvalSettings(
         output_dir=output_dir,
         max_concurrent=max_concurrent,
@@ -128,6 +146,7 @@ def eval_command(
             "model": choice.name,
             "api_base": api_base,
             "backend": chosen_backend,
+            "executor": executor,
             "step_limit": agent.step_limit,
             "max_tokens": max_tokens,
             "temperature": temperature,
@@ -138,7 +157,7 @@ def eval_command(
         },
     )
     note(
-        f"eval: {len(selected)} tasks x {n_samples}, model {choice.name}, backend {chosen_backend}, output {output_dir}/"
+        f"eval: {len(selected)} tasks x {n_samples}, model {choice.name}, backend {chosen_backend}, executor {executor}, output {output_dir}/"
     )
 
     async def go() -> dict:
@@ -151,9 +170,12 @@ def eval_command(
                 agent,
                 SamplingParams(max_tokens=max_tokens, temperature=temperature),
                 settings,
+                remote=remote,
             )
         finally:
             await choice.close()
+            if remote is not None:
+                await remote.executor.close()
 
     summary = run(go())
     if json_out:
@@ -172,6 +194,53 @@ def eval_command(
 
 
 EXIT_COST_LIMIT = 4  # the run stopped at --run-cost-limit with attempts left; the run directory is resumable
+
+
+def _placement(executor: str, backend: str) -> tuple[str | None, str]:
+    """(the executor that runs attempts elsewhere, or None for this process; the sandbox backend)."""
+    from swe_rl.errors import ConfigError
+
+    kind, _, arg = executor.partition(":")
+    if kind == "local":
+        return None, resolve_backend(arg or backend)
+    if kind == "pool":
+        url = arg or backend
+        if not url.startswith(("http://", "https://")):
+            raise ConfigError("--executor pool needs the pool server's URL: pool:<URL>, or --backend <URL>")
+        return None, url
+    if kind in ("ray", "service"):
+        return executor, "ns" if backend == "auto" else backend  # 'auto' is decided per machine: ns on nodes
+    raise ConfigError(
+        f"unknown --executor {executor!r}; use local | pool[:<URL>] | ray[:<address>] | service:<URL>"
+    )
+
+
+def _remote(
+    spec: str, backend: str, llm: str | None, model: str | None, api_base: str | None
+) -> RemoteAttempts:
+    """Attempts on an executor's nodes; the model is built there from the same options."""
+    from swe_rl.errors import ConfigError
+    from swe_rl.runs.evaluation import ModelSpec, RemoteAttempts
+    from swe_rl.runs.executor import get_executor
+
+    chosen = get_executor(spec, backend=backend)
+    if not hasattr(chosen, "run_attempt"):
+        raise ConfigError(
+            f"--executor {spec} runs training rollouts (token-level policies) only; "
+            "eval attempts run with --executor local, pool or ray"
+        )
+    note(f"eval: attempts run on {chosen.name} nodes (each with its own env cache)")
+    return RemoteAttempts(cast("AttemptExecutor", chosen), ModelSpec(llm=llm, model=model, api_base=api_base))
+
+
+def _loaded_remotely(llm: str) -> ModelChoice:
+    """A local model's name only: the nodes load it, not this process."""
+    from swe_rl.llm.select import ModelChoice
+
+    def never(_task: object) -> NoReturn:
+        raise AssertionError("remote attempts build their model on the node")
+
+    return ModelChoice(never, None, llm.partition(":")[2] or llm)
 
 
 def _parse_slice(text: str) -> slice:

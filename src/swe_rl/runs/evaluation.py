@@ -14,7 +14,7 @@ import time
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from pydantic import BaseModel, Field
 
@@ -62,12 +62,14 @@ async def run_eval(
     tasks: Sequence[Task],
     make_llm: LLMFactory,
     cache: EnvCache,
-    factory: SandboxFactory,
+    factory: SandboxFactory | None,
     agent: AgentConfig,
     params: SamplingParams,
     settings: EvalSettings,
     quiet: bool = False,
+    remote: RemoteAttempts | None = None,
 ) -> dict[str, Any]:
+    """Every attempt of every task, here or (``remote``) on an executor's nodes; artifacts written here."""
     run = RunDir(settings.output_dir)
     done = {k: r for k, r in run.latest().items() if not r.infra_error} if settings.resume else {}
     if not settings.resume and run.results_path.exists():
@@ -87,8 +89,12 @@ async def run_eval(
             if budget.exhausted:
                 budget.skipped += 1  # not started: missing from results.jsonl, so --resume runs it
                 return
-            llm = _priced(make_llm(task), settings.prices)
-            result = await _attempt(task, attempt, llm, cache, factory, agent, params, settings)
+            if remote is not None:  # on another node (Ray): the model is built there from its spec
+                result = await remote.run(task, attempt, agent, params, settings)
+            else:
+                assert factory is not None, "attempts in this process need a sandbox factory"
+                llm = _priced(make_llm(task), settings.prices)
+                result = await _attempt(task, attempt, llm, cache, factory, agent, params, settings)
             budget.spent += result.cost_usd
             run.append(result)
             progress.advance(
@@ -166,13 +172,38 @@ async def _attempt(
     params: SamplingParams,
     settings: EvalSettings,
 ) -> InstanceResult:
-    started = time.monotonic()
+    outcome = await attempt_outcome(task, attempt, llm, cache, factory, agent, params, settings)
+    _write_artifacts(_folder(outcome.result), task, outcome.trajectory, outcome.patch, outcome.result)
+    return outcome.result
+
+
+def attempt_folder(output_dir: Path, instance_id: str, attempt: int) -> Path:
     stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%S%f")
-    folder = (
-        settings.output_dir / f"{task.instance_id}__{stamp}"
+    return (
+        output_dir / f"{instance_id}__{stamp}"
         if attempt == 0
-        else settings.output_dir / f"{task.instance_id}__a{attempt}__{stamp}"
+        else output_dir / f"{instance_id}__a{attempt}__{stamp}"
     )
+
+
+def _folder(result: InstanceResult) -> Path:
+    assert result.artifacts is not None
+    return Path(result.artifacts)
+
+
+async def attempt_outcome(
+    task: Task,
+    attempt: int,
+    llm: LLM,
+    cache: EnvCache,
+    factory: SandboxFactory,
+    agent: AgentConfig,
+    params: SamplingParams,
+    settings: EvalSettings,
+) -> AttemptOutcome:
+    """One attempt, graded; nothing written (the artifacts' folder is named in ``result.artifacts``)."""
+    started = time.monotonic()
+    folder = attempt_folder(settings.output_dir, task.instance_id, attempt)
     result = InstanceResult(
         instance_id=task.instance_id, attempt=attempt, exit_status="infra_error", artifacts=str(folder)
     )
@@ -201,8 +232,7 @@ async def _attempt(
         if traj is not None:
             _fill(result, traj)
     result.elapsed = time.monotonic() - started
-    _write_artifacts(folder, task, traj, patch, result)
-    return result
+    return AttemptOutcome(result=result, trajectory=traj, patch=patch)
 
 
 def _fill(result: InstanceResult, traj: Trajectory) -> None:
@@ -229,6 +259,96 @@ def _write_artifacts(
             "provenance": provenance(),
         },
     )
+
+
+class AttemptOutcome(BaseModel):
+    """What an attempt produced; the caller writes it (``_write_artifacts``) where the run lives."""
+
+    result: InstanceResult
+    trajectory: Trajectory | None = None
+    patch: str = ""
+
+
+class ModelSpec(BaseModel):
+    """A model as the command line names it (``--llm/--model/--api-base``), built where the attempt runs.
+
+    API keys are not part of it: a node reads its own ``OPENAI_API_KEY``.
+    """
+
+    llm: str | None = None
+    model: str | None = None
+    api_base: str | None = None
+
+
+class AttemptSpec(BaseModel):
+    """One eval attempt as plain data, so that it can run on another node."""
+
+    task: dict[str, Any]
+    attempt: int = 0
+    model: ModelSpec
+    agent: AgentConfig
+    params: SamplingParams
+    settings: EvalSettings
+
+
+class AttemptExecutor(Protocol):
+    name: str
+
+    async def run_attempt(self, spec: AttemptSpec) -> AttemptOutcome: ...
+
+    async def close(self) -> None: ...
+
+
+class RemoteAttempts:
+    """Attempts run by an executor elsewhere (``--executor ray``); their artifacts are written here."""
+
+    def __init__(self, executor: AttemptExecutor, model: ModelSpec) -> None:
+        self.executor, self.model = executor, model
+
+    async def run(
+        self, task: Task, attempt: int, agent: AgentConfig, params: SamplingParams, settings: EvalSettings
+    ) -> InstanceResult:
+        spec = AttemptSpec(
+            task=task.to_record(),
+            attempt=attempt,
+            model=self.model,
+            agent=agent,
+            params=params,
+            settings=settings,
+        )
+        outcome = await self.executor.run_attempt(spec)
+        _write_artifacts(_folder(outcome.result), task, outcome.trajectory, outcome.patch, outcome.result)
+        return outcome.result
+
+
+async def run_attempt_spec(spec: AttemptSpec, cache: EnvCache, factory: SandboxFactory) -> AttemptOutcome:
+    """Run an :class:`AttemptSpec` here (on a Ray node): build its model, run, grade; write nothing."""
+    from swe_rl.llm.select import choose_model
+    from swe_rl.tasks.model import parse_task
+
+    task = parse_task(spec.task, where="task")
+    choice = choose_model(spec.model.llm, spec.model.model, spec.model.api_base)
+    try:
+        llm = _priced(choice.factory(task), spec.settings.prices)
+        return await attempt_outcome(
+            task, spec.attempt, llm, cache, factory, spec.agent, spec.params, spec.settings
+        )
+    finally:
+        await choice.close()
+
+
+def failed_attempt(spec: AttemptSpec, error: str) -> AttemptOutcome:
+    """The outcome of an attempt whose node was lost: an infra error, retried by ``--resume``."""
+    instance_id = str(spec.task.get("instance_id", ""))
+    folder = attempt_folder(spec.settings.output_dir, instance_id, spec.attempt)
+    result = InstanceResult(
+        instance_id=instance_id,
+        attempt=spec.attempt,
+        exit_status="infra_error",
+        error=error,
+        artifacts=str(folder),
+    )
+    return AttemptOutcome(result=result)
 
 
 def provenance() -> dict[str, Any]:

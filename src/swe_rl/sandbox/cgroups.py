@@ -124,9 +124,17 @@ class SandboxCgroup:
                     time.sleep(0.001)
 
 
+REAP_AFTER_S = 120  # another live process's sandbox may sit in a fresh, still empty cgroup
+
+
 def reap_stale_cgroups() -> int:
-    """Remove empty sandbox cgroups left by a crashed process. Returns how many were removed."""
+    """Remove empty sandbox cgroups left by a crashed process. Returns how many were removed.
+
+    Only those older than ``REAP_AFTER_S``: several processes on one machine (Ray workers, servers)
+    create sandboxes at once, and a cgroup is empty between its creation and its first process joining.
+    """
     removed = 0
+    cutoff = time.time() - REAP_AFTER_S
     version = cgroup_version()
     parents = [ROOT / PARENT] if version == 2 else [ROOT / c / PARENT for c in ("memory", "pids", "cpu")]
     for parent in parents:
@@ -135,6 +143,8 @@ def reap_stale_cgroups() -> int:
         for child in parent.iterdir():
             if child.is_dir():
                 try:
+                    if child.stat().st_mtime > cutoff:
+                        continue
                     if not (child / "cgroup.procs").read_text().strip():
                         child.rmdir()
                         removed += 1
