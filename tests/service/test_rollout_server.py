@@ -327,6 +327,23 @@ async def test_an_unreachable_server_is_an_infra_error(tasks):
     assert executor.statistics().requests == 3
 
 
+async def test_rollouts_spread_over_several_servers_and_skip_a_dead_one(rollout_server, policy, tasks):
+    """``service:URL1,URL2,...``: least-loaded server per rollout; a refused connection moves it on."""
+    async with TcpProxy(rollout_server.port) as second:  # a second address of the same server, counted
+        dead = f"http://127.0.0.1:{_closed_port()}"
+        executor = ServiceExecutor(f"{dead},{rollout_server.url},{second.url}", backoff_s=0.01)
+        try:
+            results = await asyncio.gather(
+                *(executor.run(_request(t.instance_id, policy.url)) for t in tasks[10:12])
+            )
+        finally:
+            await executor.close()
+    assert [(r.status, r.resolved) for r in results] == [("completed", True)] * 2, [r.error for r in results]
+    assert second.connections == 1, "one of the two rollouts went to the second server"
+    stats = executor.statistics()
+    assert (stats.requests, stats.retries) == (3, 1), "the dead server cost one refused connection"
+
+
 async def _wait_for(predicate, timeout: float = 30.0) -> bool:
     loop = asyncio.get_running_loop()
     deadline = loop.time() + timeout

@@ -1,6 +1,8 @@
 """The ``service`` executor: each rollout is one ``POST /run`` to a rollout server (``swe-rl serve rollout``).
 
-The trainer's side of the rollout service. One pooled aiohttp session per event loop. Every rollout gets
+The trainer's side of the rollout service. One pooled aiohttp session per event loop. ``url`` may list
+several rollout servers (comma-separated): each rollout goes to the one with the fewest of this client's
+rollouts in flight and stays there for its retries; a server that refuses connections is skipped. Every rollout gets
 one ``X-Request-ID`` that stays the same across retries, so a retried request joins or replays the first
 rollout and the server runs it once. A full server's ``503`` is retried after its ``Retry-After`` until
 ``max_wait_s``; dropped connections and 502/504 are retried with backoff. What still fails (server
@@ -45,7 +47,7 @@ class ServiceStats:
 
 
 class ServiceExecutor:
-    """Rollouts on a rollout server at ``url``; ``token`` defaults to ``$SWE_RL_TOKEN``."""
+    """Rollouts on the rollout server(s) at ``url`` (comma-separated); ``token`` defaults to ``$SWE_RL_TOKEN``."""
 
     name = "service"
 
@@ -60,9 +62,14 @@ class ServiceExecutor:
         backoff_s: float = 0.2,
         max_wait_s: float = 1800.0,
     ) -> None:
-        if not url.startswith(("http://", "https://")):
-            raise ConfigError(f"rollout server URL must start with http:// or https://, got {url!r}")
-        self.url = url.rstrip("/")
+        self.urls = [u.strip().rstrip("/") for u in url.split(",") if u.strip()]
+        bad = [u for u in self.urls if not u.startswith(("http://", "https://"))]
+        if bad or not self.urls:
+            raise ConfigError(f"rollout server URLs must start with http:// or https://, got {url!r}")
+        self.url = ",".join(self.urls)
+        self._in_flight = dict.fromkeys(self.urls, 0)
+        self._turn = 0
+        self._server_of: dict[str, str] = {}  # request id -> the server running it
         self._token = token if token is not None else os.environ.get("SWE_RL_TOKEN") or None
         self.timeout_s = timeout_s or float(os.environ.get("SWE_RL_ROLLOUT_TIMEOUT", "0") or 0) or 3600.0
         self.connect_timeout_s = connect_timeout_s
@@ -92,14 +99,36 @@ class ServiceExecutor:
             headers["Authorization"] = f"Bearer {self._token}"
         return headers
 
+    def _pick(self, avoid: str | None = None) -> str:
+        """The server with the fewest of our rollouts in flight (round robin among equals)."""
+        choices = [u for u in self.urls if u != avoid] or self.urls
+        least = min(self._in_flight[u] for u in choices)
+        n = len(self.urls)
+        for i in range(n):
+            url = self.urls[(self._turn + i) % n]
+            if url in choices and self._in_flight[url] == least:
+                self._turn = (self._turn + i + 1) % n
+                return url
+        return choices[0]
+
+    def _assign(self, request_id: str, url: str) -> None:
+        old = self._server_of.get(request_id)
+        if old is not None:
+            self._in_flight[old] -= 1
+        self._server_of[request_id] = url
+        self._in_flight[url] += 1
+
     async def run(self, request: RolloutRequest) -> RolloutResult:
         request_id = uuid.uuid4().hex
         self._counts["rollouts"] += 1
+        self._assign(request_id, self._pick())
         try:
             result = await self._run(request, request_id)
         except asyncio.CancelledError:
             await self._cancel_remote(request_id)
             raise
+        finally:
+            self._in_flight[self._server_of.pop(request_id)] -= 1
         if result.status == "infra_error":
             self._counts["infra_errors"] += 1
         return result
@@ -112,42 +141,46 @@ class ServiceExecutor:
         timeout = aiohttp.ClientTimeout(total=self.timeout_s, sock_connect=self.connect_timeout_s)
         failures = 0
         while True:
+            url = self._server_of[request_id]
             self._counts["requests"] += 1
             self._counts["bytes_sent"] += len(body)
             delay: float | None = None
             try:
                 async with self._client().post(
-                    self.url + "/run", data=body, headers=self._headers(request_id), timeout=timeout
+                    url + "/run", data=body, headers=self._headers(request_id), timeout=timeout
                 ) as resp:
                     data = await resp.read()
                     self._counts["bytes_received"] += len(data)
                     status, retry_after = resp.status, resp.headers.get("Retry-After")
-            except aiohttp.ConnectionTimeoutError as exc:  # nothing sent yet: retry like a refused connection
+            except (aiohttp.ClientConnectorError, aiohttp.ConnectionTimeoutError) as exc:
+                # nothing reached that server: the next attempt may go to another one
                 last = f"{type(exc).__name__}: {exc}"
+                self._assign(request_id, self._pick(avoid=url))
             except TimeoutError:
                 await self._cancel_remote(request_id)
-                return _infra(f"rollout server {self.url} gave no answer within {self.timeout_s:.0f}s")
+                return _infra(f"rollout server {url} gave no answer within {self.timeout_s:.0f}s")
             except (aiohttp.ClientError, OSError) as exc:
                 last = f"{type(exc).__name__}: {exc}"
             else:
                 if status == 200:
-                    return _result(data, self.url)
+                    return _result(data, url)
                 kind, message = _error(data)
                 last = f"HTTP {status} {kind}: {message}"
                 if 400 <= status < 500 and kind != "cancelled":
-                    raise ConfigError(f"rollout server {self.url} refused the request: {last}")
+                    raise ConfigError(f"rollout server {url} refused the request: {last}")
                 if status == 409:  # cancelled on the server (DELETE /run/{id} from someone else)
-                    return _infra(f"rollout server {self.url}: {last}")
-                if status == BUSY:
+                    return _infra(f"rollout server {url}: {last}")
+                if status == BUSY:  # refused, nothing ran: try again there or on a less busy server
                     delay = _seconds(retry_after) or 1.0
+                    self._assign(request_id, self._pick(avoid=url))
                     if time.monotonic() + delay > deadline:
-                        return _infra(f"rollout server {self.url} busy for {self.max_wait_s:.0f}s: {last}")
+                        return _infra(f"rollout server {url} busy for {self.max_wait_s:.0f}s: {last}")
                 elif status not in RETRYABLE:
-                    return _infra(f"rollout server {self.url}: {last}")
+                    return _infra(f"rollout server {url}: {last}")
             if delay is None:  # a dropped connection or a 502/504: retry soon, same request id
                 failures += 1
                 if failures > self.retries:
-                    return _infra(f"rollout server {self.url} failed after {failures} attempts: {last}")
+                    return _infra(f"rollout server {url} failed after {failures} attempts: {last}")
                 delay = self.backoff_s * 2 ** (failures - 1) * (0.5 + random.random() / 2)
             self._counts["retries"] += 1
             await asyncio.sleep(delay)
@@ -156,9 +189,10 @@ class ServiceExecutor:
         """Best effort: free the rollout's slot and sandbox on the server now (it would notice later anyway)."""
         import aiohttp
 
+        url = self._server_of.get(request_id, self.urls[0])
         with contextlib.suppress(Exception):
             async with self._client().delete(
-                f"{self.url}/run/{request_id}",
+                f"{url}/run/{request_id}",
                 headers=self._headers(request_id),
                 timeout=aiohttp.ClientTimeout(total=5),
             ) as resp:
