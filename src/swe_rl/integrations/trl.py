@@ -302,7 +302,7 @@ def train_grpo(
             "split_episodes": rollout.split_episodes,
             "model": settings.model,
             "final_model": str(final),
-            "args": settings.args,
+            "settings": settings.model_dump(mode="json"),
         }
     )
     atomic_write_json(out / "summary.json", summary)

@@ -38,7 +38,11 @@ def _trajectory(folder: Path) -> dict[str, Any] | None:
 
 
 def render_report(run_dir: Path, out: Path | None = None) -> Path:
-    """Write ``<run_dir>/report.html`` (or ``out``) and return its path."""
+    """Write ``<run_dir>/report.html`` (or ``out``) and return its path; training runs get their curves."""
+    from swe_rl.report.training import is_training_run, render_training_report
+
+    if is_training_run(run_dir):
+        return render_training_report(run_dir, out)
     run = RunDir(run_dir)
     results = list(run.latest().values())
     if not results:

