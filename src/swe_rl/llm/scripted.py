@@ -65,15 +65,73 @@ def oracle_replies(task: Task) -> list[str]:
     ]
 
 
+def zero_context(patch: str) -> str:
+    """The same change as a unified diff without context lines (apply with ``git apply --unidiff-zero``)."""
+    out: list[str] = []
+    run: list[str] = []
+    old = new = run_old = run_new = 0
+
+    def flush() -> None:
+        if not run:
+            return
+        minus = sum(1 for line in run if line.startswith("-"))
+        plus = sum(1 for line in run if line.startswith("+"))
+        a = f"{run_old - 1},0" if minus == 0 else f"{run_old},{minus}"
+        b = f"{run_new - 1},0" if plus == 0 else f"{run_new},{plus}"
+        out.append(f"@@ -{a} +{b} @@\n")
+        out.extend(run)
+        run.clear()
+
+    for line in patch.splitlines(keepends=True):
+        if line.startswith("@@"):
+            flush()
+            head = line.split("@@")[1].split()
+            old, new = (int(part[1:].split(",")[0]) for part in head[:2])
+        elif line.startswith(
+            ("diff --git", "index ", "--- ", "+++ ", "new file", "deleted file", "similarity")
+        ):
+            flush()
+            if not line.startswith("index "):
+                out.append(line)
+        elif line.startswith("\\"):  # "\ No newline at end of file" belongs to the line before it
+            (run if run else out).append(line)
+        elif line.startswith(("-", "+")):
+            if not run:
+                run_old, run_new = old, new
+            run.append(line)
+            old, new = (old + 1, new) if line.startswith("-") else (old, new + 1)
+        else:
+            flush()
+            old, new = old + 1, new + 1
+    flush()
+    return "".join(out)
+
+
+def compact_oracle_replies(task: Task) -> list[str]:
+    """A terse agent that knows the fix: the change as a zero-context diff, applied and tested, then submit."""
+    delimiter = "SWE_RL_FIX"
+    tests = sorted({t.split("::")[0] for t in task.FAIL_TO_PASS})
+    check = f" && python -m pytest -q -p no:cacheprovider {' '.join(tests)} 2>&1 | tail -n 2" if tests else ""
+    return [
+        bash_reply(
+            "The failing test points at the bug; apply the fix and run the test.",
+            f"git apply --unidiff-zero - <<'{delimiter}'\n{zero_context(task.patch)}{delimiter}{check}",
+        ),
+        bash_reply("The test passes now. Submitting.", SUBMIT),
+    ]
+
+
 def never_submit_replies(task: Task, steps: int = 3) -> list[str]:
     """An agent that edits a file and never submits: the runner must fall back to the diff."""
     return [bash_reply("Let me add a note.", f"echo 'note {i}' >> NOTES.txt") for i in range(steps)] * 100
 
 
 def scripted_for(kind: str, task: Task) -> ScriptedLLM:
-    """``oracle``, ``never-submit`` or ``format-errors`` for one task."""
+    """``oracle``, ``oracle-compact``, ``never-submit`` or ``format-errors`` for one task."""
     if kind == "oracle":
         return ScriptedLLM(oracle_replies(task), name="scripted:oracle")
+    if kind == "oracle-compact":
+        return ScriptedLLM(compact_oracle_replies(task), name="scripted:oracle-compact")
     if kind == "never-submit":
         return ScriptedLLM(never_submit_replies(task), name="scripted:never-submit")
     if kind == "format-errors":
@@ -82,7 +140,9 @@ def scripted_for(kind: str, task: Task) -> ScriptedLLM:
         )
     from swe_rl.errors import ConfigError
 
-    raise ConfigError(f"unknown scripted model {kind!r}; use oracle, never-submit or format-errors")
+    raise ConfigError(
+        f"unknown scripted model {kind!r}; use oracle, oracle-compact, never-submit or format-errors"
+    )
 
 
 def oracle_policy(tasks: Sequence[Task]) -> Callable[[Sequence[dict[str, str]]], str]:

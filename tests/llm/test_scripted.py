@@ -1,0 +1,49 @@
+"""The scripted oracles: the compact one's zero-context diff makes exactly the gold change."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+from swe_rl.llm.scripted import compact_oracle_replies, zero_context
+
+
+def _git(cwd: Path, *args: str, stdin: str | None = None) -> str:
+    return subprocess.run(
+        ["git", *args], cwd=cwd, input=stdin, capture_output=True, text=True, check=True
+    ).stdout
+
+
+def test_zero_context_diff_makes_the_same_change_as_every_builtin_gold_patch(tasks, envs, tmp_path):
+    for task in tasks:
+        trees = []
+        for name, patch, flags in (
+            ("gold", task.patch, []),
+            ("zero", zero_context(task.patch), ["--unidiff-zero"]),
+        ):
+            repo = tmp_path / f"{task.instance_id}-{name}"
+            subprocess.run(["cp", "-a", str(envs.ensure(task).testbed), str(repo)], check=True)
+            _git(repo, "apply", *flags, "-", stdin=patch)
+            _git(repo, "add", "-A")
+            trees.append(_git(repo, "write-tree"))
+        assert trees[0] == trees[1], task.instance_id
+        body = [line for line in zero_context(task.patch).splitlines() if not line.startswith(("---", "+++"))]
+        assert not any(line.startswith(" ") for line in body)  # no context lines at all
+
+
+def test_zero_context_handles_insertions_deletions_and_several_hunks():
+    patch = (
+        "diff --git a/f.py b/f.py\n--- a/f.py\n+++ b/f.py\n"
+        "@@ -1,4 +1,5 @@\n a\n-b\n+B\n c\n+new\n d\n"
+        "@@ -10,3 +11,2 @@\n x\n-y\n z\n"
+    )
+    assert zero_context(patch) == (
+        "diff --git a/f.py b/f.py\n--- a/f.py\n+++ b/f.py\n"
+        "@@ -2,1 +2,1 @@\n-b\n+B\n@@ -3,0 +4,1 @@\n+new\n@@ -11,1 +11,0 @@\n-y\n"
+    )
+
+
+def test_compact_oracle_is_two_turns_that_test_then_submit(task_by_id):
+    replies = compact_oracle_replies(task_by_id["swe-rl-builtin__textkit-3"])
+    assert len(replies) == 2 and "--unidiff-zero" in replies[0] and "pytest" in replies[0]
+    assert "COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT" in replies[1]
