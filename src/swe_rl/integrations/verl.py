@@ -1,0 +1,121 @@
+"""verl adapter: an agent loop registered as ``swe_rl`` (``@register`` in verl's agent-loop registry), whose
+``run()`` runs one graded swe-rl rollout through an :class:`~swe_rl.runs.executor.Executor` and returns
+verl's ``AgentLoopOutput``.
+
+Use: ``import swe_rl.integrations.verl`` where verl's agent-loop workers start (or list it in an
+``agent_loop_config_path`` YAML: ``- name: swe_rl`` / ``_target_: swe_rl.integrations.verl.SweRlAgentLoop``),
+set ``agent_name`` to ``swe_rl`` in the dataset and put the task record (or its instance id) under
+``extra_info.instance``. The policy is ``SWE_RL_POLICY_URL`` (the SGLang server or router of verl's
+rollout, token-in/token-out; ``SWE_RL_POLICY_KIND=openai`` for an OpenAI endpoint); the agent settings come
+from the ``SWE_RL_*`` variables as for the other adapters; ``SWE_RL_MAX_TOKENS`` caps each reply (default
+``rollout.response_length``).
+
+The output is one exact multi-turn sample per row (verl trains one per row): ``prompt_ids`` the first
+prompt's ids, ``response_ids`` every later id as sent and generated (no re-templating of final messages,
+which verl's docs warn can stop PPO from converging), ``response_mask`` 1 exactly on generated ids,
+``response_logprobs`` from the server, ``reward_score`` the outcome reward (so verl's reward function is
+not called). A response longer than ``rollout.response_length`` is cut to it (the kept ids stay exact).
+
+Not trained on, not scored as wrong: an infrastructure failure, or a first prompt longer than
+``rollout.prompt_length`` (verl would left-truncate it, training on a context the model never saw), gives a
+one-token output with ``response_mask`` 0 and ``extra_fields["swe_rl_status"]`` saying why. verl's agent
+loop cannot drop a row, and a reward is required, so such a row gets reward 0.0, which takes part in its
+group's GRPO mean and std (it adds no loss of its own).
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from swe_rl.errors import MissingExtraError
+from swe_rl.integrations.common import (
+    build_request,
+    policy_from_env,
+    sampling_from,
+    shared_executor,
+    task_of,
+    trajectory_span,
+)
+from swe_rl.llm.base import SamplingParams
+from swe_rl.runs.rollout import RolloutResult
+
+try:
+    from verl.experimental.agent_loop.agent_loop import (
+        AgentLoopBase,
+        AgentLoopMetrics,
+        AgentLoopOutput,
+        register,
+    )
+except ImportError as exc:  # verl and its imports (ray, hydra, omegaconf, tensordict, torch, PIL)
+    raise MissingExtraError(exc.name or "verl", "verl", "the verl agent loop") from None
+
+AGENT_NAME = "swe_rl"
+
+
+def to_agent_loop_output(
+    result: RolloutResult, *, prompt_length: int, response_length: int, filler_id: int = 0
+) -> Any:
+    """verl's ``AgentLoopOutput`` for one rollout (made with ``dynamic_history=False``)."""
+    span = trajectory_span(result)
+    metrics = AgentLoopMetrics(
+        generate_sequences=result.metrics.get("agent/model_query_time_sum", 0.0),
+        tool_calls=result.metrics.get("agent/env_execution_time_sum", 0.0),
+        compute_score=result.metrics.get("agent/eval_time", 0.0),
+    )
+    extra: dict[str, Any] = {
+        "swe_rl_status": result.status,
+        "swe_rl_resolved": result.resolved,
+        "swe_rl_dropped_spans": span.dropped_spans if span else 0,
+        "swe_rl_truncated_response": False,
+    }
+    if span is not None and len(span.prompt_ids) > prompt_length:
+        extra["swe_rl_status"] = "prompt_too_long"
+        span = None
+    if span is None:
+        return AgentLoopOutput(
+            prompt_ids=[filler_id],
+            response_ids=[filler_id],
+            response_mask=[0],
+            response_logprobs=[0.0],
+            reward_score=0.0,
+            num_turns=0,
+            metrics=metrics,
+            extra_fields=extra,
+        )
+    if len(span.response_ids) > response_length:
+        extra["swe_rl_truncated_response"] = True
+    traj = result.trajectory
+    return AgentLoopOutput(
+        prompt_ids=span.prompt_ids,
+        response_ids=span.response_ids[:response_length],
+        response_mask=span.loss_mask[:response_length],
+        response_logprobs=span.logprobs[:response_length],
+        reward_score=span.reward,
+        num_turns=len(traj.messages) if traj is not None else 2 * span.turns + 1,
+        metrics=metrics,
+        extra_fields=extra,
+    )
+
+
+@register(AGENT_NAME)
+class SweRlAgentLoop(AgentLoopBase):
+    """One graded swe-rl rollout per dataset row; see the module docstring."""
+
+    async def run(self, sampling_params: dict[str, Any], **kwargs: Any) -> Any:
+        rollout = self.rollout_config
+        policy = policy_from_env(tokenizer=getattr(self.tokenizer, "name_or_path", None))
+        max_tokens = int(os.environ.get("SWE_RL_MAX_TOKENS") or rollout.response_length)
+        params = sampling_from({**sampling_params, "max_tokens": max_tokens}, SamplingParams(temperature=1.0))
+        request = build_request(task_of(kwargs), policy, params, dynamic_history=False)
+        result = await shared_executor().run(request)
+        filler = getattr(self.tokenizer, "pad_token_id", None)
+        return to_agent_loop_output(
+            result,
+            prompt_length=int(rollout.prompt_length),
+            response_length=int(rollout.response_length),
+            filler_id=int(filler) if filler is not None else 0,
+        )
+
+
+__all__ = ["AGENT_NAME", "SweRlAgentLoop", "to_agent_loop_output"]
