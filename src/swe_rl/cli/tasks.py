@@ -196,6 +196,12 @@ def synth(
     )
     shares = parse_split(split) if split else None
     factory = get_factory(resolve_backend(backend))
+    import signal
+
+    def _terminate(signum: int, frame: object) -> None:
+        raise KeyboardInterrupt  # unwinds: sandboxes close, the staging folder is removed
+
+    signal.signal(signal.SIGTERM, _terminate)
     result = run(
         synthesize(
             repo,

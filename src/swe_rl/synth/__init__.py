@@ -21,7 +21,7 @@ from swe_rl.envs.cache import EnvCache
 from swe_rl.errors import ConfigError, SynthError
 from swe_rl.sandbox.base import SandboxFactory
 from swe_rl.synth.mutations import DIFFICULTIES, MUTATION_KINDS
-from swe_rl.synth.output import publish, repo_path_for, split_path_for, staging_dir
+from swe_rl.synth.output import publish, remove_stale_staging, repo_path_for, split_path_for, staging_dir
 from swe_rl.synth.pipeline import KindStats, Note, Synthesizer, SynthOptions, SynthReport
 from swe_rl.synth.repo import TaskRepo
 from swe_rl.synth.source import SourceTree, load_sources
@@ -50,6 +50,7 @@ async def synthesize(
     if len(set(names)) != len(names):
         raise ConfigError(f"two repositories share a name ({', '.join(names)}); rename one folder")
     out.parent.mkdir(parents=True, exist_ok=True)
+    remove_stale_staging(out)
     staging = staging_dir(out)
     shutil.rmtree(staging, ignore_errors=True)
     try:

@@ -36,6 +36,14 @@ def staging_dir(out: Path) -> Path:
     return out.with_name(f".{out.name}.synth-{os.getpid()}")
 
 
+def remove_stale_staging(out: Path) -> None:
+    """Staging folders of runs that were killed (their process is gone)."""
+    for folder in out.parent.glob(f".{out.name}.synth-*"):
+        pid = folder.name.rsplit("-", 1)[-1]
+        if pid.isdigit() and not Path(f"/proc/{pid}").exists():
+            shutil.rmtree(folder, ignore_errors=True)
+
+
 def publish(
     tasks: list[Task], out: Path, staged_repo: Path, *, shares: dict[str, float] | None, seed: int
 ) -> list[Task]:

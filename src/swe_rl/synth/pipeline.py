@@ -1,10 +1,12 @@
 """Synthesis end to end: sources -> baseline -> mutations -> validation in sandboxes -> task records.
 
-Deterministic for a seed: candidates are enumerated in a fixed order, shuffled by the seed, and the
-tasks kept are the *first* valid ones in that order, whatever the concurrency. Phases:
+Deterministic for a seed: candidates are enumerated in a fixed order, put in a seeded order that
+takes turns between functions and mutation kinds, and the tasks kept are the *first* valid ones in
+that order, whatever the concurrency. Phases:
 
-A. single mutations, until enough single-mutation tasks (or building blocks) are valid;
-B. pairs and triples of the valid singles of one function (multi-location tasks);
+A. single mutations, until enough single-mutation tasks are valid;
+B. pairs and triples of one function's mutations (multi-location tasks), each part of which breaks
+   a test on its own (parts are tested once and remembered);
 C. more singles, if the first two phases fell short.
 """
 
@@ -113,6 +115,7 @@ class Synthesizer:
         self.repo, self.cache, self.factory, self.opts, self.note = repo, cache, factory, options, note
         self.stats: dict[str, KindStats] = {}
         self.results: dict[tuple[str, str], CandidateRun] = {}
+        self._runs: dict[tuple[str, str], asyncio.Future[CandidateRun]] = {}
         self.started = time.monotonic()
         self._limit = asyncio.Semaphore(options.concurrency)
 
@@ -122,9 +125,8 @@ class Synthesizer:
             raise ConfigError(f"unknown mutation kind(s) {sorted(bad)}; known: {', '.join(MUTATION_KINDS)}")
         prepared = [await self._prepare(s) for s in sources]
         rng = random.Random(self.opts.seed)
-        singles = self._singles(prepared)
+        singles = _spread(self._singles(prepared), rng)
         total_singles = len(singles)
-        rng.shuffle(singles)
         wanted = set(self.opts.difficulties)
         single_ok = bool(wanted & {"one-line", "multi-line"})
         multi_target = (
@@ -135,13 +137,14 @@ class Synthesizer:
         single_target = self.opts.n - multi_target
         usable = [i for i in singles if i.candidate.difficulty in wanted] if single_ok else singles
         self.note(f"{len(usable)} single mutations on covered lines; validating (target {self.opts.n} tasks)")
-        blocks_target = single_target if single_ok else max(multi_target, 8)
-        kept_singles, next_index = await self._first_valid(usable, blocks_target, "single")
-        kept: list[_Item] = list(kept_singles) if single_ok else []
+        kept: list[_Item] = []
+        next_index = 0
+        if single_ok:
+            kept, next_index = await self._first_valid(usable, single_target, "single")
         if multi_target:
-            combos = self._combos(kept_singles)
-            rng.shuffle(combos)
-            self.note(f"{len(combos)} multi-location combinations of valid singles")
+            # pairs and triples of one function's mutations; each part must break a test on its own
+            combos = _spread(self._combos(singles), rng)
+            self.note(f"{len(combos)} multi-location combinations of single mutations")
             found, _ = await self._first_valid(combos, multi_target, "multi")
             kept += found
         if len(kept) < self.opts.n and single_ok and next_index < len(usable):
@@ -279,16 +282,25 @@ class Synthesizer:
         return [items[i] for i in valid], reached
 
     async def _try(self, item: _Item, label: str) -> CandidateRun:
+        """The item's run, memoised: a single mutation is tested once, whoever asks for it."""
         key = item.order_key
-        if key in self.results:
-            return self.results[key]
+        if key not in self._runs:
+            self._runs[key] = asyncio.ensure_future(self._run(item, label))
+        return await self._runs[key]
+
+    async def _run(self, item: _Item, label: str) -> CandidateRun:
         p, cand = item.prepared, item.candidate
+        if len(cand.mutations) > 1:
+            for part in cand.mutations:
+                alone = await self._try(_Item(p, Candidate(mutations=(part,))), label)
+                if alone.outcome != "valid":
+                    return CandidateRun(outcome="skipped", reason="a part breaks no test on its own")
         async with self._limit:
             files = {cand.path: cand.apply(p.text(cand.path))}
             run = await run_candidate(
                 self.factory, p.env, self.opts.test_cmd, files, p.baseline, timeout=p.timeout
             )
-        self.results[key] = run
+        self.results[item.order_key] = run
         for kind in cand.kinds:
             stats = self.stats.setdefault(kind, KindStats())
             stats.tried += 1
@@ -340,6 +352,35 @@ class Synthesizer:
                 ],
             },
         )
+
+
+def _spread(items: list[_Item], rng: random.Random) -> list[_Item]:
+    """A seeded order that takes turns between functions, and within a function between kinds.
+
+    A plain shuffle hands most tasks to the one function with the most mutation sites (in a real
+    library, half of the candidates sat in one function); taking turns keeps functions and kinds
+    varied, which both training and splits by function need.
+    """
+    groups: dict[str, dict[str, list[_Item]]] = {}
+    for item in sorted(items, key=lambda i: i.order_key):
+        function = f"{item.prepared.source.name}:{item.candidate.function_key}"
+        groups.setdefault(function, {}).setdefault("+".join(item.candidate.kinds), []).append(item)
+    per_function: list[list[_Item]] = []
+    for function in sorted(groups):
+        by_kind = [groups[function][kind] for kind in sorted(groups[function])]
+        for bucket in by_kind:
+            rng.shuffle(bucket)
+        rng.shuffle(by_kind)
+        per_function.append(_round_robin(by_kind))
+    rng.shuffle(per_function)
+    return _round_robin(per_function)
+
+
+def _round_robin(lists: list[list[_Item]]) -> list[_Item]:
+    out: list[_Item] = []
+    for turn in range(max((len(x) for x in lists), default=0)):
+        out.extend(x[turn] for x in lists if turn < len(x))
+    return out
 
 
 __all__ = ["KindStats", "SynthOptions", "SynthReport", "Synthesizer"]

@@ -57,7 +57,7 @@ def pytest_unconfigure(config):
         json.dump(out, fh)
 '''.replace("@DIR@", _PLUGIN_DIR).replace("@OUT@", _TRACE_OUT)
 
-Outcome = Literal["valid", "equivalent", "broken", "timeout"]
+Outcome = Literal["valid", "equivalent", "broken", "timeout", "skipped"]
 
 
 class Baseline(BaseModel):
