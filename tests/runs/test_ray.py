@@ -127,6 +127,18 @@ def test_eval_cli_on_three_nodes_resolves_all_within_each_nodes_slots(cluster, t
     # 8 attempts at once on 4 slots: the limit was reached somewhere, so it was a real limit
     assert any(_max_overlap(hosts[n]["spans"]) == s for n, s in zip(cluster.ids, SLOTS, strict=True))
 
+    status = subprocess.run(
+        [*SWE_RL, "cluster", "status", "--address", cluster.cluster.address, "--json"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=True,
+    )
+    shown = {n["node_id"]: n for n in json.loads(status.stdout)}
+    for node_id, slots in zip(cluster.ids, SLOTS, strict=True):
+        assert shown[node_id]["total"]["sandbox"] == slots and shown[node_id]["host"]["envs"]
+        assert shown[node_id]["host"]["running"] == [] and shown[node_id]["free"]["sandbox"] == slots
+
 
 async def test_token_level_rollout_on_ray_equals_the_local_executor(cluster, task_by_id, envs):
     from swe_rl.llm.fake_server import FakeLLMServer
