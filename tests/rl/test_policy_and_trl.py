@@ -72,7 +72,7 @@ def test_a_template_that_rewrites_history_starts_afresh(tok):
 def tiny():
     from swe_rl.llm.hf import load_model
 
-    model, tok = load_model(str(trl_mod.tiny_qwen_dir()))
+    model, tok = load_model(str(tokenizer_mod.tiny_qwen_dir()))
     return model, tok
 
 
@@ -161,7 +161,7 @@ def test_eval_with_a_local_model_batches_concurrent_agents(tasks, envs, tmp_path
     from swe_rl.llm.select import choose_model
     from swe_rl.runs.evaluation import EvalSettings, run_eval
 
-    choice = choose_model(f"hf:{trl_mod.tiny_qwen_dir()}", None, None)
+    choice = choose_model(f"hf:{tokenizer_mod.tiny_qwen_dir()}", None, None)
     summary = asyncio.run(
         run_eval(
             tasks[:3],

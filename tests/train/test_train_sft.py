@@ -45,7 +45,7 @@ def test_loss_decreases_and_the_checkpoint_loads(sft_dir, tmp_path):
     from swe_rl.train.sft import SFTTrainSettings, train_sft
 
     settings = SFTTrainSettings(output_dir=tmp_path / "out", max_steps=4, learning_rate=1e-2, max_length=1024)
-    result = train_sft(sft_dir, "tiny-qwen3", settings)
+    result = train_sft(sft_dir, "tiny-qwen", settings)
     assert result["steps"] == 4 and len(result["losses"]) == 4
     assert result["losses"][-1] < result["losses"][0], result["losses"]
     assert result["trained_tokens"] > 0 and (tmp_path / "out" / "train_sft.json").is_file()
@@ -60,4 +60,4 @@ def test_missing_data_is_a_clear_error(tmp_path):
     from swe_rl.train.sft import SFTTrainSettings, train_sft
 
     with pytest.raises(ConfigError, match="no SFT data"):
-        train_sft(tmp_path, "tiny-qwen3", SFTTrainSettings(output_dir=tmp_path / "o"))
+        train_sft(tmp_path, "tiny-qwen", SFTTrainSettings(output_dir=tmp_path / "o"))

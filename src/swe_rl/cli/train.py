@@ -24,7 +24,7 @@ def sft(
     ],
     model: Annotated[
         str,
-        typer.Option("--model", "-m", help="smollm2, tiny-qwen3 (tests) or a transformers model directory."),
+        typer.Option("--model", "-m", help="smollm2, tiny-qwen (tests) or a transformers model directory."),
     ] = "smollm2",
     output_dir: Annotated[
         Path, typer.Option("--output-dir", "-o", help="Checkpoints and train_sft.json.")
@@ -40,7 +40,7 @@ def sft(
         typer.Option(help="Chat template's enable_thinking when tokenizing chat.jsonl: default, on, off."),
     ] = "default",
     per_turn: Annotated[bool, typer.Option(help="One example per assistant turn.")] = False,
-    seed: Annotated[int, typer.Option(help="Seed of the data order and of tiny-qwen3's weights.")] = 0,
+    seed: Annotated[int, typer.Option(help="Seed of the data order and of tiny-qwen's weights.")] = 0,
     json_out: Annotated[bool, typer.Option("--json", help="Print the result as JSON.")] = False,
 ) -> None:
     """Fine-tune with TRL's SFTTrainer, loss on the assistant's tokens only; saves <output-dir>/final."""

@@ -236,6 +236,7 @@ def train_grpo(
     except ImportError as exc:
         raise MissingExtraError(exc.name or "trl", "train", "RL training with TRL") from None
     from swe_rl.llm.hf import load_model
+    from swe_rl.rl.tokenizer import model_source
 
     if not tasks:
         raise ConfigError("no training tasks")
@@ -246,7 +247,7 @@ def train_grpo(
     atomic_write_json(out / "config.json", {"settings": settings.model_dump(mode="json")})
     for task in tasks:  # build every env once, up front, so the first step does not pay for it
         cache.ensure(task)
-    model, tokenizer = load_model(str(tiny_qwen_dir()) if settings.model == "tiny-qwen" else settings.model)
+    model, tokenizer = load_model(model_source(settings.model))
     if tokenizer.pad_token is None:
         tokenizer.pad_token = tokenizer.eos_token
     cuda = torch.cuda.is_available()  # load_model put the model there
@@ -307,43 +308,6 @@ def train_grpo(
     )
     atomic_write_json(out / "summary.json", summary)
     return summary
-
-
-def tiny_qwen_dir() -> Path:
-    """A randomly initialised two-layer Qwen3 with the real Qwen vocabulary and chat template (seed 0).
-
-    For fast pipeline tests and the demo's CPU RL run: it exercises every part of training and learns
-    nothing useful in a few steps.
-    """
-    from swe_rl.paths import cache_dir
-    from swe_rl.rl.tokenizer import qwen_tokenizer
-
-    target = cache_dir() / "models" / "tiny-qwen"
-    if (target / "config.json").is_file():
-        return target
-    import torch
-    from transformers import Qwen3Config, Qwen3ForCausalLM
-
-    tokenizer = qwen_tokenizer()
-    torch.manual_seed(0)
-    config = Qwen3Config(
-        vocab_size=len(tokenizer),
-        hidden_size=32,
-        intermediate_size=64,
-        num_hidden_layers=2,
-        num_attention_heads=2,
-        num_key_value_heads=1,
-        head_dim=16,
-        max_position_embeddings=32768,
-        tie_word_embeddings=True,
-        eos_token_id=tokenizer.convert_tokens_to_ids("<|im_end|>"),
-        pad_token_id=tokenizer.pad_token_id,
-    )
-    staging = target.with_name(f"{target.name}.tmp")
-    Qwen3ForCausalLM(config).save_pretrained(staging)
-    tokenizer.save_pretrained(staging)
-    staging.rename(target)
-    return target
 
 
 def _trl_metrics_callback(log: RolloutLog) -> Any:

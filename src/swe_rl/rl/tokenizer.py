@@ -9,6 +9,8 @@ kept only after the last user message (earlier ones are dropped, as Qwen3's temp
 from __future__ import annotations
 
 import functools
+import os
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -92,3 +94,52 @@ def load_tokenizer(name: str) -> Any:
     except ImportError as exc:
         raise MissingExtraError(exc.name or "transformers", "rl", f"the tokenizer {name!r}") from None
     return AutoTokenizer.from_pretrained(name)
+
+
+TINY_QWEN = ("tiny-qwen", "tiny-qwen3")
+
+
+def tiny_qwen_dir(seed: int = 0) -> Path:
+    """A randomly initialised two-layer Qwen3 with the real Qwen vocabulary and chat template.
+
+    Saved once per seed under the cache. For fast pipeline tests and the demo's CPU RL run: it
+    exercises every part of training and learns nothing useful in a few steps.
+    """
+    from swe_rl.paths import cache_dir
+
+    target = cache_dir() / "models" / f"tiny-qwen-s{seed}"
+    if (target / "config.json").is_file():
+        return target
+    try:
+        import torch
+        from transformers import Qwen3Config, Qwen3ForCausalLM
+    except ImportError as exc:
+        raise MissingExtraError(exc.name or "transformers", "train", "the tiny Qwen3 model") from None
+    tokenizer = qwen_tokenizer()
+    torch.manual_seed(seed)
+    config = Qwen3Config(
+        vocab_size=len(tokenizer),
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        num_key_value_heads=1,
+        head_dim=16,
+        max_position_embeddings=32768,
+        tie_word_embeddings=True,
+        eos_token_id=tokenizer.convert_tokens_to_ids("<|im_end|>"),
+        pad_token_id=tokenizer.pad_token_id,
+    )
+    staging = target.with_name(f"{target.name}.tmp-{os.getpid()}")
+    Qwen3ForCausalLM(config).save_pretrained(staging)
+    tokenizer.save_pretrained(staging)
+    try:
+        staging.rename(target)
+    except OSError:  # another process saved it first
+        shutil.rmtree(staging, ignore_errors=True)
+    return target
+
+
+def model_source(name: str, seed: int = 0) -> str:
+    """What llm.hf.load_model takes: ``tiny-qwen`` becomes its directory; other names pass through."""
+    return str(tiny_qwen_dir(seed)) if name in TINY_QWEN else name

@@ -46,48 +46,13 @@ def _imports() -> tuple[Any, Any, Any]:
     return datasets, torch, trl
 
 
-def tiny_qwen3(seed: int = 0) -> tuple[Any, Any]:
-    """A randomly initialised two-layer Qwen3 with the real Qwen vocabulary and template (fast CPU tests)."""
-    _, torch, _ = _imports()
-    from transformers import AutoModelForCausalLM, Qwen3Config
-
-    from swe_rl.rl.tokenizer import qwen_tokenizer
-
-    tokenizer = qwen_tokenizer()
-    config = Qwen3Config(
-        vocab_size=len(tokenizer),
-        hidden_size=64,
-        intermediate_size=128,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        num_key_value_heads=2,
-        head_dim=16,
-        max_position_embeddings=8192,
-        tie_word_embeddings=True,
-        eos_token_id=tokenizer.eos_token_id,
-        pad_token_id=tokenizer.pad_token_id,
-    )
-    torch.manual_seed(seed)
-    return AutoModelForCausalLM.from_config(config), tokenizer
-
-
 def load_model_and_tokenizer(name: str, seed: int = 0) -> tuple[Any, Any]:
-    """``smollm2``, ``tiny-qwen3`` or a transformers model directory, in fp32 on CPU."""
-    _, torch, _ = _imports()
-    if name == "tiny-qwen3":
-        return tiny_qwen3(seed)
-    from transformers import AutoModelForCausalLM, AutoTokenizer
+    """``smollm2``, ``tiny-qwen`` (seeded random two-layer Qwen3) or a transformers model directory."""
+    _imports()
+    from swe_rl.llm.hf import load_model
+    from swe_rl.rl.tokenizer import model_source
 
-    if name == "smollm2":
-        from swe_rl.llm.hf import smollm2_dir
-
-        path = smollm2_dir()
-    else:
-        path = Path(name)
-    if not (path / "config.json").is_file():
-        raise ConfigError(f"not a model directory (no config.json): {path}; or use smollm2 / tiny-qwen3")
-    tokenizer = AutoTokenizer.from_pretrained(str(path))
-    return AutoModelForCausalLM.from_pretrained(str(path), dtype=torch.float32), tokenizer
+    return load_model(model_source(name, seed))
 
 
 def load_examples(data: Path, tokenizer: Any, settings: SFTTrainSettings) -> list[dict[str, list[int]]]:
