@@ -244,10 +244,12 @@ def test_sampling_and_policy_from_skyrl_objects(monkeypatch):
     assert gen.policy.url == "http://10.0.0.5:8000/v1" and gen.policy.kind == "openai"
     assert gen.policy.model == "Qwen/Qwen3-8B" and gen.step_wise and gen.filler_id == 151643
     assert gen.sampling == SamplingParams(max_tokens=1024, temperature=0.6, top_p=0.95)
-    monkeypatch.setenv("SWE_RL_POLICY_URL", "http://10.0.0.6:30000")
-    monkeypatch.setenv("SWE_RL_POLICY_KIND", "sglang")
+    monkeypatch.setenv("SWE_RL_POLICY_URL", "http://10.0.0.6:30000")  # an SGLang server unless told otherwise
     gen = SkyRLGenerator.from_skyrl(cfg, tokenizer, client)
     assert gen.policy.url == "http://10.0.0.6:30000" and gen.policy.kind == "sglang"
+    monkeypatch.setenv("SWE_RL_POLICY_KIND", "vllm")
+    with pytest.raises(ConfigError, match="SWE_RL_POLICY_KIND"):
+        SkyRLGenerator.from_skyrl(cfg, tokenizer, client)
 
 
 async def test_a_row_without_a_task_is_a_clear_error():

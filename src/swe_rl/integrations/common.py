@@ -41,9 +41,13 @@ def policy_from_env(
     """The policy as ``SWE_RL_POLICY_URL`` / ``SWE_RL_POLICY_KIND`` / ``SWE_RL_TOKENIZER`` name it.
 
     ``default_url`` and ``default_kind`` are what the trainer offers (its inference endpoint); the variables
-    win. ConfigError when neither gives a URL.
+    win, and a URL from ``SWE_RL_POLICY_URL`` is an SGLang server unless ``SWE_RL_POLICY_KIND`` says
+    otherwise. ConfigError when neither gives a URL.
     """
-    url = os.environ.get("SWE_RL_POLICY_URL") or default_url
+    url = os.environ.get("SWE_RL_POLICY_URL")
+    if url:
+        default_kind = "sglang"
+    url = url or default_url
     if not url:
         raise ConfigError(
             "no policy endpoint: set SWE_RL_POLICY_URL to the trainer's SGLang server or router "

@@ -48,7 +48,7 @@ try:
         register,
     )
 except ImportError as exc:  # verl and its imports (ray, hydra, omegaconf, tensordict, torch, PIL)
-    raise MissingExtraError(exc.name or "verl", "verl", "the verl agent loop") from None
+    raise MissingExtraError((exc.name or "verl").split(".")[0], "verl", "the verl agent loop") from None
 
 AGENT_NAME = "swe_rl"
 
