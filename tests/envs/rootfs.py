@@ -152,6 +152,9 @@ def test_image(client: Any, workdir: Path) -> tuple[str, str]:
         return tag, image.labels.get("base") or client.api.inspect_image(tag)["Config"]["Labels"]["base"]
     except Exception:
         pass
+    for stale in client.images.list(name=tag.partition(":")[0]):  # images of an older version of this file
+        for name in stale.tags:
+            client.api.remove_image(name)
     root = workdir / "rootfs"
     root.mkdir()
     base = build_rootfs(root)

@@ -144,8 +144,16 @@ def test_exec_server_lists_imported_images(tmp_path, image):
         async with httpx.AsyncClient(
             transport=httpx.ASGITransport(app=app), base_url="http://127.0.0.1"
         ) as c:
-            return (await c.get("/images")).json()
+            listed = (await c.get("/images")).json()
+            created = (await c.post("/container/create", json={"image": tag})).json()
+            assert created["ok"], created
+            box = created["container_id"]
+            command = "python -c 'import sys; print(sys.prefix)'"
+            ran = (await c.post("/container/exec", json={"container_id": box, "command": command})).json()
+            await c.post("/container/destroy", json={"container_id": box})
+            return listed, ran
 
-    body = asyncio.run(get())
+    body, ran = asyncio.run(get())
+    assert ran["output"].strip() == "/opt/venv", "the image's name creates a sandbox of the imported env"
     assert tag in body["images"] and env.key in body["images"]
     assert {"name": tag, "docker": False, "size": None, "env": env.key} in body["inventory"]
