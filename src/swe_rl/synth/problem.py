@@ -33,7 +33,8 @@ _CLOSINGS = [
 def problem_statement(instance_id: str, fail_to_pass: list[str], log: str) -> str:
     """The issue text; ``instance_id`` picks the wording, so the same task always reads the same."""
     pick = int(hashlib.sha256(instance_id.encode()).hexdigest(), 16)
-    first = fail_to_pass[0]
+    # quote a test from a test file where there is one (a doctest's name is the library's own path)
+    first = next((t for t in fail_to_pass if _is_test_file(t.split("::")[0])), fail_to_pass[0])
     reason = _summary_reason(log, first)
     title_test, _ = _block(log, first)
     excerpt = failure_excerpt(log, first)
@@ -57,6 +58,11 @@ def problem_statement(instance_id: str, fail_to_pass: list[str], log: str) -> st
         parts += ["", f"Output of `{title_test}`:", "", "```", excerpt, "```"]
     parts += ["", _CLOSINGS[(pick >> 8) % len(_CLOSINGS)]]
     return "\n".join(parts) + "\n"
+
+
+def _is_test_file(path: str) -> bool:
+    name = path.rsplit("/", 1)[-1]
+    return name.startswith("test_") or name.endswith("_test.py") or "/tests/" in f"/{path}"
 
 
 def _shorten(text: str, width: int) -> str:
