@@ -7,8 +7,8 @@ A Ray cluster of raylets on this machine (``ray.cluster_utils``): a head without
 three worker nodes of ``--slots`` slots, each with its own env cache, pre-built, so that no env build is
 timed. Reported:
 
-- overhead per rollout: the same tasks one at a time, in process vs through Ray (1 node, warm workers):
-  wall per attempt seen by the caller, the attempt's own time on the node, the difference, the ratio;
+- overhead per rollout: the same tasks one at a time, in process and through Ray (1 node, warm workers)
+  alternately: wall per attempt seen by the caller, the attempt's own time, the difference, the ratio;
 - Ray's own cost: a no-op task that needs a ``sandbox`` slot, one at a time and all at once;
 - throughput: ``--attempts`` attempts with 1, 2, 3 nodes (concurrency = all slots), and in process with
   the same concurrency. One 2-core machine runs every node, so more nodes add slots, not CPUs;
@@ -135,18 +135,12 @@ def main() -> None:
     results: dict[str, Any] = {"slots_per_node": args.slots, "tasks": len(timed)}
 
     async def local_rows() -> None:
-        await local_one(timed[0], local_cache, out)  # warm-up
-        rows = [await local_one(t, local_cache, out) for t in timed]
-        results["local"] = {
-            "wall_ms": round(1000 * statistics.median(w for w, _ in rows), 1),
-            "attempt_ms": round(1000 * statistics.median(e for _, e in rows), 1),
-        }
         for conc in (args.slots, 2 * args.slots, 3 * args.slots):
             rate = await throughput(lambda t: local_one(t, local_cache, out), tasks, args.attempts, conc)
             results.setdefault("local_throughput", {})[str(conc)] = round(rate, 3)
 
     asyncio.run(local_rows())
-    print("local", results["local"], results["local_throughput"], flush=True)
+    print("local", results["local_throughput"], flush=True)
 
     cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 1})
     started = time.perf_counter()
@@ -172,15 +166,18 @@ def main() -> None:
             executor = RayExecutor(backend="ns")
             for t in tasks[: args.slots]:  # warm-up: workers started, modules imported
                 await ray_one(executor, t, out)
-            rows = [await ray_one(executor, t, out) for t in timed]
-            wall = statistics.median(w for w, _ in rows)
-            attempt = statistics.median(e for _, e in rows)
-            results["ray"] = {
-                "wall_ms": round(1000 * wall, 1),
-                "attempt_ms": round(1000 * attempt, 1),
-                "overhead_ms": round(1000 * statistics.median(w - e for w, e in rows), 1),
-            }
-            results["ray_over_local_wall"] = round(wall / (results["local"]["wall_ms"] / 1000), 3)
+            await local_one(timed[0], local_cache, out)
+            local, remote = [], []
+            for t in timed:  # alternately, task by task, so that the machine's drift hits both
+                local.append(await local_one(t, local_cache, out))
+                remote.append(await ray_one(executor, t, out))
+            for name, rows in (("local", local), ("ray", remote)):
+                results[name] = {
+                    "wall_ms": round(1000 * statistics.median(w for w, _ in rows), 1),
+                    "attempt_ms": round(1000 * statistics.median(e for _, e in rows), 1),
+                    "overhead_ms": round(1000 * statistics.median(w - e for w, e in rows), 1),
+                }
+            results["ray_over_local_wall"] = round(sum(w for w, _ in remote) / sum(w for w, _ in local), 3)
 
             noop = ray.remote(lambda: None).options(num_cpus=0, resources={"sandbox": 1})
             ray.get(noop.remote())
@@ -197,7 +194,7 @@ def main() -> None:
             await executor.close()
 
         asyncio.run(ray_rows())
-        print("ray", results["ray"], results["noop_task"], flush=True)
+        print("local", results["local"], "ray", results["ray"], results["noop_task"], flush=True)
 
         for n in (1, 2, 3):
             while len(nodes) < n:
