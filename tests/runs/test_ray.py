@@ -242,6 +242,7 @@ def test_cluster_up_sizes_nodes_from_their_capacity():
         ("pool", "pool server's URL"),
         ("service:http://127.0.0.1:1", "training rollouts"),
         ("kubernetes", "unknown --executor"),
+        ("ray:127.0.0.1:1", "no Ray cluster at 127.0.0.1:1"),
     ],
 )
 def test_eval_rejects_an_executor_it_cannot_use(tmp_path, executor, message):

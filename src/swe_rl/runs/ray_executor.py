@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import socket
 import time
 from collections import Counter
 from dataclasses import dataclass, field
@@ -65,22 +66,39 @@ __all__ = [
 ]
 
 
-def connect(address: str | None) -> bool:
+def _reachable(address: str) -> None:
+    """ConfigError now for a head nobody listens at (ray.init would retry for minutes)."""
+    host, _, port = address.removeprefix("ray://").rpartition(":")
+    if not host or not port.isdigit():
+        raise ConfigError(f"Ray address {address!r} must look like host:port")
+    try:
+        socket.create_connection((host, int(port)), timeout=5).close()
+    except OSError as exc:
+        raise ConfigError(f"no Ray cluster at {address}: {exc}") from None
+
+
+def connect(address: str | None, *, start: bool = True) -> bool:
     """Join a Ray cluster (``address``, ``$RAY_ADDRESS``, or one running here); True if we started one.
 
-    With no cluster to join, starts a one-node cluster on this machine that advertises its own capacity.
+    With no cluster to join, starts a one-node cluster on this machine that advertises its own capacity
+    (unless ``start`` is false: then ConfigError).
     """
     ray = import_ray()
     if ray.is_initialized():
         return False
     address = address or os.environ.get("RAY_ADDRESS")
+    if address and address != "auto":
+        _reachable(address)
     quiet = {"log_to_driver": False, "logging_level": "WARNING"}
     try:
         ray.init(address=address or "auto", **quiet)
         return False
     except ConnectionError:
-        if address:
-            raise ConfigError(f"no Ray cluster at {address} (start one with `swe-rl cluster up`)") from None
+        if address or not start:
+            where = f"at {address}" if address else "running here (give --address)"
+            raise ConfigError(
+                f"no Ray cluster {where}; `swe-rl cluster up` prints how to start one"
+            ) from None
     ray.init(resources=node_resources(), **quiet)
     return True
 
@@ -279,7 +297,7 @@ class RayExecutor:
 def cluster_status(address: str | None = None) -> list[dict[str, Any]]:
     """Every alive node: its swe-rl resources (total, free now), and its host's envs and rollouts."""
     ray = import_ray()
-    connect(address)
+    connect(address, start=False)
     try:
         free = ray._private.state.available_resources_per_node()
     except Exception:  # a private API: without it, no "free" column
