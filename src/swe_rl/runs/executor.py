@@ -25,7 +25,9 @@ from swe_rl.runs.rollout import RolloutResult, run_rollout
 from swe_rl.sandbox.base import SandboxFactory
 from swe_rl.tasks.model import Task, parse_task
 
-EXECUTOR_SPECS = "local | local:<backend> | service:<rollout server URL> | ray | ray:<address>"
+EXECUTOR_SPECS = (
+    "local | local:<backend> | pool:<pool server URL> | service:<rollout server URL> | ray | ray:<address>"
+)
 
 
 class Policy(BaseModel):
@@ -187,6 +189,14 @@ def get_executor(
 
         chosen = arg or backend or os.environ.get("SWE_RL_BACKEND") or "ns"
         return LocalExecutor(get_factory(chosen), capacity=capacity or default_capacity())
+    if kind == "pool":  # rollouts here, sandboxes from a pool server (the seed's layout)
+        from swe_rl.sandbox import get_factory
+
+        url = arg or backend or os.environ.get("SWE_RL_BACKEND") or ""
+        if not url.startswith(("http://", "https://")):
+            raise ConfigError("--executor pool needs the pool server's URL: pool:<URL>")
+        slots = capacity or int(os.environ.get("SWE_MAX_CONCURRENT", "0")) or 128
+        return LocalExecutor(get_factory(url), capacity=slots)
     if kind == "service":
         if not arg:
             raise ConfigError("--executor service:<URL> needs the rollout server's URL")

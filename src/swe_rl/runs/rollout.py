@@ -2,9 +2,9 @@
 
 Shared by every executor (runs/executor.py: in-process, rollout service, Ray) and the trainer adapters
 (integrations/). The adapters' settings come from environment variables so a trainer's own arguments
-stay untouched: ``SWE_RL_EXECUTOR`` (local | service:<url> | ray), ``SWE_RL_BACKEND`` (ns | docker | a
-pool URL), ``SWE_RL_AGENT_CONFIG``, ``SWE_RL_STEP_LIMIT``, ``SWE_RL_DYNAMIC_HISTORY`` (1/0),
-``SWE_RL_MAX_CONTEXT``.
+stay untouched: ``SWE_RL_EXECUTOR`` (local | pool:<url> | service:<url> | ray[:<address>]),
+``SWE_RL_BACKEND`` (ns | docker | a pool URL), ``SWE_RL_AGENT_CONFIG``, ``SWE_RL_STEP_LIMIT``,
+``SWE_RL_DYNAMIC_HISTORY`` (1/0), ``SWE_RL_MAX_CONTEXT``.
 """
 
 from __future__ import annotations
@@ -152,7 +152,7 @@ async def rollout(
 ) -> list[TrainingSample]:
     """The trainer adapters' entry: settings from the environment, an SGLang policy, samples out.
 
-    Runs on the executor named by ``SWE_RL_EXECUTOR`` (local, service:<url>, ray; one per process).
+    Runs on the executor named by ``SWE_RL_EXECUTOR`` (local, pool:<url>, service:<url>, ray; one per process).
     An infrastructure failure gives one placeholder sample with status ``infra_error`` (to be removed).
     """
     from swe_rl.runs.executor import get_executor

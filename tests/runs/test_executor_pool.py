@@ -1,0 +1,31 @@
+"""``--executor pool:<URL>``: attempts in this process, sandboxes from a pool server (real processes)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+from swe_rl.runs.executor import LocalExecutor, get_executor
+
+
+def test_eval_with_the_pool_executor_resolves_through_the_pool(remote_service, tmp_path):
+    args = ["--executor", f"pool:{remote_service.url}", "-i", "swe-rl-builtin__inikit-2", "-o", str(tmp_path)]
+    out = subprocess.run(
+        [sys.executable, "-m", "swe_rl.cli.app", "eval", "--llm", "scripted:oracle", "--json", *args],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
+    assert out.returncode == 0, out.stderr[-3000:]
+    summary = json.loads(out.stdout)
+    assert (summary["resolved"], summary["errors"]) == (1, 0)
+    assert summary["args"]["backend"] == remote_service.url
+
+
+def test_get_executor_pool_is_a_local_executor_on_the_pool(remote_service, monkeypatch):
+    monkeypatch.setenv("SWE_MAX_CONCURRENT", "7")
+    executor = get_executor(f"pool:{remote_service.url}")
+    assert isinstance(executor, LocalExecutor) and executor.factory.backend == "remote"
+    assert executor.capacity == 7
