@@ -120,6 +120,7 @@ class TcpProxy:
         self.bytes_down = 0  # server -> client
         self._server: asyncio.AbstractServer | None = None
         self._live: set[asyncio.StreamWriter] = set()
+        self._handlers: set[asyncio.Task[None]] = set()
 
     @property
     def url(self) -> str:
@@ -132,6 +133,8 @@ class TcpProxy:
 
     async def __aexit__(self, *exc: object) -> None:
         self.drop()
+        if self._handlers:  # let them see the aborted sockets and finish, rather than be cancelled
+            await asyncio.wait(self._handlers, timeout=5)
         if self._server is not None:
             self._server.close()
             await self._server.wait_closed()
@@ -143,6 +146,10 @@ class TcpProxy:
 
     async def _handle(self, client_r: asyncio.StreamReader, client_w: asyncio.StreamWriter) -> None:
         self.connections += 1
+        handler = asyncio.current_task()
+        assert handler is not None
+        self._handlers.add(handler)
+        handler.add_done_callback(self._handlers.discard)
         try:
             server_r, server_w = await asyncio.open_connection("127.0.0.1", self.target_port)
         except OSError:

@@ -18,6 +18,8 @@ from collections.abc import Callable
 from typing import Any
 
 from starlette.applications import Starlette
+from starlette.middleware import Middleware
+from starlette.middleware.gzip import GZipMiddleware
 from starlette.requests import Request
 from starlette.routing import Route
 
@@ -188,6 +190,8 @@ def create_app(
             ),
         ],
         lifespan=lifespan,
+        # samples are lists of token ids: gzip (level 1, for clients that accept it) shrinks them ~3x
+        middleware=[Middleware(GZipMiddleware, minimum_size=1024, compresslevel=1)],
     )
     app.state.node = node
     return app
