@@ -46,7 +46,7 @@ def main() -> None:
     args = parser.parse_args()
     shutil.rmtree(args.out, ignore_errors=True)
     first, synth_s = _synth(args.out / "a" / "builtin.jsonl", args.n, args.seed, args.j)
-    second, _ = _synth(args.out / "b" / "builtin.jsonl", args.n, args.seed, args.j)
+    _, _ = _synth(args.out / "b" / "builtin.jsonl", args.n, args.seed, args.j)
     same = (args.out / "a" / "builtin.jsonl").read_text() == (args.out / "b" / "builtin.jsonl").read_text()
     proc, validate_s = _run(
         "env", "validate", "--source", str(args.out / "a" / "builtin.jsonl"), "--backend", "ns",
@@ -79,7 +79,9 @@ def main() -> None:
     out.write_text(json.dumps(result, indent=2) + "\n")
     print(json.dumps({k: v for k, v in result.items() if k not in ("per_kind", "stats")}, indent=2))
     for kind, s in result["per_kind"].items():
-        print(f"{kind:16} tried {s['tried']:4} valid {s['valid']:4} pass {s['pass_rate']} {s['seconds_per_run']} s/run")
+        print(
+            f"{kind:16} tried {s['tried']:4} valid {s['valid']:4} pass {s['pass_rate']} {s['seconds_per_run']} s/run"
+        )
 
 
 if __name__ == "__main__":
