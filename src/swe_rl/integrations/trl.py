@@ -120,7 +120,9 @@ class SweRolloutFunc:
         log: RolloutLog | None = None,
         max_concurrent: int = 16,
         outcome: OutcomeReward | None = None,
+        window_s: float = 0.5,
     ) -> None:
+        self.window_s = window_s  # episodes run in step: wait this long to batch a whole turn together
         self.tasks = {t.instance_id: t for t in tasks}
         self.factory = factory
         self.cache = cache
@@ -138,7 +140,7 @@ class SweRolloutFunc:
         ids = [self._instance(p) for p in prompts]
         model = trainer.accelerator.unwrap_model(trainer.model)
         tokenizer = trainer.processing_class
-        policy = BatchedHFPolicy(model, tokenizer, max_batch=self.max_concurrent)
+        policy = BatchedHFPolicy(model, tokenizer, max_batch=self.max_concurrent, window_s=self.window_s)
         started = time.monotonic()
         results = asyncio.run(self._episodes(ids, policy))
         step = int(trainer.state.global_step)
