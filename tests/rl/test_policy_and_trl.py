@@ -153,6 +153,10 @@ def test_grpo_run_with_trl_writes_curve_metrics_and_a_loadable_model(tasks, envs
     metrics = [json.loads(line) for line in (tmp_path / "run/metrics.jsonl").read_text().splitlines()]
     assert any("rl/resolve_rate" in m for m in metrics) and any("trl/loss" in m for m in metrics)
     AutoModelForCausalLM.from_pretrained(tmp_path / "run/final")
+    from swe_rl.report.html import render_report
+
+    page = render_report(tmp_path / "run").read_text()  # a training run gets its curves
+    assert "resolve rate per step" in page and page.count("<svg") == 4 and tasks[0].instance_id in page
     with pytest.raises(Exception, match="already holds a training run"):
         trl_mod.train_grpo(tasks[:1], settings, available_factory("ns"), envs, load_agent_config())
 

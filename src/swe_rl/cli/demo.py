@@ -17,8 +17,16 @@ def demo(
     backend: BackendOpt = "auto",
     cache_dir: CacheOpt = None,
     concurrency: ConcurrencyOpt = 2,
+    rl: Annotated[
+        bool, typer.Option("--rl/--no-rl", help="End with a tiny GRPO run (needs the train extra).")
+    ] = True,
 ) -> None:
-    """Build the builtin suite, validate every task, grade sample predictions, print a summary."""
+    """Build the builtin suite, validate every task, grade sample predictions, run the agent, train a little.
+
+    Stages: env validation (gold resolves, empty does not), SWE-bench-style grading of sample predictions,
+    an agent eval with scripted models (HTML report), and a two-step GRPO run of a tiny random Qwen3
+    on CPU that exercises the whole RL path (episodes in sandboxes, rewards from grading, TRL updates).
+    """
     import time
 
     from swe_rl.cli.env import print_validation
@@ -66,6 +74,15 @@ def demo(
         f"\nagent eval (scripted oracle and a model that never submits, 4 tasks each): resolved "
         f"{summary['resolved']}/{summary['attempts']}; report: {page}"
     )
+    trained = _demo_train(tasks, cache, factory, out) if rl else None
+    if trained is not None:
+        rates = ", ".join(
+            f"{c['resolve_rate']:.0%}" for c in trained["curve"] if c["resolve_rate"] is not None
+        )
+        print(
+            f"\nRL (GRPO with TRL, a random tiny Qwen3 on CPU: the pipeline, not learning): "
+            f"{trained['steps']} steps, resolve rate per step {rates}; report: {out / 'train' / 'report.html'}"
+        )
     print(
         f"\nvalid tasks {validation.valid}/{validation.total}; resolved {report['resolved_instances']}/"
         f"{report['submitted_instances']} predictions; {time.monotonic() - started:.1f}s"
@@ -97,3 +114,33 @@ async def _demo_eval(
         SamplingParams(),
         settings,
     )
+
+
+def _demo_train(tasks: list[Any], cache: Any, factory: Any, out: Path) -> dict[str, Any] | None:
+    """Two GRPO steps of a tiny random Qwen3 on two tasks; None (with a note) without the train extra."""
+    import importlib.util
+    import os
+    import shutil
+
+    if importlib.util.find_spec("trl") is None or importlib.util.find_spec("torch") is None:
+        note("skipping the RL stage: it needs torch and the train extra (pip install 'swe-rl[train]')")
+        return None
+    from swe_rl.agent.config import load_agent_config
+    from swe_rl.integrations.trl import GRPOSettings, train_grpo
+    from swe_rl.report.training import render_training_report
+
+    os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
+    shutil.rmtree(out / "train", ignore_errors=True)  # the demo starts over each time
+    note("RL stage: GRPO with TRL, tiny Qwen3 (random weights), 2 steps x 2 episodes, CPU")
+    settings = GRPOSettings(
+        output_dir=out / "train",
+        model="tiny-qwen",
+        steps=2,
+        tasks_per_step=1,
+        num_generations=2,
+        max_tokens=16,
+        max_concurrent=2,
+    )
+    summary = train_grpo(tasks[:2], settings, factory, cache, load_agent_config(step_limit=2), quiet=True)
+    render_training_report(out / "train")
+    return summary

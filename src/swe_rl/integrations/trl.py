@@ -242,6 +242,13 @@ def train_grpo(
 
     if not tasks:
         raise ConfigError("no training tasks")
+    if quiet:
+        import warnings
+
+        from transformers.utils import logging as hf_logging
+
+        hf_logging.disable_progress_bar()
+        warnings.filterwarnings("ignore", category=FutureWarning, module="transformers")
     out = settings.output_dir
     if (out / "rollouts.jsonl").exists():
         raise ConfigError(f"{out} already holds a training run; choose another --output-dir")
@@ -293,6 +300,11 @@ def train_grpo(
         rollout_func=rollout,
     )
     trainer.add_callback(_trl_metrics_callback(log))
+    if quiet:
+        from transformers.trainer_callback import PrinterCallback, ProgressCallback
+
+        trainer.remove_callback(PrinterCallback)  # metrics.jsonl has them; keep the console to our lines
+        trainer.remove_callback(ProgressCallback)
     started = time.monotonic()
     trainer.train()
     final = out / "final"

@@ -89,7 +89,7 @@ def lines(
     xs, ys = [p[0] for p in points], [p[1] for p in points]
     x0, x1 = min(xs), max(xs) if max(xs) > min(xs) else min(xs) + 1
     y0, y1 = y_range or (min(ys), max(ys) if max(ys) > min(ys) else min(ys) + 1)
-    left, right, top, bottom = 44, 10, 24, 40
+    left, right, top, bottom = 52, 10, 24, 40
 
     def at(x: float, y: float) -> str:
         px = left + (width - left - right) * (x - x0) / (x1 - x0)
@@ -100,8 +100,8 @@ def lines(
         f'<text x="4" y="14" class="t">{escape(title)}</text>',
         f'<polyline points="{at(x0, y0)} {at(x1, y0)}" stroke="#888" fill="none"/>',
         f'<polyline points="{at(x0, y0)} {at(x0, y1)}" stroke="#888" fill="none"/>',
-        f'<text x="{left - 4}" y="{height - bottom}" text-anchor="end">{y0:g}</text>',
-        f'<text x="{left - 4}" y="{top + 8}" text-anchor="end">{y1:g}</text>',
+        f'<text x="{left - 4}" y="{height - bottom}" text-anchor="end">{y0:.3g}</text>',
+        f'<text x="{left - 4}" y="{top + 8}" text-anchor="end">{y1:.3g}</text>',
         f'<text x="{left}" y="{height - bottom + 14}">{x0:g}</text>',
         f'<text x="{width - right}" y="{height - bottom + 14}" text-anchor="end">{x1:g}</text>',
         f'<text x="{(width + left) / 2:.0f}" y="{height - bottom + 14}" text-anchor="middle">{escape(x_label)}</text>',

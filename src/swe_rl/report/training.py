@@ -83,7 +83,8 @@ def render_training_report(run_dir: Path, out: Path | None = None) -> Path:
         for k in ("step", "instance", "status", "exit", "resolved", "reward", "turns", "format errors")
     )
     first, last = (resolve[0][1], resolve[-1][1]) if resolve else (0.0, 0.0)
-    settings = json.dumps(summary.get("settings") or summary.get("args") or {}, indent=1)
+    config = json.loads((run_dir / "config.json").read_text()) if (run_dir / "config.json").is_file() else {}
+    settings = json.dumps(summary.get("settings") or config.get("settings") or {}, indent=1)
     page = f"""<!doctype html><html><head><meta charset="utf-8"><title>swe-rl training: {escape(run_dir.name)}</title>
 <style>body{{font:14px system-ui,sans-serif;margin:24px;color:#222}} svg{{margin:8px 16px 8px 0;border:1px solid #eee}}
 svg text{{font-size:11px}} svg text.t{{font-weight:600}} table{{border-collapse:collapse}}
