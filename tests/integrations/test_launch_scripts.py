@@ -70,10 +70,25 @@ def test_the_seed_values_reach_slime():
         "--lr 1e-6",
     ):
         assert arg in common
-    for script, nodes in (("slime_8b_2nodes.sh", 2), ("slime_32b_4nodes.sh", 4), ("slime_32b_8nodes.sh", 8)):
+    for script, nodes in (
+        ("slime_8b_2nodes.sh", 2),
+        ("slime_32b_4nodes.sh", 4),
+        ("slime_32b_8nodes.sh", 8),
+        ("slime_8b_prm_5nodes.sh", 4),  # the 5th node serves the judge
+    ):
         assert re.search(rf"^launch_slime {nodes} ", (LAUNCH / script).read_text(), re.M)
 
 
-def test_prm_script_refuses_rather_than_pretends():
-    done = subprocess.run(["bash", str(LAUNCH / "slime_8b_prm_5nodes.sh")], capture_output=True, text=True)
-    assert done.returncode == 2 and "not wired" in done.stderr
+def test_prm_script_needs_a_judge_and_passes_the_seed_settings():
+    script = LAUNCH / "slime_8b_prm_5nodes.sh"
+    done = subprocess.run(
+        ["bash", str(script)], capture_output=True, text=True, env={"PATH": "/usr/bin:/bin"}
+    )
+    assert done.returncode != 0 and "SWE_RL_PRM_URL" in done.stderr
+    text = script.read_text()
+    assert "SWE_RL_PRM_M:-3" in text and "SWE_RL_PRM_COEF:-1.0" in text
+    # the variables it sets are the ones the rollout reads
+    from swe_rl.runs import rollout
+
+    source = Path(rollout.__file__).read_text()
+    assert all(v in source for v in ("SWE_RL_PRM_URL", "SWE_RL_PRM_MODEL", "SWE_RL_PRM_M", "SWE_RL_PRM_COEF"))

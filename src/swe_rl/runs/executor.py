@@ -49,6 +49,16 @@ class Policy(BaseModel):
     model: str = Field(default="policy", max_length=512, description="Model name sent to an OpenAI endpoint.")
 
 
+class ProcessReward(BaseModel):
+    """A judge LLM (OpenAI-compatible) scores every step m times; reward = outcome + coef * mean step score."""
+
+    url: str = Field(min_length=1, max_length=2048, description="Judge base URL ending in /v1.")
+    model: str = Field(default="judge", max_length=512)
+    m: int = Field(default=3, ge=1, le=16, description="Judgements per step.")
+    coef: float = Field(default=1.0, description="Weight of the mean step score.")
+    concurrency: int = Field(default=8, ge=1, le=256, description="Judge calls at once per rollout.")
+
+
 class RolloutRequest(BaseModel):
     task: str | dict[str, Any] = Field(
         description="A full task record, or an instance id the executor knows."
@@ -63,6 +73,7 @@ class RolloutRequest(BaseModel):
         default=None, ge=256, description="Context window; enables the context manager."
     )
     dynamic_history: bool = True
+    prm: ProcessReward | None = Field(default=None, description="Process rewards from a judge (seed's PRM).")
 
     @model_validator(mode="after")
     def _context_fits_a_reply(self) -> RolloutRequest:
@@ -154,6 +165,11 @@ class LocalExecutor:
             if request.max_context
             else None
         )
+        judge = None
+        if request.prm is not None:
+            from swe_rl.llm.openai import OpenAIClient
+
+            judge = OpenAIClient(request.prm.model, request.prm.url, token_ids=False)
         self.running += 1
         try:
             return await run_rollout(
@@ -166,10 +182,13 @@ class LocalExecutor:
                 dynamic_history=request.dynamic_history,
                 context=context,
                 tokenizer=tokenizer if request.policy.kind == "openai" else None,
+                prm=(judge, request.prm) if judge is not None and request.prm is not None else None,
             )
         finally:
             self.running -= 1
             await llm.close()
+            if judge is not None:
+                await judge.close()
 
     async def close(self) -> None:
         return None

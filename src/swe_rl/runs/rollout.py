@@ -25,7 +25,7 @@ from swe_rl.envs.cache import EnvCache
 from swe_rl.errors import SweRlError
 from swe_rl.harness.grade import grade_patch
 from swe_rl.llm.base import LLM, SamplingParams
-from swe_rl.rl.rewards import OutcomeReward
+from swe_rl.rl.rewards import OutcomeReward, combined_reward, prm_step_scores
 from swe_rl.rl.samples import (
     SampleStatus,
     TrainingSample,
@@ -63,11 +63,13 @@ async def run_rollout(
     context: ContextManager | None = None,
     outcome: OutcomeReward | None = None,
     tokenizer: Any = None,
+    prm: tuple[LLM, Any] | None = None,
 ) -> RolloutResult:
     """Agent in a fresh sandbox, patch graded in another, samples built from ids. Never raises InfraError.
 
     ``tokenizer``: for a text-only policy (an OpenAI endpoint that returns no ids), steps without ids are
-    encoded with the fixed-base method; with ids from the server, it is not used.
+    encoded with the fixed-base method; with ids from the server, it is not used. ``prm``: a judge and
+    its settings (``runs.executor.ProcessReward``): the reward becomes outcome + coef * mean step score.
     """
     trajectory_id = uuid.uuid4().hex
     started = time.monotonic()
@@ -89,6 +91,17 @@ async def run_rollout(
     except SweRlError as exc:
         return _failed(traj, f"{type(exc).__name__}: {exc}", started)
     reward = (outcome or OutcomeReward())(verdict.resolved)
+    extra: dict[str, float] = {}
+    if prm is not None and traj.steps:
+        judge, settings = prm
+        scores = await prm_step_scores(
+            judge, traj, task.problem_statement, m=settings.m, concurrency=settings.concurrency
+        )
+        scored = [s for s in scores if s is not None]
+        extra = {"reward/outcome": reward, "reward/prm_scored_steps": float(len(scored))}
+        if scored:
+            extra["reward/prm_step_mean"] = sum(scored) / len(scored)
+        reward = combined_reward(reward, scores, settings.coef)
     build = step_samples if dynamic_history else trajectory_samples
     if tokenizer is not None:
         fill_ids_fixed_base(traj, tokenizer)
@@ -100,7 +113,7 @@ async def run_rollout(
         resolved=verdict.resolved,
         samples=samples,
         trajectory=traj,
-        metrics=_metrics(traj, started, eval_s),
+        metrics={**_metrics(traj, started, eval_s), **extra},
     )
 
 
@@ -141,6 +154,22 @@ def request_from_env(
         agent_config=os.environ.get("SWE_RL_AGENT_CONFIG") or None,
         max_context=int(os.environ.get("SWE_RL_MAX_CONTEXT", "0")) or None,
         dynamic_history=os.environ.get("SWE_RL_DYNAMIC_HISTORY", "1") == "1",
+        prm=prm_from_env(),
+    )
+
+
+def prm_from_env() -> Any:
+    """Process rewards when ``SWE_RL_PRM_URL`` names a judge (``SWE_RL_PRM_MODEL``, ``_M``, ``_COEF``)."""
+    from swe_rl.runs.executor import ProcessReward
+
+    url = os.environ.get("SWE_RL_PRM_URL")
+    if not url:
+        return None
+    return ProcessReward(
+        url=url,
+        model=os.environ.get("SWE_RL_PRM_MODEL") or "judge",
+        m=int(os.environ.get("SWE_RL_PRM_M") or 3),
+        coef=float(os.environ.get("SWE_RL_PRM_COEF") or 1.0),
     )
 
 
