@@ -85,3 +85,11 @@ def test_venv_runs_the_tests_offline(textkit_env):
     )
     assert out.returncode == 0, out.stdout
     assert "passed" in out.stdout
+
+
+def test_venv_is_byte_compiled_at_build_so_sandboxed_runs_do_not_recompile(textkit_env):
+    """Sandboxes never write bytecode (read-only venv): the build leaves .pyc for pytest and its deps."""
+    site = next(textkit_env.venv.glob("lib/python*/site-packages"))
+    sources = [p for p in (site / "_pytest").rglob("*.py")]
+    compiled = list((site / "_pytest").rglob("__pycache__/*.pyc"))
+    assert sources and len(compiled) >= len(sources)

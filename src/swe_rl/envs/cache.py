@@ -32,7 +32,14 @@ from swe_rl.envs.interpreters import find_python, provider
 from swe_rl.envs.recipe import EnvRecipe, InstallOptions, recipe_for
 from swe_rl.envs.repos import find_repo_source
 from swe_rl.envs.testbed import make_testbed
-from swe_rl.envs.venv import create_venv, ensure_pip, point_editables_at, relocate_venv, seed_from_host
+from swe_rl.envs.venv import (
+    compile_venv,
+    create_venv,
+    ensure_pip,
+    point_editables_at,
+    relocate_venv,
+    seed_from_host,
+)
 from swe_rl.errors import EnvBuildError
 from swe_rl.paths import cache_dir
 from swe_rl.sandbox.base import TESTBED, EnvSpec
@@ -239,6 +246,7 @@ class EnvCache:
                 "build_seconds": round(time.monotonic() - started, 3),
             },
         )
+        compile_venv(dest)
         relocate_venv(dest, final)
 
     @contextmanager
