@@ -47,3 +47,30 @@ def test_compact_oracle_is_two_turns_that_test_then_submit(task_by_id):
     replies = compact_oracle_replies(task_by_id["swe-rl-builtin__textkit-3"])
     assert len(replies) == 2 and "--unidiff-zero" in replies[0] and "pytest" in replies[0]
     assert "COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT" in replies[1]
+
+
+def test_compact_oracle_resolves_with_the_compact_agent_config(task_by_id, envs, tmp_path):
+    import asyncio
+
+    from tests.conftest import available_factory
+
+    from swe_rl.agent.config import load_agent_config
+    from swe_rl.llm.base import SamplingParams
+    from swe_rl.llm.scripted import scripted_for
+    from swe_rl.runs.evaluation import EvalSettings, run_eval
+
+    config = load_agent_config("compact")
+    assert config.step_limit == 10 and "one bash command per reply" in config.system_template
+    summary = asyncio.run(
+        run_eval(
+            [task_by_id["swe-rl-builtin__statkit-1"]],
+            lambda t: scripted_for("oracle-compact", t),
+            envs,
+            available_factory("ns"),
+            config,
+            SamplingParams(),
+            EvalSettings(output_dir=tmp_path / "ev"),
+            quiet=True,
+        )
+    )
+    assert summary["resolved"] == 1 and summary["avg_steps"] == 2
