@@ -183,3 +183,47 @@ def test_eval_with_a_local_model_batches_concurrent_agents(tasks, envs, tmp_path
     for traj in (tmp_path / "ev").glob("*/traj.json"):
         step = json.loads(traj.read_text())["steps"][0]["completion"]
         assert len(step["completion_ids"]) == len(step["logprobs"]) > 0
+
+
+class _CharIdsServerTokenizer:
+    """The fake server's sampler: one id per character, ids the reply's text never tokenizes back to."""
+
+    def __init__(self, tok) -> None:
+        self.tok, self.eos_token = tok, tok.eos_token
+
+    def encode(self, text: str, add_special_tokens: bool = False) -> list[int]:
+        return [i for ch in text for i in self.tok.encode(ch, add_special_tokens=False)]
+
+    def decode(self, ids, **kwargs) -> str:
+        return self.tok.decode(ids, **kwargs)
+
+    def convert_tokens_to_ids(self, token: str) -> int:
+        return self.tok.convert_tokens_to_ids(token)
+
+
+async def test_sglang_rollout_is_one_exact_sample_even_when_sampled_ids_are_not_canonical(
+    task_by_id, envs, tok
+):
+    """The next prompt holds the ids the model generated, so the multi-turn sample never has to be cut."""
+    from swe_rl.llm.fake_server import FakeLLMServer
+    from swe_rl.llm.scripted import oracle_policy
+    from swe_rl.runs.executor import LocalExecutor, Policy, RolloutRequest
+
+    task = task_by_id["swe-rl-builtin__textkit-3"]
+    async with FakeLLMServer(oracle_policy([task]), tokenizer=_CharIdsServerTokenizer(tok)) as server:
+        result = await LocalExecutor(available_factory("ns"), envs).run(
+            RolloutRequest(task=task.to_record(), policy=Policy(url=server.url), dynamic_history=False)
+        )
+    assert result.resolved and len(result.trajectory.steps) == 3
+    assert len(result.samples) == 1  # re-templating the replies' text would have broken the prefix
+    sample = result.samples[0]
+    sent = [r["input_ids"] for r in server.requests]
+    for step, prompt in zip(result.trajectory.steps, sent, strict=True):
+        generated = step.completion.completion_ids
+        assert generated != [*tok.encode(step.completion.text, add_special_tokens=False), tok.eos_token_id]
+        start = len(prompt)
+        assert sample.tokens[:start] == prompt and sample.tokens[start : start + len(generated)] == generated
+        assert sample.loss_mask[
+            start - sample.prompt_length : start - sample.prompt_length + len(generated)
+        ] == [1] * len(generated)
+    assert sum(sample.loss_mask) == sum(len(s.completion.completion_ids) for s in result.trajectory.steps)

@@ -1,7 +1,9 @@
 """SGLang's native ``/generate``: token ids in, token ids and logprobs out (token-in/token-out).
 
 The prompt is templated and tokenized here with the policy's own tokenizer, so the ids the model saw are
-known exactly; the server returns the generated ids with their logprobs. Transient failures are retried
+known exactly; the server returns the generated ids with their logprobs. From the second turn on, a
+prompt is the previous prompt + the ids the model generated + the template's ids for the new messages
+(llm/prompts.py), so the model reads back its own tokens, not a re-tokenization of their text. Transient failures are retried
 as in the OpenAI client; what still fails is an LLMError.
 """
 
@@ -13,6 +15,7 @@ from typing import Any
 
 from swe_rl.llm.base import Completion, LLMError, Message, SamplingParams
 from swe_rl.llm.http import post_json
+from swe_rl.llm.prompts import PromptExtender
 
 
 class SGLangClient:
@@ -36,17 +39,12 @@ class SGLangClient:
         self.max_retries = max_retries
         self.backoff_s = backoff_s
         self.template_kwargs = template_kwargs or {}
+        self.extender = PromptExtender(tokenizer, **self.template_kwargs)
         self._session: Any = None
 
     def prompt_ids(self, messages: Sequence[Message]) -> list[int]:
-        ids = self.tokenizer.apply_chat_template(
-            [m.model_dump() for m in messages],
-            tokenize=True,
-            add_generation_prompt=True,
-            return_dict=False,
-            **self.template_kwargs,
-        )
-        return list(ids)
+        """The chat template's ids; after the first turn, the last prompt + completion ids extended."""
+        return self.extender.prompt_ids(messages)
 
     async def complete(self, messages: Sequence[Message], params: SamplingParams) -> Completion:
         import aiohttp
@@ -70,7 +68,9 @@ class SGLangClient:
             max_retries=self.max_retries,
             backoff_s=self.backoff_s,
         )
-        return self._parse(body, prompt, latency)
+        completion = self._parse(body, prompt, latency)
+        self.extender.record(messages, completion.text, [*prompt, *(completion.completion_ids or [])])
+        return completion
 
     def _parse(self, body: bytes, prompt: list[int], latency: float) -> Completion:
         try:
