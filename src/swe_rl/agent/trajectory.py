@@ -46,3 +46,8 @@ class Trajectory(BaseModel):
     @property
     def tool_calls(self) -> int:
         return sum(1 for s in self.steps if s.action is not None)
+
+    @property
+    def format_errors(self) -> int:
+        """Replies that did not hold exactly one bash block."""
+        return sum(1 for s in self.steps if s.error == "format_error")

@@ -13,7 +13,8 @@ trains on every step instead.
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+from collections import defaultdict
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from pydantic import BaseModel
@@ -136,3 +137,16 @@ def trajectory_span(result: RolloutResult) -> Span | None:
         return None
     turns = len(result.trajectory.steps) if result.trajectory else len(result.samples[0].step_indices)
     return Span.of(result.samples[0], turns=turns, dropped=len(result.samples) - 1)
+
+
+def healthy_group_means(spans: Sequence[Span | None], groups: Sequence[str]) -> dict[str, float]:
+    """Per GRPO group, the mean reward of its healthy spans (0.0 when it has none).
+
+    Trainers that cannot drop a failed rollout from a fixed-size batch give it this reward and no loss,
+    so it leaves its group's mean, and every advantage, where it is.
+    """
+    healthy: dict[str, list[float]] = defaultdict(list)
+    for span, group in zip(spans, groups, strict=True):
+        if span is not None:
+            healthy[group].append(span.reward)
+    return {g: (sum(healthy[g]) / len(healthy[g]) if healthy[g] else 0.0) for g in groups}

@@ -23,7 +23,6 @@ healthy trajectories (its group's mean is unchanged), ``stop_reasons`` ``"infra_
 from __future__ import annotations
 
 import asyncio
-from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -31,6 +30,7 @@ from swe_rl.errors import InfraError
 from swe_rl.integrations.common import (
     Span,
     build_request,
+    healthy_group_means,
     policy_from_env,
     sampling_from,
     shared_executor,
@@ -130,20 +130,16 @@ class SkyRLGenerator:
         self, results: Sequence[RolloutResult], traj_ids: list[Any], groups: list[str]
     ) -> dict[str, Any]:
         spans = [trajectory_span(r) for r in results]
-        healthy: dict[str, list[float]] = defaultdict(list)
-        for span, group in zip(spans, groups, strict=True):
-            if span is not None:
-                healthy[group].append(span.reward)
+        means = healthy_group_means(spans, groups)
         out = _empty()
         for span, group in zip(spans, groups, strict=True):
             if span is None:  # not scored: no loss, and a reward that leaves its group's mean where it is
-                rewards = healthy[group]
                 span = Span(
                     prompt_ids=[self.filler_id],
                     response_ids=[self.filler_id],
                     loss_mask=[0],
                     logprobs=[0.0],
-                    reward=sum(rewards) / len(rewards) if rewards else 0.0,
+                    reward=means[group],
                     status="infra_error",
                     turns=0,
                 )

@@ -32,6 +32,7 @@ from pydantic import BaseModel, Field
 from swe_rl.agent.config import AgentConfig
 from swe_rl.envs.cache import EnvCache
 from swe_rl.errors import ConfigError, MissingExtraError
+from swe_rl.integrations.common import healthy_group_means, trajectory_span
 from swe_rl.llm.base import SamplingParams
 from swe_rl.rl.rewards import OutcomeReward
 from swe_rl.runs.metrics import MetricsSink
@@ -80,7 +81,7 @@ class RolloutLog:
                             "resolved": r.resolved,
                             "reward": r.reward,
                             "turns": len(traj.steps) if traj else 0,
-                            "format_errors": format_errors(traj),
+                            "format_errors": traj.format_errors if traj else 0,
                             "error": r.error,
                         }
                     )
@@ -98,7 +99,9 @@ def episode_metrics(results: Sequence[RolloutResult]) -> dict[str, float]:
     if healthy:
         out["rl/resolve_rate"] = sum(bool(r.resolved) for r in healthy) / len(healthy)
         out["rl/reward_mean"] = sum(r.reward or 0.0 for r in healthy) / len(healthy)
-        out["rl/format_error_rate"] = sum(1 for r in healthy if format_errors(r.trajectory)) / len(healthy)
+        out["rl/format_error_rate"] = sum(
+            1 for r in healthy if r.trajectory and r.trajectory.format_errors
+        ) / len(healthy)
         keys = {k for r in healthy for k in r.metrics}
         for k in sorted(keys):
             values = [r.metrics[k] for r in healthy if k in r.metrics]
@@ -184,35 +187,31 @@ class SweRolloutFunc:
 
     def to_trl(self, ids: list[str], results: list[RolloutResult], tokenizer: Any) -> dict[str, list[Any]]:
         """TRL's rollout output: prompt/completion ids, logprobs, env_mask, and the rewards as extra fields."""
-        group: dict[str, list[float]] = defaultdict(list)
-        for instance_id, r in zip(ids, results, strict=True):
-            if r.status != "infra_error" and r.samples and r.reward is not None:
-                group[instance_id].append(r.reward)
+        spans = [trajectory_span(r) for r in results]
+        means = healthy_group_means(spans, ids)
         eos = tokenizer.convert_tokens_to_ids(tokenizer.eos_token)
         out: dict[str, list[Any]] = {
             k: []
             for k in ("prompt_ids", "completion_ids", "logprobs", "env_mask", "swe_reward", "swe_status")
         }
-        for instance_id, r in zip(ids, results, strict=True):
-            if r.status == "infra_error" or not r.samples or r.reward is None:
-                rewards = group.get(instance_id) or [0.0]
+        for instance_id, span in zip(ids, spans, strict=True):
+            if span is None:
                 first = self.tasks[instance_id].problem_statement[:64]
                 out["prompt_ids"].append(list(tokenizer.encode(first, add_special_tokens=False)) or [eos])
                 out["completion_ids"].append([eos])
                 out["logprobs"].append([0.0])
                 out["env_mask"].append([0])  # no loss: an infrastructure failure is not an answer
-                out["swe_reward"].append(sum(rewards) / len(rewards))
+                out["swe_reward"].append(means[instance_id])
                 out["swe_status"].append("infra_error")
                 continue
-            sample = r.samples[0]
-            if len(r.samples) > 1:
+            if span.dropped_spans:
                 self.split_episodes += 1  # the template broke the prefix: train on the exact first part
-            out["prompt_ids"].append(sample.tokens[: sample.prompt_length])
-            out["completion_ids"].append(sample.tokens[sample.prompt_length :])
-            out["logprobs"].append(list(sample.rollout_logprobs))
-            out["env_mask"].append(list(sample.loss_mask))
-            out["swe_reward"].append(r.reward)
-            out["swe_status"].append(r.status)
+            out["prompt_ids"].append(span.prompt_ids)
+            out["completion_ids"].append(span.response_ids)
+            out["logprobs"].append(span.logprobs)
+            out["env_mask"].append(span.loss_mask)
+            out["swe_reward"].append(span.reward)
+            out["swe_status"].append(span.status)
         return out
 
 
@@ -337,10 +336,6 @@ def _trl_metrics_callback(log: RolloutLog) -> Any:
                 log.metrics.log(numbers, step=int(state.global_step))
 
     return TRLMetrics()
-
-
-def format_errors(traj: Any) -> int:
-    return sum(1 for s in traj.steps if s.error == "format_error") if traj is not None else 0
 
 
 def training_summary(run_dir: Path) -> dict[str, Any]:

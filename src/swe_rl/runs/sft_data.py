@@ -134,7 +134,7 @@ def _from_folder(folder: Path, result: InstanceResult | None, skipped: Counter[s
         messages=traj.messages,
         resolved=result.resolved,
         exit_status=traj.exit_status or result.exit_status,
-        format_errors=sum(1 for s in traj.steps if s.error == "format_error"),
+        format_errors=traj.format_errors,
         n_steps=len(traj.steps),
         metadata={"model": traj.model, "attempt": result.attempt, "patch_source": result.patch_source},
     )
