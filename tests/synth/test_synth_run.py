@@ -149,3 +149,17 @@ def test_stats_command(run):
     assert sum(counts["per_split"].values()) == len(report.tasks) and set(counts["per_split"]) == set(SPLIT)
     assert sum(counts["per_difficulty"].values()) == len(report.tasks)
     assert set(counts["per_kind"]) <= set(report.per_kind)
+
+
+def test_cli_with_a_relative_output_path(tmp_path):
+    """The bare repository is written from inside itself: a relative ``--out`` must still resolve."""
+    proc = subprocess.run(
+        [*SWE_RL, "tasks", "synth", "--repo", "builtin:statkit", "-o", "tasks.jsonl", "-n", "1", "-j", "1"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert len(load_tasks(str(tmp_path / "tasks.jsonl"))) == 1

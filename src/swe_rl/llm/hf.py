@@ -36,7 +36,10 @@ def smollm2_dir() -> Path:
     tokenizer = AutoTokenizer.from_pretrained(str(folder), gguf_file=gguf.name)
     quantized = AutoModelForCausalLM.from_pretrained(str(folder), gguf_file=gguf.name)
     # a GGUF-loaded model refuses save_pretrained; its dequantised weights go into a plain fp32 model
-    model = AutoModelForCausalLM.from_config(quantized.config)
+    config = quantized.config
+    if hasattr(config, "quantization_config"):
+        del config.quantization_config  # the weights are plain fp32 now; trainers refuse "quantized" models
+    model = AutoModelForCausalLM.from_config(config)
     model.load_state_dict(quantized.state_dict())
     staging = target.with_name(target.name + ".tmp")
     model.save_pretrained(staging)

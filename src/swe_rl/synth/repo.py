@@ -23,7 +23,7 @@ class TaskRepo:
     """A bare git repository written with plumbing commands (no work tree)."""
 
     def __init__(self, path: Path) -> None:
-        self.path = path
+        self.path = path = path.absolute()  # git runs with cwd=path: a relative index path would not resolve
         if not (path / "HEAD").is_file():
             path.mkdir(parents=True, exist_ok=True)
             git(["init", "-q", "--bare", "-b", "main"], path)
