@@ -1,11 +1,14 @@
-"""The scripted oracles: the compact one's zero-context diff makes exactly the gold change."""
+"""The scripted oracles: the compact one's zero-context diff and the debug one's sed line make exactly
+the gold change."""
 
 from __future__ import annotations
 
 import subprocess
 from pathlib import Path
 
-from swe_rl.llm.scripted import compact_oracle_replies, zero_context
+import pytest
+
+from swe_rl.llm.scripted import compact_oracle_replies, debug_oracle_replies, sed_fix, zero_context
 
 
 def _git(cwd: Path, *args: str, stdin: str | None = None) -> str:
@@ -74,3 +77,60 @@ def test_compact_oracle_resolves_with_the_compact_agent_config(task_by_id, envs,
         )
     )
     assert summary["resolved"] == 1 and summary["avg_steps"] == 2
+
+
+def _one_line_patch(old: str, new: str, line: int = 3) -> str:
+    return f"diff --git a/m.py b/m.py\n--- a/m.py\n+++ b/m.py\n@@ -{line - 1},3 +{line - 1},3 @@\n a = 1\n-{old}\n+{new}\n z = 2\n"
+
+
+@pytest.mark.parametrize(
+    "old,new,expected",
+    [
+        ("    return reslt / n", "    return result / n", "s/reslt/result/"),
+        ("    if 0 <= q <= 100:", "    if not 0 <= q <= 100:", "s/if /if not /"),
+        ("    return x[i + 1]", "    return x[i]", "s/ + 1//"),
+        ("    return a.b * c", "    return a.b / c", r"s/\*/\//"),
+        ("    return 0 if 0 else 10", "    return 0 if 1 else 10", "s/if 0/if 1/"),
+    ],
+)
+def test_sed_fix_is_the_smallest_unique_whole_word_change_and_sed_applies_it(tmp_path, old, new, expected):
+    command = sed_fix(_one_line_patch(old, new))
+    assert command is not None and command == f"sed -i '3{expected}' m.py"
+    (tmp_path / "m.py").write_text(f"head\na = 1\n{old}\nz = 2\n")
+    subprocess.run(command, shell=True, cwd=tmp_path, check=True)
+    assert (tmp_path / "m.py").read_text() == f"head\na = 1\n{new}\nz = 2\n"
+
+
+def test_sed_fix_declines_what_one_sed_line_cannot_say():
+    two_lines = "--- a/m.py\n+++ b/m.py\n@@ -1,2 +1,2 @@\n-a\n-b\n+A\n+B\n"
+    insertion = "--- a/m.py\n+++ b/m.py\n@@ -1,1 +1,2 @@\n a\n+b\n"
+    quoted = _one_line_patch("    return 'a'", '    return "a"')
+    assert sed_fix(two_lines) is None and sed_fix(insertion) is None and sed_fix(quoted) is None
+
+
+def test_debug_oracle_runs_the_failing_test_fixes_then_submits(task_by_id, envs, tmp_path):
+    import asyncio
+
+    from tests.conftest import available_factory
+
+    from swe_rl.agent.config import load_agent_config
+    from swe_rl.llm.base import SamplingParams
+    from swe_rl.llm.scripted import scripted_for
+    from swe_rl.runs.evaluation import EvalSettings, run_eval
+
+    task = task_by_id["swe-rl-builtin__statkit-1"]
+    replies = debug_oracle_replies(task)
+    assert len(replies) == 3 and task.FAIL_TO_PASS[0] in replies[0] and "tail -n 25" in replies[0]
+    summary = asyncio.run(
+        run_eval(
+            [task],
+            lambda t: scripted_for("oracle-debug", t),
+            envs,
+            available_factory("ns"),
+            load_agent_config("compact"),
+            SamplingParams(),
+            EvalSettings(output_dir=tmp_path / "ev"),
+            quiet=True,
+        )
+    )
+    assert summary["resolved"] == 1 and summary["avg_steps"] == 3

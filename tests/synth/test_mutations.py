@@ -82,6 +82,8 @@ def _mutants(kind: str) -> list[tuple[str, str]]:
         ("return_change", "return not (len(result) >= 1)"),
         ("constant_change", "if xs[i] > 1 and i % 2 == 0:"),
         ("args_swap", "return max(0, items[k])"),
+        ("name_typo", "result = reslt[: hi - lo]"),
+        ("name_typo", "x = x * facor"),
     ],
 )
 def test_each_kind_rewrites_one_place(kind, expected_line):
@@ -93,6 +95,15 @@ def test_each_kind_rewrites_one_place(kind, expected_line):
         ast.parse(text)  # every mutant is valid Python
         changed = [(a, b) for a, b in zip(CODE.splitlines(), text.splitlines(), strict=False) if a != b]
         assert changed or len(text.splitlines()) != len(CODE.splitlines())
+
+
+def test_typos_only_hit_local_names_and_never_a_bound_one():
+    typos = [d for d, _ in _mutants("name_typo")]
+    assert "`result` -> `reslt`" in typos and "`factor` -> `facor`" in typos
+    assert not any("`xs`" in d or "`sorted`" in d or "`abs`" in d for d in typos), typos  # short or not local
+    code = "def f(total, toal):\n    return total + toal\n"
+    found = {m.description for m in find_mutations("m.py", code, ast.parse(code)) if m.kind == "name_typo"}
+    assert found == {"`toal` -> `tol`"}  # `total` -> `toal` would read another binding: no NameError
 
 
 def test_statement_and_branch_deletion_and_guard_removal():

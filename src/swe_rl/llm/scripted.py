@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+import shlex
 import time
 from collections.abc import Callable, Sequence
 
@@ -121,17 +123,118 @@ def compact_oracle_replies(task: Task) -> list[str]:
     ]
 
 
+def debug_oracle_replies(task: Task) -> list[str]:
+    """A terse agent that works as a person would: run the first failing test, fix the line its
+    traceback points at (``sed`` on that line when the fix is one line, else a zero-context diff),
+    run the tests again, submit. Every action can be read off the observations before it, which is
+    what a small model imitating it has to learn."""
+    tests = sorted({t.split("::")[0] for t in task.FAIL_TO_PASS})
+    first = task.FAIL_TO_PASS[0] if task.FAIL_TO_PASS else " ".join(tests)
+    look = f"python -m pytest -q -p no:cacheprovider {shlex.quote(first)} 2>&1 | tail -n 25"
+    delimiter = "SWE_RL_FIX"
+    fix = (
+        sed_fix(task.patch)
+        or f"git apply --unidiff-zero - <<'{delimiter}'\n{zero_context(task.patch)}{delimiter}"
+    )
+    check = f" && python -m pytest -q -p no:cacheprovider {' '.join(tests)} 2>&1 | tail -n 2" if tests else ""
+    return [
+        bash_reply("Let me run the failing test to see where it breaks.", look),
+        bash_reply("The traceback shows the broken line; fix it and run the tests.", fix + check),
+        bash_reply("The tests pass now. Submitting.", SUBMIT),
+    ]
+
+
+_WORD = re.compile(r"\w")
+
+
+def sed_fix(patch: str) -> str | None:
+    """A one-line fix as ``sed -i 'Ns/OLD/NEW/' FILE`` (the smallest whole-word change), else None.
+
+    None when the patch touches more than one line, the change is not unique on its line, or the
+    text needs quoting a single-quoted shell word cannot hold.
+    """
+    path, line_no, old, new = _one_line_change(patch)
+    if path is None or old is None or new is None:
+        return None
+    start = 0
+    while start < min(len(old), len(new)) and old[start] == new[start]:
+        start += 1
+    end = 0
+    while end < min(len(old), len(new)) - start and old[-1 - end] == new[-1 - end]:
+        end += 1
+    a, b = start, len(old) - end  # old[a:b] becomes new[a : len(new) - end]
+    changed = old[a:b] + new[a : len(new) - end]
+    if changed and _WORD.match(changed[0]):  # never cut a word in two
+        while a > 0 and _WORD.match(old[a - 1]):
+            a -= 1
+    if changed and _WORD.match(changed[-1]):
+        while b < len(old) and _WORD.match(old[b]):
+            b += 1
+    while not old[a:b].strip() or old.count(old[a:b]) != 1:  # grow by a token until it is unique
+        if a > 0:
+            while a > 0 and not _WORD.match(old[a - 1]):
+                a -= 1
+            while a > 0 and _WORD.match(old[a - 1]):
+                a -= 1
+        elif b < len(old):
+            while b < len(old) and not _WORD.match(old[b]):
+                b += 1
+            while b < len(old) and _WORD.match(old[b]):
+                b += 1
+        else:
+            return None
+    before, after = old[a:b], new[a : len(new) - (len(old) - b)]
+    if old.replace(before, after, 1) != new:
+        return None
+    if any(c in before + after + path for c in "'\n\t") or not before.isascii() or not after.isascii():
+        return None
+    pattern = re.sub(r"([\\/.*\[\]^$])", r"\\\1", before)
+    replacement = re.sub(r"([\\/&])", r"\\\1", after)
+    return f"sed -i '{line_no}s/{pattern}/{replacement}/' {shlex.quote(path)}"
+
+
+def _one_line_change(patch: str) -> tuple[str | None, int, str | None, str | None]:
+    """(file, line, old text, new text) when the patch replaces exactly one line of one file."""
+    path: str | None = None
+    removed: list[tuple[int, str]] = []
+    added: list[str] = []
+    line_no = 0
+    for line in patch.splitlines():
+        if line.startswith("+++ "):
+            if path is not None:
+                return None, 0, None, None
+            path = line[4:].removeprefix("b/")
+        elif line.startswith(("diff --git", "index ", "--- ")):
+            continue
+        elif line.startswith("@@"):
+            line_no = int(line.split()[1][1:].split(",")[0])
+        elif line.startswith("-"):
+            removed.append((line_no, line[1:]))
+            line_no += 1
+        elif line.startswith("+"):
+            added.append(line[1:])
+        elif line.startswith("\\"):
+            return None, 0, None, None
+        else:
+            line_no += 1
+    if path is None or len(removed) != 1 or len(added) != 1:
+        return None, 0, None, None
+    return path, removed[0][0], removed[0][1], added[0]
+
+
 def never_submit_replies(task: Task, steps: int = 3) -> list[str]:
     """An agent that edits a file and never submits: the runner must fall back to the diff."""
     return [bash_reply("Let me add a note.", f"echo 'note {i}' >> NOTES.txt") for i in range(steps)] * 100
 
 
 def scripted_for(kind: str, task: Task) -> ScriptedLLM:
-    """``oracle``, ``oracle-compact``, ``never-submit`` or ``format-errors`` for one task."""
+    """``oracle``, ``oracle-compact``, ``oracle-debug``, ``never-submit`` or ``format-errors`` for one task."""
     if kind == "oracle":
         return ScriptedLLM(oracle_replies(task), name="scripted:oracle")
     if kind == "oracle-compact":
         return ScriptedLLM(compact_oracle_replies(task), name="scripted:oracle-compact")
+    if kind == "oracle-debug":
+        return ScriptedLLM(debug_oracle_replies(task), name="scripted:oracle-debug")
     if kind == "never-submit":
         return ScriptedLLM(never_submit_replies(task), name="scripted:never-submit")
     if kind == "format-errors":
@@ -141,7 +244,7 @@ def scripted_for(kind: str, task: Task) -> ScriptedLLM:
     from swe_rl.errors import ConfigError
 
     raise ConfigError(
-        f"unknown scripted model {kind!r}; use oracle, oracle-compact, never-submit or format-errors"
+        f"unknown scripted model {kind!r}; use oracle, oracle-compact, oracle-debug, never-submit or format-errors"
     )
 
 

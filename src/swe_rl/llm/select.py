@@ -8,7 +8,7 @@ from swe_rl.errors import ConfigError
 from swe_rl.llm.base import LLM
 from swe_rl.tasks.model import Task
 
-LLM_SPECS = "scripted:oracle | scripted:oracle-compact | scripted:never-submit | scripted:format-errors | hf:<model dir or 'smollm2'> | openai"
+LLM_SPECS = "scripted:oracle | scripted:oracle-compact | scripted:oracle-debug | scripted:never-submit | scripted:format-errors | hf:<model dir or 'smollm2'> | openai"
 
 
 class ModelChoice:

@@ -26,6 +26,7 @@ MutationKind = Literal[
     "stmt_delete",
     "branch_delete",
     "args_swap",
+    "name_typo",
 ]
 MUTATION_KINDS: tuple[str, ...] = MutationKind.__args__  # type: ignore[attr-defined]
 

@@ -96,8 +96,9 @@ Finder = Callable[[_Source, ast.AST, "_Ctx"], Iterator[tuple[MutationKind, str, 
 
 
 class _Ctx:
-    def __init__(self, func: ast.FunctionDef | ast.AsyncFunctionDef) -> None:
+    def __init__(self, func: ast.FunctionDef | ast.AsyncFunctionDef, module_names: frozenset[str]) -> None:
         self.func = func
+        self.module_names = module_names
         self.numeric = _numeric_names(func)
         self.assigned: dict[str, int] = {}
         for node in ast.walk(func):  # parameters count as a binding too
@@ -121,8 +122,9 @@ def find_mutations(path: str, text: str, tree: ast.Module, covered: set[int] | N
     """Every mutation of every function in the file, on covered lines only when ``covered`` is given."""
     src = _Source(path, text, tree)
     found: dict[str, Mutation] = {}
+    module_names = _bound_names(tree)
     for qualname, func in functions(tree):
-        ctx = _Ctx(func)
+        ctx = _Ctx(func, module_names)
         for node in [func, *_body_nodes(func)]:
             for finder in _FINDERS:
                 for kind, desc, edits, at in finder(src, node, ctx):
@@ -151,6 +153,25 @@ def _line_of(src: _Source, offset: int) -> int:
     import bisect
 
     return bisect.bisect_right(src.starts, offset)
+
+
+def _bound_names(tree: ast.Module) -> frozenset[str]:
+    """Every identifier the module mentions, plus the builtins: a typo must not land on one of them."""
+    import builtins
+
+    names = set(dir(builtins))
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Name):
+            names.add(node.id)
+        elif isinstance(node, ast.arg):
+            names.add(node.arg)
+        elif isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+            names.add(node.name)
+        elif isinstance(node, ast.alias):
+            names.add((node.asname or node.name).split(".")[0])
+        elif isinstance(node, ast.Attribute):
+            names.add(node.attr)
+    return frozenset(names)
 
 
 def _body_nodes(func: ast.FunctionDef | ast.AsyncFunctionDef) -> Iterator[ast.AST]:
@@ -464,6 +485,23 @@ def _args(
         )
 
 
+def _typo(
+    src: _Source, node: ast.AST, ctx: _Ctx
+) -> Iterator[tuple[MutationKind, str, list[TextEdit], ast.AST]]:
+    """A local name misspelled where it is read (one inner letter dropped): a NameError at run time."""
+    if not isinstance(node, ast.Name) or not isinstance(node.ctx, ast.Load) or node.id not in ctx.assigned:
+        return
+    name = node.id
+    if len(name) < 4 or not name.isidentifier():
+        return
+    cut = len(name) // 2
+    typo = name[:cut] + name[cut + 1 :]
+    if typo == name or typo in ctx.module_names or not typo.isidentifier():
+        return
+    start, end = src.span(node)
+    yield "name_typo", f"`{name}` -> `{typo}`", [TextEdit(start=start, end=end, new=typo)], node
+
+
 _FINDERS: list[Finder] = [
     _compare,
     _arith,
@@ -475,4 +513,5 @@ _FINDERS: list[Finder] = [
     _statements,
     _branches,
     _args,
+    _typo,
 ]
