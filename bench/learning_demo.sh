@@ -11,7 +11,10 @@
 # Stages are resumable: a stage whose output exists is skipped. Sizes come from the environment:
 #   W (work dir, default bench/results/learning), MODEL (smollm2), N (tasks, 60), SEED (1),
 #   SFT_EPOCHS (2), SFT_LR (5e-5), STEPS (12), TASKS_PER_STEP (8), GENS (8), RL_LR (1e-5),
-#   MAX_TOKENS (256), STEP_LIMIT (3), J (sandboxes at once, 32), STAGES ("all" or e.g. "synth sft").
+#   MAX_TOKENS (256), STEP_LIMIT (3), J (sandboxes at once, 32), STAGES ("all" or e.g. "synth sft"),
+#   KINDS (mutation kinds, e.g. "name_typo"; default all), ORACLE (scripted:oracle-compact),
+#   AGENT (agent config, swebench), TEST_MAX (evaluate at most this many test tasks; default all),
+#   SPLITS (the splits each stage is evaluated on, "test train").
 # On a GPU machine the whole run takes minutes; on a 2-core CPU use MODEL=tiny-qwen-ish sizes only.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -30,6 +33,11 @@ MAX_TOKENS=${MAX_TOKENS:-256}
 STEP_LIMIT=${STEP_LIMIT:-3}
 J=${J:-32}
 STAGES=${STAGES:-all}
+KINDS=${KINDS:-}
+ORACLE=${ORACLE:-scripted:oracle-compact}
+AGENT=${AGENT:-swebench}
+TEST_MAX=${TEST_MAX:-}
+SPLITS=${SPLITS:-test train}
 SWE=${SWE:-swe-rl}
 mkdir -p "$W"
 
@@ -39,19 +47,24 @@ say() { printf '\n[learning %s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
 evaluate() {  # evaluate SPLIT MODEL_DIR NAME: greedy eval, summary kept as NAME-SPLIT.json
   local split=$1 model=$2 name=$3 out="$W/eval-$3-$1"
   [ -f "$out/summary.json" ] && return 0
+  [[ " $SPLITS " == *" $split "* ]] || return 0
   say "eval $name on $split"
+  local limit=()
+  [ "$split" = test ] && [ -n "$TEST_MAX" ] && limit=(--max-instances "$TEST_MAX")
   $SWE eval --tasks "$W/tasks.$split.jsonl" --llm "hf:$model" -o "$out" -j "$J" --temperature 0 \
-    --step-limit "$STEP_LIMIT" --max-tokens "$MAX_TOKENS" >/dev/null || true
+    --step-limit "$STEP_LIMIT" --max-tokens "$MAX_TOKENS" --agent-config "$AGENT" "${limit[@]}" >/dev/null || true
 }
 
 if stage synth && [ ! -f "$W/tasks.jsonl" ]; then
   say "synthesize $N one-line tasks"
+  kinds=()
+  for k in $KINDS; do kinds+=(--kind "$k"); done
   $SWE tasks synth --repo builtin -o "$W/tasks.jsonl" -n "$N" --seed "$SEED" --multi 0 \
-    --difficulty one-line --split train:0.7,test:0.3 -j "$J"
+    --difficulty one-line --split train:0.7,test:0.3 -j "$J" "${kinds[@]}"
 fi
 if stage oracle && [ ! -f "$W/oracle/summary.json" ]; then
   say "golden trajectories on the train split"
-  $SWE eval --tasks "$W/tasks.train.jsonl" --llm scripted:oracle-compact -o "$W/oracle" -j "$J" >/dev/null
+  $SWE eval --tasks "$W/tasks.train.jsonl" --llm "$ORACLE" -o "$W/oracle" -j "$J" --agent-config "$AGENT" >/dev/null
 fi
 if stage sftdata && [ ! -d "$W/sft-data" ]; then
   $SWE data sft "$W/oracle" -o "$W/sft-data"
@@ -74,7 +87,7 @@ if stage rl; then
     rm -rf "$W/grpo"
     $SWE train rl --tasks "$W/tasks.train.jsonl" --model "$W/sft/final" --steps "$STEPS" \
       --tasks-per-step "$TASKS_PER_STEP" -g "$GENS" --lr "$RL_LR" --max-tokens "$MAX_TOKENS" \
-      --step-limit "$STEP_LIMIT" -j "$J" --seed "$SEED" -o "$W/grpo"
+      --step-limit "$STEP_LIMIT" -j "$J" --seed "$SEED" --agent-config "$AGENT" -o "$W/grpo"
   fi
   evaluate test "$W/grpo/final" grpo
   evaluate train "$W/grpo/final" grpo

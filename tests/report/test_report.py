@@ -62,6 +62,9 @@ def _chromium() -> str:
 def test_report_contents(run_dir):
     page = render_report(run_dir).read_text()
     assert "1/3 resolved" in page and "<svg" in page and "agent/turns_mean" in page
+    assert "format errors in 33% of attempts" in page  # the format-errors model, and only it
+    results = [json.loads(line) for line in (run_dir / "results.jsonl").read_text().splitlines()]
+    assert sorted(r["format_errors"] > 0 for r in results) == [False, False, True]
     data = json.loads(page.split('<script type="application/json" id="data">')[1].split("</script>")[0])
     assert len(data["trajectories"]) == 3
 

@@ -98,6 +98,8 @@ def _page(
     headline = f"{summary.get('resolved', 0)}/{summary.get('attempts', len(results))} resolved" + (
         f" ({rate:.1%})" if isinstance(rate, float) else ""
     )
+    if isinstance(summary.get("format_error_rate"), float):
+        headline += f" · format errors in {summary['format_error_rate']:.0%} of attempts"
     cost = sum(r.cost_usd for r in results)
     if cost or summary.get("run_cost_limit"):
         headline += f" · cost ${cost:.4f}"

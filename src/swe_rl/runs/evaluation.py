@@ -238,6 +238,7 @@ async def attempt_outcome(
 def _fill(result: InstanceResult, traj: Trajectory) -> None:
     result.exit_status = traj.exit_status or "infra_error"
     result.n_steps, result.tool_calls = len(traj.steps), traj.tool_calls
+    result.format_errors = traj.format_errors
     result.model_time_s, result.env_time_s = traj.model_time_s, traj.env_time_s
     result.prompt_tokens, result.completion_tokens = traj.prompt_tokens, traj.completion_tokens
     result.cost_usd = traj.cost_usd

@@ -22,6 +22,7 @@ class InstanceResult(BaseModel):
     patch_source: str = "none"  # submission | diff_fallback | none
     n_steps: int = 0
     tool_calls: int = 0
+    format_errors: int = 0  # replies without exactly one command block
     error: str | None = None
     elapsed: float = 0.0
     model_time_s: float = 0.0
@@ -59,6 +60,7 @@ def agent_metrics(results: Sequence[InstanceResult]) -> dict[str, float]:
         "agent/turns_sum": float(turns),
         "agent/tool_calls_mean": _mean([r.tool_calls for r in ok]),
         "agent/tool_calls_sum": float(calls),
+        "agent/format_error_rate": _mean([float(r.format_errors > 0) for r in ok]),
         "agent/total_time_mean": _mean(total),
         "agent/total_time_max": max(total),
         "agent/total_time_min": min(total),

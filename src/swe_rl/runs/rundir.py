@@ -87,6 +87,9 @@ class RunDir:
             "no_patch": sum(1 for r in finished if r.patch_source == "none"),
             "exit_statuses": _count(r.exit_status for r in results),
             "avg_steps": sum(r.n_steps for r in finished) / len(finished) if finished else 0.0,
+            "format_error_rate": (
+                sum(1 for r in finished if r.format_errors) / len(finished) if finished else 0.0
+            ),
             "avg_elapsed_s": sum(r.elapsed for r in finished) / len(finished) if finished else 0.0,
             "cost_usd": sum(r.cost_usd for r in results),
             "avg_cost_usd": sum(r.cost_usd for r in finished) / len(finished) if finished else 0.0,
