@@ -19,6 +19,7 @@ import random
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -195,18 +196,24 @@ class Synthesizer:
         timeout = self.opts.timeout or max(30.0, 10 * baseline.seconds)
         return _Prepared(source, parsed, clean, env, baseline, timeout)
 
+    def _env_fields(self) -> dict[str, Any]:
+        """What every task of this run shares: how its environment is built and its tests run."""
+        return {
+            "test_cmd": self.opts.test_cmd,
+            "log_parser": "parse_log_pytest",
+            "python": self.opts.python,
+            "install": self.opts.install,
+            "env_seed": list(self.opts.env_seed),
+            "repo_source": str(self.repo.path),
+        }
+
     def _clean_task(self, source: SourceTree, commit: str) -> Task:
         return Task(
             instance_id=f"{SYNTH_OWNER}__{source.name}-clean",
             repo=source.repo,
             base_commit=commit,
             created_at=source.created_at,
-            test_cmd=self.opts.test_cmd,
-            log_parser="parse_log_pytest",
-            python=self.opts.python,
-            install=self.opts.install,
-            env_seed=list(self.opts.env_seed),
-            repo_source=str(self.repo.path),
+            **self._env_fields(),
         )
 
     def _singles(self, prepared: list[_Prepared]) -> list[_Item]:
@@ -334,12 +341,7 @@ class Synthesizer:
             environment_setup_commit=base,
             FAIL_TO_PASS=run.fail_to_pass,
             PASS_TO_PASS=run.pass_to_pass,
-            test_cmd=self.opts.test_cmd,
-            log_parser="parse_log_pytest",
-            python=self.opts.python,
-            install=self.opts.install,
-            env_seed=list(self.opts.env_seed),
-            repo_source=str(self.repo.path),
+            **self._env_fields(),
             synth={
                 "source": p.source.origin,
                 "file": cand.path,
