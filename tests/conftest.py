@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 import tempfile
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 import pytest
@@ -21,6 +21,15 @@ from swe_rl.tasks.model import Task  # noqa: E402
 @pytest.fixture(scope="session")
 def cache_root() -> Path:
     return _SESSION_CACHE
+
+
+@pytest.fixture
+async def shared_executors() -> AsyncIterator[None]:
+    """For tests that reach the process-wide executors (the trainer adapters' ``shared_executor``): closes them."""
+    yield
+    from swe_rl.runs.executor import close_shared_executors
+
+    await close_shared_executors()
 
 
 @pytest.fixture(scope="session")

@@ -15,7 +15,7 @@ tokenizer_mod = pytest.importorskip("swe_rl.rl.tokenizer")
 
 
 @pytest.fixture(autouse=True)
-def _settings(monkeypatch):
+def _settings(monkeypatch, shared_executors):
     monkeypatch.setenv("SWE_RL_TOKENIZER", "qwen")
     monkeypatch.setenv("SWE_RL_BACKEND", "ns")
 

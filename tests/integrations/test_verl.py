@@ -18,7 +18,7 @@ omegaconf = pytest.importorskip("omegaconf")
 
 
 @pytest.fixture(autouse=True)
-def _settings(monkeypatch):
+def _settings(monkeypatch, shared_executors):
     monkeypatch.setenv("SWE_RL_TOKENIZER", "qwen")
     monkeypatch.setenv("SWE_RL_EXECUTOR", "local:ns")
 

@@ -457,7 +457,9 @@ async def test_an_executor_timeout_cancels_the_rollout_on_the_server(rollout_ser
     assert await _wait_for(lambda: not _leftovers(rollout_server, set())), _leftovers(rollout_server, set())
 
 
-async def test_slime_generate_through_the_rollout_service(rollout_server, tok, tasks, monkeypatch):
+async def test_slime_generate_through_the_rollout_service(
+    rollout_server, tok, tasks, monkeypatch, shared_executors
+):
     """The trainer side of the service: miles' real Sample from the returned ids, infra failures removed."""
     from swe_rl.integrations.slime import generate
 

@@ -1,5 +1,5 @@
-"""What the SkyRL and verl adapters share: a policy and rollout requests from ``SWE_RL_*`` settings, one
-executor per process, and the exact per-trajectory span of a rollout.
+"""What the SkyRL and verl adapters share: a policy and rollout requests from ``SWE_RL_*`` settings, and
+the exact per-trajectory span of a rollout (their executor is ``runs.executor.shared_executor``).
 
 Both trainers take one sample per dataset row (verl always; SkyRL unless ``step_wise_trajectories``): the
 first prompt's ids as the prompt and every later id as the response, loss mask 1 exactly on generated ids.
@@ -22,18 +22,8 @@ from pydantic import BaseModel
 from swe_rl.errors import ConfigError
 from swe_rl.llm.base import SamplingParams
 from swe_rl.rl.samples import TrainingSample
-from swe_rl.runs.executor import Executor, Policy, RolloutRequest, get_executor
+from swe_rl.runs.executor import Policy, RolloutRequest
 from swe_rl.runs.rollout import RolloutResult, request_from_env
-
-_EXECUTORS: dict[str, Executor] = {}
-
-
-def shared_executor(spec: str | None = None) -> Executor:
-    """The executor named by ``spec`` (default ``$SWE_RL_EXECUTOR`` or local), created once per process."""
-    spec = spec or os.environ.get("SWE_RL_EXECUTOR") or "local"
-    if spec not in _EXECUTORS:
-        _EXECUTORS[spec] = get_executor(spec)
-    return _EXECUTORS[spec]
 
 
 def policy_from_env(

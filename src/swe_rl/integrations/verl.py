@@ -33,11 +33,11 @@ from swe_rl.integrations.common import (
     build_request,
     policy_from_env,
     sampling_from,
-    shared_executor,
     task_of,
     trajectory_span,
 )
 from swe_rl.llm.base import SamplingParams
+from swe_rl.runs.executor import shared_executor
 from swe_rl.runs.rollout import RolloutResult
 
 try:

@@ -13,6 +13,7 @@ import os
 from collections.abc import Sequence
 from typing import Any
 
+from swe_rl.httpsession import LoopSession
 from swe_rl.llm.base import Completion, LLMError, Message, SamplingParams
 from swe_rl.llm.http import post_json
 
@@ -39,7 +40,7 @@ class OpenAIClient:
         self.max_retries = max_retries
         self.token_ids = token_ids
         self.backoff_s = backoff_s
-        self._session: Any = None
+        self._sessions = LoopSession(self._new_session)
 
     def _payload(self, messages: Sequence[Message], params: SamplingParams) -> dict[str, Any]:
         payload: dict[str, Any] = {
@@ -57,13 +58,9 @@ class OpenAIClient:
         return payload
 
     async def complete(self, messages: Sequence[Message], params: SamplingParams) -> Completion:
-        import aiohttp
-
-        if self._session is None or self._session.closed:
-            self._session = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=self.timeout_s))
         headers = {"Authorization": f"Bearer {self._api_key}"} if self._api_key else {}
         body, latency = await post_json(
-            self._session,
+            await self._sessions.get(),
             f"{self.api_base}/chat/completions",
             self._payload(messages, params),
             name=self.name,
@@ -73,10 +70,13 @@ class OpenAIClient:
         )
         return _parse(body, latency, self.name)
 
+    def _new_session(self) -> Any:
+        import aiohttp
+
+        return aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=self.timeout_s))
+
     async def close(self) -> None:
-        if self._session is not None:
-            await self._session.close()
-            self._session = None
+        await self._sessions.close()
 
 
 def _parse(body: bytes, latency: float, name: str) -> Completion:

@@ -13,6 +13,7 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
+from swe_rl.httpsession import LoopSession
 from swe_rl.llm.base import Completion, LLMError, Message, SamplingParams
 from swe_rl.llm.http import post_json
 from swe_rl.llm.prompts import PromptExtender
@@ -40,17 +41,13 @@ class SGLangClient:
         self.backoff_s = backoff_s
         self.template_kwargs = template_kwargs or {}
         self.extender = PromptExtender(tokenizer, **self.template_kwargs)
-        self._session: Any = None
+        self._sessions = LoopSession(self._new_session)
 
     def prompt_ids(self, messages: Sequence[Message]) -> list[int]:
         """The chat template's ids; after the first turn, the last prompt + completion ids extended."""
         return self.extender.prompt_ids(messages)
 
     async def complete(self, messages: Sequence[Message], params: SamplingParams) -> Completion:
-        import aiohttp
-
-        if self._session is None or self._session.closed:
-            self._session = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=self.timeout_s))
         prompt = self.prompt_ids(messages)
         sampling: dict[str, Any] = {
             "max_new_tokens": params.max_tokens,
@@ -61,7 +58,7 @@ class SGLangClient:
             sampling["sampling_seed"] = params.seed
         payload = {"input_ids": prompt, "sampling_params": sampling, "return_logprob": True}
         body, latency = await post_json(
-            self._session,
+            await self._sessions.get(),
             f"{self.url}/generate",
             payload,
             name=self.name,
@@ -98,7 +95,10 @@ class SGLangClient:
             latency_s=latency,
         )
 
+    def _new_session(self) -> Any:
+        import aiohttp
+
+        return aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=self.timeout_s))
+
     async def close(self) -> None:
-        if self._session is not None:
-            await self._session.close()
-            self._session = None
+        await self._sessions.close()

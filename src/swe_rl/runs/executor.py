@@ -191,7 +191,32 @@ class LocalExecutor:
                 await judge.close()
 
     async def close(self) -> None:
-        return None
+        """Close the sandbox factory's client, if it has one (a pool server's)."""
+        close = getattr(self.factory, "close", None)
+        if close is not None:
+            await close()
+
+
+_SHARED: dict[str, Executor] = {}
+
+
+def shared_executor(spec: str | None = None) -> Executor:
+    """The executor named by ``spec`` (default ``$SWE_RL_EXECUTOR`` or local), made once per process.
+
+    For trainer adapters, whose hooks have nowhere to keep one; :func:`close_shared_executors` ends them.
+    """
+    spec = spec or os.environ.get("SWE_RL_EXECUTOR") or "local"
+    if spec not in _SHARED:
+        _SHARED[spec] = get_executor(spec)
+    return _SHARED[spec]
+
+
+async def close_shared_executors() -> None:
+    """Close every shared executor and forget it (the next :func:`shared_executor` call makes a new one)."""
+    executors = list(_SHARED.values())
+    _SHARED.clear()
+    for executor in executors:
+        await executor.close()
 
 
 def get_executor(

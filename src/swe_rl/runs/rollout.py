@@ -173,9 +173,6 @@ def prm_from_env() -> Any:
     )
 
 
-_EXECUTORS: dict[str, Any] = {}
-
-
 async def rollout(
     task_record: dict[str, Any], policy_url: str, tokenizer: str, params: SamplingParams
 ) -> list[TrainingSample]:
@@ -184,13 +181,10 @@ async def rollout(
     Runs on the executor named by ``SWE_RL_EXECUTOR`` (local, pool:<url>, service:<url>, ray; one per process).
     An infrastructure failure gives one placeholder sample with status ``infra_error`` (to be removed).
     """
-    from swe_rl.runs.executor import get_executor
+    from swe_rl.runs.executor import shared_executor
 
     request = request_from_env(task_record, policy_url, tokenizer, params)
-    spec = os.environ.get("SWE_RL_EXECUTOR") or "local"
-    if spec not in _EXECUTORS:
-        _EXECUTORS[spec] = get_executor(spec)
-    result = await _EXECUTORS[spec].run(request)
+    result = await shared_executor().run(request)
     if result.status == "infra_error":
         return [infra_placeholder(str(task_record.get("instance_id", "")))]
     return result.samples

@@ -1,10 +1,11 @@
 """The ``service`` executor: each rollout is one ``POST /run`` to a rollout server (``swe-rl serve rollout``).
 
-The trainer's side of the rollout service. One pooled aiohttp session per event loop. ``url`` may list
-several rollout servers (comma-separated): each rollout goes to the one with the fewest of this client's
-rollouts in flight and stays there for its retries; a server that refuses connections is skipped. Every rollout gets
-one ``X-Request-ID`` that stays the same across retries, so a retried request joins or replays the first
-rollout and the server runs it once. A full server's ``503`` is retried after its ``Retry-After`` until
+The trainer's side of the rollout service. One pooled aiohttp session per event loop
+(:class:`swe_rl.httpsession.LoopSession`). ``url`` may list several rollout servers (comma-separated):
+each rollout goes to the one with the fewest of this client's rollouts in flight and stays there for its
+retries; a server that refuses connections is skipped. Every rollout gets one ``X-Request-ID`` that
+stays the same across retries, so a retried request joins or replays the first rollout and the server
+runs it once. A full server's ``503`` is retried after its ``Retry-After`` until
 ``max_wait_s``; dropped connections and 502/504 are retried with backoff. What still fails (server
 unreachable, timed out, a broken reply) comes back as an ``infra_error`` result and never raises; the
 server's typed 4xx (a bad request, an unknown instance id, a wrong token) raises :class:`ConfigError`,
@@ -27,6 +28,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from swe_rl.errors import ConfigError
+from swe_rl.httpsession import LoopSession
 from swe_rl.runs.executor import RolloutRequest
 from swe_rl.runs.rollout import RolloutResult
 
@@ -76,22 +78,11 @@ class ServiceExecutor:
         self.retries = retries
         self.backoff_s = backoff_s
         self.max_wait_s = max_wait_s
-        self._session: Any = None
-        self._loop: asyncio.AbstractEventLoop | None = None
+        self._sessions = LoopSession(_new_session)  # a trainer may call from several loops over its life
         self._counts = {k: 0 for k in ServiceStats.__dataclass_fields__}
 
     def statistics(self) -> ServiceStats:
         return ServiceStats(**self._counts)
-
-    def _client(self) -> Any:
-        import aiohttp
-
-        loop = asyncio.get_running_loop()
-        if self._session is None or self._session.closed or self._loop is not loop:
-            # a trainer may call from several event loops over its life; a session belongs to one
-            self._session = aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0))
-            self._loop = loop
-        return self._session
 
     def _headers(self, request_id: str) -> dict[str, str]:
         headers = {"Content-Type": "application/json", "X-Request-ID": request_id}
@@ -146,7 +137,8 @@ class ServiceExecutor:
             self._counts["bytes_sent"] += len(body)
             delay: float | None = None
             try:
-                async with self._client().post(
+                session = await self._sessions.get()
+                async with session.post(
                     url + "/run", data=body, headers=self._headers(request_id), timeout=timeout
                 ) as resp:
                     data = await resp.read()
@@ -191,7 +183,8 @@ class ServiceExecutor:
 
         url = self._server_of.get(request_id, self.urls[0])
         with contextlib.suppress(Exception):
-            async with self._client().delete(
+            session = await self._sessions.get()
+            async with session.delete(
                 f"{url}/run/{request_id}",
                 headers=self._headers(request_id),
                 timeout=aiohttp.ClientTimeout(total=5),
@@ -199,9 +192,13 @@ class ServiceExecutor:
                 await resp.read()
 
     async def close(self) -> None:
-        if self._session is not None and self._loop is asyncio.get_running_loop():
-            await self._session.close()
-        self._session = None
+        await self._sessions.close()
+
+
+def _new_session() -> Any:
+    import aiohttp
+
+    return aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0))
 
 
 def _infra(error: str) -> RolloutResult:

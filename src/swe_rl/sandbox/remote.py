@@ -1,8 +1,9 @@
 """The remote backend: sandboxes leased from a pool server (or an exec server) over HTTP.
 
-One pooled aiohttp session per factory. Every call carries an ``X-Request-ID`` that stays the same
-across retries, so a retried exec returns the first result and never runs twice. Transient failures
-(connection errors, 502/503/504) are retried with backoff; what still fails is a SandboxError.
+One pooled aiohttp session per factory and event loop (:class:`swe_rl.httpsession.LoopSession`). Every
+call carries an ``X-Request-ID`` that stays the same across retries, so a retried exec returns the first
+result and never runs twice. Transient failures (connection errors, 502/503/504) are retried with
+backoff; what still fails is a SandboxError.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ import uuid
 from typing import Any, Self
 
 from swe_rl.errors import SandboxError, SandboxUnavailableError
+from swe_rl.httpsession import LoopSession
 from swe_rl.sandbox.base import EnvSpec, ExecResult, Limits
 from swe_rl.sandbox.wire import AllocateResponse
 
@@ -32,15 +34,14 @@ class RemoteClient:
         self.token = token
         self.retries = retries
         self.backoff_s = backoff_s
-        self._session: Any = None
+        self._sessions = LoopSession(_new_session)
 
     async def post(
         self, path: str, body: dict[str, Any], *, timeout: float = 300.0, request_id: str | None = None
     ) -> dict[str, Any]:
         import aiohttp
 
-        if self._session is None or self._session.closed:
-            self._session = aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=256))
+        session = await self._sessions.get()
         headers = {"X-Request-ID": request_id or uuid.uuid4().hex}
         if self.token:
             headers["Authorization"] = f"Bearer {self.token}"
@@ -48,7 +49,7 @@ class RemoteClient:
         for attempt in range(self.retries + 1):
             retry_after = None
             try:
-                async with self._session.post(
+                async with session.post(
                     self.url + path, json=body, headers=headers, timeout=aiohttp.ClientTimeout(total=timeout)
                 ) as resp:
                     data = await resp.read()
@@ -66,9 +67,13 @@ class RemoteClient:
         raise SandboxError(f"{self.url}{path} failed after {self.retries + 1} attempts: {last}")
 
     async def close(self) -> None:
-        if self._session is not None:
-            await self._session.close()
-            self._session = None
+        await self._sessions.close()
+
+
+def _new_session() -> Any:
+    import aiohttp
+
+    return aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=256))
 
 
 def _error(data: bytes) -> tuple[str, str]:

@@ -1,0 +1,36 @@
+"""A trainer's process-wide ``pool:`` executor, called from one ``asyncio.run`` to the next."""
+
+from __future__ import annotations
+
+import asyncio
+
+from swe_rl.runs.executor import LocalExecutor, close_shared_executors, shared_executor
+from swe_rl.sandbox.base import EnvSpec
+from tests.conftest import available_factory
+from tests.service.servers import exec_server, pool_server
+
+
+def test_a_shared_pool_executor_leases_from_two_event_loops_then_closes(textkit_env: EnvSpec):
+    available_factory("ns")
+    node = exec_server(None, "--capacity", "2").start()
+    pool = pool_server([node]).start()
+    spec = f"pool:{pool.url}"
+
+    async def echo() -> str:
+        executor = shared_executor(spec)
+        assert isinstance(executor, LocalExecutor)
+        async with await executor.factory.create(textkit_env) as box:
+            return (await box.exec("echo ok", timeout=30)).output
+
+    try:
+        # each asyncio.run has its own loop; a session kept from the first one is bound to a closed loop
+        assert asyncio.run(echo()) == "ok\n"
+        assert asyncio.run(echo()) == "ok\n"
+        first = shared_executor(spec)
+        asyncio.run(close_shared_executors())
+        assert shared_executor(spec) is not first
+        asyncio.run(close_shared_executors())
+        assert node.get("/healthz")["running"] == 0
+    finally:
+        pool.stop()
+        node.stop()
