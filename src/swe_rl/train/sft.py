@@ -108,6 +108,9 @@ def train_sft(
         report_to=[],
         seed=settings.seed,
         use_cpu=not torch.cuda.is_available(),
+        # TRL defaults to bf16 and activation checkpointing: on a CPU without bf16 units that is ~30x slower
+        bf16=bool(torch.cuda.is_available() and torch.cuda.is_bf16_supported()),
+        gradient_checkpointing=torch.cuda.is_available(),
         dataloader_pin_memory=False,
         lr_scheduler_type="constant",
     )
