@@ -24,7 +24,12 @@ def sft(
     ],
     model: Annotated[
         str,
-        typer.Option("--model", "-m", help="smollm2, tiny-qwen (tests) or a transformers model directory."),
+        typer.Option(
+            "--model",
+            "-m",
+            help="smollm2, tiny-qwen (tests), tiny-qwen-m (a larger random Qwen3 for CPU learning runs) "
+            "or a transformers model directory.",
+        ),
     ] = "smollm2",
     output_dir: Annotated[
         Path, typer.Option("--output-dir", "-o", help="Checkpoints and train_sft.json.")

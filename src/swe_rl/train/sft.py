@@ -47,7 +47,7 @@ def _imports() -> tuple[Any, Any, Any]:
 
 
 def load_model_and_tokenizer(name: str, seed: int = 0) -> tuple[Any, Any]:
-    """``smollm2``, ``tiny-qwen`` (seeded random two-layer Qwen3) or a transformers model directory."""
+    """``smollm2``, ``tiny-qwen`` / ``tiny-qwen-m`` (seeded random small Qwen3s) or a model directory."""
     _imports()
     from swe_rl.llm.hf import load_model
     from swe_rl.rl.tokenizer import model_source
@@ -120,6 +120,10 @@ def train_sft(
         train_dataset=datasets.Dataset.from_list(examples),
         processing_class=tokenizer,
     )
+    if not torch.cuda.is_available():  # TRL's tiled LM head: ~3x slower on CPU (rl/lm_head.py)
+        from swe_rl.rl.lm_head import plain_lm_head
+
+        plain_lm_head(trainer.model)
     output = trainer.train()
     losses = [float(h["loss"]) for h in trainer.state.log_history if "loss" in h]
     result: dict[str, Any] = {
