@@ -14,7 +14,7 @@
 #   MAX_TOKENS (256), STEP_LIMIT (3), J (sandboxes at once, 32), STAGES ("all" or e.g. "synth sft"),
 #   KINDS (mutation kinds, e.g. "name_typo"; default all), ORACLE (scripted:oracle-compact),
 #   AGENT (agent config, swebench), TEST_MAX (evaluate at most this many test tasks; default all),
-#   SPLITS (the splits each stage is evaluated on, "test train").
+#   SPLITS (the splits each stage is evaluated on, "test train"), WALL (agent seconds per eval attempt, 600).
 # On a GPU machine the whole run takes minutes; on a 2-core CPU use MODEL=tiny-qwen-ish sizes only.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -38,6 +38,7 @@ ORACLE=${ORACLE:-scripted:oracle-compact}
 AGENT=${AGENT:-swebench}
 TEST_MAX=${TEST_MAX:-}
 SPLITS=${SPLITS:-test train}
+WALL=${WALL:-600}
 SWE=${SWE:-swe-rl}
 mkdir -p "$W"
 
@@ -52,7 +53,7 @@ evaluate() {  # evaluate SPLIT MODEL_DIR NAME: greedy eval, summary kept as NAME
   local limit=()
   [ "$split" = test ] && [ -n "$TEST_MAX" ] && limit=(--max-instances "$TEST_MAX")
   $SWE eval --tasks "$W/tasks.$split.jsonl" --llm "hf:$model" -o "$out" -j "$J" --temperature 0 \
-    --step-limit "$STEP_LIMIT" --max-tokens "$MAX_TOKENS" --agent-config "$AGENT" "${limit[@]}" >/dev/null || true
+    --step-limit "$STEP_LIMIT" --max-tokens "$MAX_TOKENS" --agent-config "$AGENT" --wall-time "$WALL" "${limit[@]}" >/dev/null || true
 }
 
 if stage synth && [ ! -f "$W/tasks.jsonl" ]; then

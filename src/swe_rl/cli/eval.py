@@ -60,6 +60,14 @@ def eval_command(
     step_limit: Annotated[
         int | None, typer.Option("--step-limit", min=1, help="Model calls per attempt.")
     ] = None,
+    wall_time: Annotated[
+        float | None,
+        typer.Option(
+            "--wall-time",
+            min=1.0,
+            help="Seconds an attempt's agent may run (the config's wall_time_s; raise it for local models on CPU).",
+        ),
+    ] = None,
     max_tokens: Annotated[int, typer.Option("--max-tokens", min=1, help="New tokens per model call.")] = 2048,
     temperature: Annotated[float, typer.Option("--temperature", min=0.0)] = 0.0,
     max_context: Annotated[
@@ -127,7 +135,9 @@ def eval_command(
         if remote is not None and llm and llm.startswith("hf:")
         else choose_model(llm, model, api_base)
     )
-    agent = load_agent_config(agent_config, step_limit=step_limit, cost_limit=cost_limit or None)
+    agent = load_agent_config(
+        agent_config, step_limit=step_limit, wall_time_s=wall_time, cost_limit=cost_limit or None
+    )
     prices = load_prices(price_file)
     if cost_limit or run_cost_limit:
         prices.require(choice.name)  # a limit on a model without a price would never stop anything
@@ -148,6 +158,7 @@ def eval_command(
             "backend": chosen_backend,
             "executor": executor,
             "step_limit": agent.step_limit,
+            "wall_time_s": agent.wall_time_s,
             "max_tokens": max_tokens,
             "temperature": temperature,
             "n_samples": n_samples,
