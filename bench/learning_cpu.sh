@@ -1,0 +1,152 @@
+#!/usr/bin/env bash
+# The CPU learning run (issue #7): does GRPO raise a small model's reward on a few builtin tasks, on CPU?
+#
+#   1. golden trajectories: the compact scripted oracle on TASKS (builtin ids) -> `swe-rl data sft`
+#   2. a short supervised warm start of tiny-qwen-m (random 4-layer Qwen3, real Qwen vocabulary):
+#      short on purpose, so that sampled episodes rarely solve a task but replies are well formed
+#   3. sampled (T) and greedy evaluations of the SFT checkpoint
+#   4. GRPO (`swe-rl train rl`) from the SFT checkpoint on the same tasks; report.html has the curves
+#   5. the same evaluations of the GRPO model; results.json; small files copied to RESULTS
+#
+# A tiny model memorizing a handful of tasks: a rising curve would show the RL loop learns, not that it
+# generalizes. What it gave so far: BENCHMARKS.md, "Learning on CPU" (not met yet).
+# Stages are resumable: a stage whose output exists is skipped. Sizes come from the environment:
+#   W (work dir, /tmp/learning-cpu), RESULTS (bench/results/learning-cpu; "" to skip the copy),
+#   TASKS (builtin ids), MODEL (tiny-qwen-m), SEED (0), SFT_STEPS (200), SFT_LR (3e-3), STEPS (12),
+#   TASKS_PER_STEP (4), GENS (4), RL_LR (2e-4), TEMP (1.0), MAX_TOKENS (200), STEP_LIMIT (1),
+#   EVAL_SAMPLES (4), J (sandboxes at once, 4), STAGES ("all" or e.g. "sft rl").
+# STEP_LIMIT 1: the golden fix is one command and the working tree's diff is graded, so one turn per
+# episode is enough and halves the tokens. Torch uses OMP_NUM_THREADS (default here 1: on a shared
+# 2-core machine more threads fight over the cores).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+W=${W:-/tmp/learning-cpu}
+RESULTS=${RESULTS-bench/results/learning-cpu}
+TASKS=${TASKS:-swe-rl-builtin__inikit-1 swe-rl-builtin__statkit-1 swe-rl-builtin__statkit-4 swe-rl-builtin__textkit-3}
+MODEL=${MODEL:-tiny-qwen-m}
+SEED=${SEED:-0}
+SFT_STEPS=${SFT_STEPS:-200}
+SFT_LR=${SFT_LR:-3e-3}
+STEPS=${STEPS:-12}
+TASKS_PER_STEP=${TASKS_PER_STEP:-4}
+GENS=${GENS:-4}
+RL_LR=${RL_LR:-2e-4}
+TEMP=${TEMP:-1.0}
+MAX_TOKENS=${MAX_TOKENS:-200}
+STEP_LIMIT=${STEP_LIMIT:-1}
+EVAL_SAMPLES=${EVAL_SAMPLES:-4}
+J=${J:-4}
+STAGES=${STAGES:-all}
+SWE=${SWE:-swe-rl}
+export OMP_NUM_THREADS=${OMP_NUM_THREADS:-1}
+mkdir -p "$W"
+
+IDS=()
+for id in $TASKS; do IDS+=(-i "$id"); done
+AGENT=(--agent-config compact --step-limit "$STEP_LIMIT" --max-tokens "$MAX_TOKENS")
+
+stage() { [ "$STAGES" = all ] || [[ " $STAGES " == *" $1 "* ]]; }
+say() { printf '\n[learning-cpu %s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
+
+evaluate() {  # evaluate MODEL_DIR NAME: sampled (T, EVAL_SAMPLES per task) and greedy evals
+  local model=$1 name=$2
+  if [ ! -f "$W/eval-$name-sampled/summary.json" ]; then
+    say "eval $name: $EVAL_SAMPLES samples a task at T $TEMP"
+    $SWE eval --tasks builtin "${IDS[@]}" --llm "hf:$model" -o "$W/eval-$name-sampled" -j "$J" \
+      --temperature "$TEMP" --n-samples "$EVAL_SAMPLES" "${AGENT[@]}" >/dev/null || true
+  fi
+  if [ ! -f "$W/eval-$name-greedy/summary.json" ]; then
+    say "eval $name: greedy"
+    $SWE eval --tasks builtin "${IDS[@]}" --llm "hf:$model" -o "$W/eval-$name-greedy" -j "$J" \
+      --temperature 0 "${AGENT[@]}" >/dev/null || true
+  fi
+}
+
+if stage oracle && [ ! -f "$W/oracle/summary.json" ]; then
+  say "golden trajectories (compact oracle) on: $TASKS"
+  $SWE eval --tasks builtin "${IDS[@]}" --llm scripted:oracle-compact --agent-config compact \
+    -o "$W/oracle" -j "$J" >/dev/null
+fi
+if stage sftdata && [ ! -d "$W/sft-data" ]; then
+  $SWE data sft "$W/oracle" -o "$W/sft-data"
+fi
+if stage sft; then
+  if [ ! -d "$W/sft/final" ]; then
+    say "supervised warm start: $MODEL, $SFT_STEPS steps at lr $SFT_LR"
+    start=$(date +%s)
+    $SWE train sft "$W/sft-data" --model "$MODEL" -o "$W/sft" --max-steps "$SFT_STEPS" --lr "$SFT_LR" \
+      --seed "$SEED"
+    echo $(($(date +%s) - start)) >"$W/sft/wall_s"
+  fi
+  evaluate "$W/sft/final" sft
+fi
+if stage rl; then
+  if [ ! -f "$W/grpo/summary.json" ]; then
+    say "GRPO from the SFT checkpoint: $STEPS steps x $TASKS_PER_STEP tasks x $GENS episodes, lr $RL_LR"
+    rm -rf "$W/grpo"
+    $SWE train rl --tasks builtin "${IDS[@]}" --model "$W/sft/final" --steps "$STEPS" \
+      --tasks-per-step "$TASKS_PER_STEP" -g "$GENS" --lr "$RL_LR" --temperature "$TEMP" "${AGENT[@]}" \
+      -j "$J" --seed "$SEED" -o "$W/grpo"
+  fi
+  evaluate "$W/grpo/final" grpo
+fi
+
+python3 - "$W" <<'PY'
+import json, sys
+from pathlib import Path
+
+w = Path(sys.argv[1])
+out = {"evals": {}}
+for name in ("sft", "grpo"):
+    for mode in ("sampled", "greedy"):
+        summary = w / f"eval-{name}-{mode}" / "summary.json"
+        if summary.is_file():
+            s = json.loads(summary.read_text())
+            out["evals"][f"{name}/{mode}"] = {
+                k: s.get(k) for k in ("attempts", "resolved", "resolve_rate", "errors", "exit_statuses")
+            }
+metrics = w / "grpo" / "metrics.jsonl"
+if metrics.is_file():
+    rows = [json.loads(x) for x in metrics.read_text().splitlines() if x.strip()]
+    curve = {}
+    for r in rows:
+        if "rl/resolve_rate" in r:
+            curve[r["step"]] = {
+                k.split("/")[1]: r[k]
+                for k in ("rl/resolve_rate", "rl/reward_mean", "rl/format_error_rate", "rl/rollout_time_s")
+                if k in r
+            }
+    out["grpo_curve"] = [{"step": s, **v} for s, v in sorted(curve.items())]
+summary = w / "grpo" / "summary.json"
+if summary.is_file():
+    out["grpo_train_time_s"] = json.loads(summary.read_text()).get("train_time_s")
+if (w / "sft" / "train_sft.json").is_file():
+    sft = json.loads((w / "sft" / "train_sft.json").read_text())
+    out["sft"] = {k: sft.get(k) for k in ("examples", "trained_tokens", "steps")}
+    out["sft"]["loss_first_last"] = [sft["losses"][0], sft["losses"][-1]] if sft.get("losses") else None
+    if (w / "sft" / "wall_s").is_file():
+        out["sft"]["wall_s"] = int((w / "sft" / "wall_s").read_text())
+(w / "results.json").write_text(json.dumps(out, indent=1))
+print(json.dumps(out, indent=1))
+PY
+
+if [ -n "$RESULTS" ]; then  # small files only: never model weights
+  mkdir -p "$RESULTS"
+  cp "$W/results.json" "$RESULTS/"
+  [ -f "$W/sft-data/data_card.json" ] && cp "$W/sft-data/data_card.json" "$RESULTS/"
+  [ -f "$W/sft/train_sft.json" ] && cp "$W/sft/train_sft.json" "$RESULTS/"
+  for run in "$W"/eval-*; do
+    [ -f "$run/summary.json" ] && cp "$run/summary.json" "$RESULTS/$(basename "$run").summary.json"
+  done
+  if [ -d "$W/grpo" ]; then
+    mkdir -p "$RESULTS/grpo"
+    for f in metrics.jsonl summary.json config.json report.html; do
+      [ -f "$W/grpo/$f" ] && cp "$W/grpo/$f" "$RESULTS/grpo/"
+    done
+    if [ -f "$W/grpo/rollouts.jsonl" ] && [ "$(stat -c %s "$W/grpo/rollouts.jsonl")" -lt 1000000 ]; then
+      cp "$W/grpo/rollouts.jsonl" "$RESULTS/grpo/"
+    fi
+  fi
+  say "results in $RESULTS/"
+fi
