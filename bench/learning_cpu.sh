@@ -11,7 +11,7 @@
 # A tiny model memorizing a handful of tasks: a rising curve would show the RL loop learns, not that it
 # generalizes. What it gave so far: BENCHMARKS.md, "Learning on CPU" (not met yet).
 # Stages are resumable: a stage whose output exists is skipped. Sizes come from the environment:
-#   W (work dir, /tmp/learning-cpu), RESULTS (bench/results/learning-cpu; "" to skip the copy),
+#   W (work dir, /tmp/learning-cpu), RESULTS (bench/results/learning-cpu/run-lr$RL_LR; "" to skip the copy),
 #   TASKS (builtin ids), MODEL (tiny-qwen-m), SEED (0), SFT_STEPS (200), SFT_LR (3e-3), STEPS (12),
 #   TASKS_PER_STEP (4), GENS (4), RL_LR (2e-4), TEMP (1.0), MAX_TOKENS (200), STEP_LIMIT (1),
 #   EVAL_SAMPLES (4), J (sandboxes at once, 4), STAGES ("all" or e.g. "sft rl").
@@ -22,7 +22,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 W=${W:-/tmp/learning-cpu}
-RESULTS=${RESULTS-bench/results/learning-cpu}
+RESULTS=${RESULTS-bench/results/learning-cpu/run-lr${RL_LR:-2e-4}}
 TASKS=${TASKS:-swe-rl-builtin__inikit-1 swe-rl-builtin__statkit-1 swe-rl-builtin__statkit-4 swe-rl-builtin__textkit-3}
 MODEL=${MODEL:-tiny-qwen-m}
 SEED=${SEED:-0}
