@@ -3,6 +3,7 @@ the gold change."""
 
 from __future__ import annotations
 
+import json
 import subprocess
 from pathlib import Path
 
@@ -77,6 +78,9 @@ def test_compact_oracle_resolves_with_the_compact_agent_config(task_by_id, envs,
         )
     )
     assert summary["resolved"] == 1 and summary["avg_steps"] == 2
+    (traj,) = (tmp_path / "ev").glob("*/traj.json")
+    fix_output = json.loads(traj.read_text())["messages"][3]["content"]
+    assert " passed" in fix_output and "here-document" not in fix_output  # the tests after the fix ran
 
 
 def _one_line_patch(old: str, new: str, line: int = 3) -> str:

@@ -111,16 +111,26 @@ def zero_context(patch: str) -> str:
 
 def compact_oracle_replies(task: Task) -> list[str]:
     """A terse agent that knows the fix: the change as a zero-context diff, applied and tested, then submit."""
-    delimiter = "SWE_RL_FIX"
-    tests = sorted({t.split("::")[0] for t in task.FAIL_TO_PASS})
-    check = f" && python -m pytest -q -p no:cacheprovider {' '.join(tests)} 2>&1 | tail -n 2" if tests else ""
     return [
         bash_reply(
             "The failing test points at the bug; apply the fix and run the test.",
-            f"git apply --unidiff-zero - <<'{delimiter}'\n{zero_context(task.patch)}{delimiter}{check}",
+            _diff_fix(task, _test_check(task)),
         ),
         bash_reply("The test passes now. Submitting.", SUBMIT),
     ]
+
+
+def _test_check(task: Task) -> str:
+    """`` && <run the failing tests' files>`` (empty without FAIL_TO_PASS)."""
+    tests = sorted({t.split("::")[0] for t in task.FAIL_TO_PASS})
+    return f" && python -m pytest -q -p no:cacheprovider {' '.join(tests)} 2>&1 | tail -n 2" if tests else ""
+
+
+def _diff_fix(task: Task, then: str) -> str:
+    """``git apply`` of the zero-context diff from a here-document, ``then`` chained on its first line
+    (after the closing delimiter it would be part of the delimiter line and never run)."""
+    delimiter = "SWE_RL_FIX"
+    return f"git apply --unidiff-zero - <<'{delimiter}'{then}\n{zero_context(task.patch)}{delimiter}"
 
 
 def debug_oracle_replies(task: Task) -> list[str]:
@@ -128,18 +138,14 @@ def debug_oracle_replies(task: Task) -> list[str]:
     traceback points at (``sed`` on that line when the fix is one line, else a zero-context diff),
     run the tests again, submit. Every action can be read off the observations before it, which is
     what a small model imitating it has to learn."""
-    tests = sorted({t.split("::")[0] for t in task.FAIL_TO_PASS})
-    first = task.FAIL_TO_PASS[0] if task.FAIL_TO_PASS else " ".join(tests)
+    first = task.FAIL_TO_PASS[0] if task.FAIL_TO_PASS else ""
     look = f"python -m pytest -q -p no:cacheprovider {shlex.quote(first)} 2>&1 | tail -n 25"
-    delimiter = "SWE_RL_FIX"
-    fix = (
-        sed_fix(task.patch)
-        or f"git apply --unidiff-zero - <<'{delimiter}'\n{zero_context(task.patch)}{delimiter}"
-    )
-    check = f" && python -m pytest -q -p no:cacheprovider {' '.join(tests)} 2>&1 | tail -n 2" if tests else ""
+    check = _test_check(task)
+    fixed = sed_fix(task.patch)
+    fix = fixed + check if fixed else _diff_fix(task, check)
     return [
         bash_reply("Let me run the failing test to see where it breaks.", look),
-        bash_reply("The traceback shows the broken line; fix it and run the tests.", fix + check),
+        bash_reply("The traceback shows the broken line; fix it and run the tests.", fix),
         bash_reply("The tests pass now. Submitting.", SUBMIT),
     ]
 
