@@ -48,9 +48,11 @@ def test_zero_context_handles_insertions_deletions_and_several_hunks():
 
 
 def test_compact_oracle_is_two_turns_that_test_then_submit(task_by_id):
-    replies = compact_oracle_replies(task_by_id["swe-rl-builtin__textkit-3"])
+    replies = compact_oracle_replies(task_by_id["swe-rl-builtin__textkit-4"])  # a multi-line fix: a diff
     assert len(replies) == 2 and "--unidiff-zero" in replies[0] and "pytest" in replies[0]
     assert "COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT" in replies[1]
+    one_line = compact_oracle_replies(task_by_id["swe-rl-builtin__textkit-3"])[0]
+    assert "sed -i '35s/text) </text) <=/' textkit/wrap.py && python -m pytest" in one_line
 
 
 def test_compact_oracle_resolves_with_the_compact_agent_config(task_by_id, envs, tmp_path):

@@ -110,27 +110,27 @@ def zero_context(patch: str) -> str:
 
 
 def compact_oracle_replies(task: Task) -> list[str]:
-    """A terse agent that knows the fix: the change as a zero-context diff, applied and tested, then submit."""
+    """A terse agent that knows the fix: the change (one ``sed`` line when it is one line, else a
+    zero-context diff), applied and tested, then submit."""
     return [
         bash_reply(
-            "The failing test points at the bug; apply the fix and run the test.",
-            _diff_fix(task, _test_check(task)),
+            "The failing test points at the bug; apply the fix and run the test.", _fix_and_test(task)
         ),
         bash_reply("The test passes now. Submitting.", SUBMIT),
     ]
 
 
-def _test_check(task: Task) -> str:
-    """`` && <run the failing tests' files>`` (empty without FAIL_TO_PASS)."""
+def _fix_and_test(task: Task) -> str:
+    """The gold change (``sed`` when one line, else ``git apply`` of a zero-context diff from a
+    here-document), then the failing tests' files. After a here-document the test command goes on its
+    first line: after the closing delimiter it would be part of that line and never run."""
     tests = sorted({t.split("::")[0] for t in task.FAIL_TO_PASS})
-    return f" && python -m pytest -q -p no:cacheprovider {' '.join(tests)} 2>&1 | tail -n 2" if tests else ""
-
-
-def _diff_fix(task: Task, then: str) -> str:
-    """``git apply`` of the zero-context diff from a here-document, ``then`` chained on its first line
-    (after the closing delimiter it would be part of the delimiter line and never run)."""
+    check = f" && python -m pytest -q -p no:cacheprovider {' '.join(tests)} 2>&1 | tail -n 2" if tests else ""
+    fixed = sed_fix(task.patch)
+    if fixed:
+        return fixed + check
     delimiter = "SWE_RL_FIX"
-    return f"git apply --unidiff-zero - <<'{delimiter}'{then}\n{zero_context(task.patch)}{delimiter}"
+    return f"git apply --unidiff-zero - <<'{delimiter}'{check}\n{zero_context(task.patch)}{delimiter}"
 
 
 def debug_oracle_replies(task: Task) -> list[str]:
@@ -140,12 +140,9 @@ def debug_oracle_replies(task: Task) -> list[str]:
     what a small model imitating it has to learn."""
     first = task.FAIL_TO_PASS[0] if task.FAIL_TO_PASS else ""
     look = f"python -m pytest -q -p no:cacheprovider {shlex.quote(first)} 2>&1 | tail -n 25"
-    check = _test_check(task)
-    fixed = sed_fix(task.patch)
-    fix = fixed + check if fixed else _diff_fix(task, check)
     return [
         bash_reply("Let me run the failing test to see where it breaks.", look),
-        bash_reply("The traceback shows the broken line; fix it and run the tests.", fix),
+        bash_reply("The traceback shows the broken line; fix it and run the tests.", _fix_and_test(task)),
         bash_reply("The tests pass now. Submitting.", SUBMIT),
     ]
 
