@@ -59,7 +59,9 @@ async def _churn(cycles: int, textkit_env) -> None:
                     await box.exec("true", timeout=5)
         finally:
             await box.close()
-    assert _leftovers() == before
+    after = _leftovers()
+    # machine-wide counts: another job's sandboxes may end meanwhile, but ours must add nothing
+    assert all(after[k] <= before[k] for k in before), (before, after)
 
 
 async def test_churn_with_random_kills_leaves_nothing(textkit_env):
