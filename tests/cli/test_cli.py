@@ -39,6 +39,15 @@ def test_unknown_instance_is_a_clean_error():
     assert "Traceback" not in out.stderr
 
 
+@pytest.mark.parametrize(
+    "args,message",
+    [(["tasks", "list", "builtin"], "unexpected extra argument"), (["eval", "--nope"], "No such option")],
+)
+def test_usage_errors_are_one_message_not_a_traceback(args, message):
+    out = swe_rl(*args)
+    assert out.returncode == 2 and message in out.stderr and "Traceback" not in out.stderr, out.stderr
+
+
 def test_env_validate_json(tasks, tmp_path):
     report = tmp_path / "r.json"
     out = swe_rl(

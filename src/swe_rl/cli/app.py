@@ -50,12 +50,12 @@ def main() -> None:
     except typer.Abort:
         print("aborted", file=sys.stderr)
         sys.exit(130)
-    except Exception as exc:  # click usage errors arrive here in non-standalone mode
-        import click
-
-        if isinstance(exc, click.ClickException):
-            exc.show()
-            sys.exit(exc.exit_code)
+    except Exception as exc:  # usage errors arrive here in non-standalone mode
+        # typer vendors its own click: its ClickException is not click's, so recognise one by its shape
+        show, exit_code = getattr(exc, "show", None), getattr(exc, "exit_code", None)
+        if callable(show) and isinstance(exit_code, int):
+            show()
+            sys.exit(exit_code)
         raise
     sys.exit(code if isinstance(code, int) else 0)
 
