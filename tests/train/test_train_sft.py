@@ -61,3 +61,21 @@ def test_missing_data_is_a_clear_error(tmp_path):
 
     with pytest.raises(ConfigError, match="no SFT data"):
         train_sft(tmp_path, "tiny-qwen", SFTTrainSettings(output_dir=tmp_path / "o"))
+
+
+def test_cli_json_output_is_json_alone(sft_dir, tmp_path):
+    import json
+    import subprocess
+    import sys
+
+    args = ["train", "sft", str(sft_dir), "--model", "tiny-qwen", "--max-steps", "2", "--max-length", "512"]
+    out = subprocess.run(
+        [sys.executable, "-m", "swe_rl.cli.app", *args, "-o", str(tmp_path / "o"), "--json"],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
+    assert out.returncode == 0, out.stderr[-2000:]
+    result = json.loads(out.stdout)  # the trainer's log lines went to stderr
+    assert result["steps"] == 2 and "loss" in out.stderr

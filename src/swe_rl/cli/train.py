@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+import sys
 from pathlib import Path
 from typing import Annotated
 
@@ -68,7 +70,11 @@ def sft(
         seed=seed,
     )
     note(f"train sft: model {model}, data {data}, output {output_dir}/")
-    result = train_sft(data, model, settings)
+    if json_out:  # the trainer's progress and log lines go to stderr: stdout is the JSON alone
+        with contextlib.redirect_stdout(sys.stderr):
+            result = train_sft(data, model, settings)
+    else:
+        result = train_sft(data, model, settings)
     if json_out:
         print_json(result)
     else:
