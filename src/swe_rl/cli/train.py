@@ -70,10 +70,8 @@ def sft(
         seed=seed,
     )
     note(f"train sft: model {model}, data {data}, output {output_dir}/")
-    if json_out:  # the trainer's progress and log lines go to stderr: stdout is the JSON alone
-        with contextlib.redirect_stdout(sys.stderr):
-            result = train_sft(data, model, settings)
-    else:
+    # with --json the trainer's progress and log lines go to stderr: stdout is the JSON alone
+    with contextlib.redirect_stdout(sys.stderr) if json_out else contextlib.nullcontext():
         result = train_sft(data, model, settings)
     if json_out:
         print_json(result)
