@@ -1,20 +1,26 @@
 #!/usr/bin/env bash
-# The CPU learning run (issue #7): does GRPO raise a small model's reward on a few builtin tasks, on CPU?
+# The CPU learning run (issue #7): does GRPO raise a small model's reward on builtin tasks, on CPU?
 #
-#   1. golden trajectories: the compact scripted oracle on TASKS (builtin ids) -> `swe-rl data sft`
-#   2. a short supervised warm start of tiny-qwen-m (random 4-layer Qwen3, real Qwen vocabulary):
-#      short on purpose, so that sampled episodes rarely solve a task but replies are well formed
-#   3. sampled (T) and greedy evaluations of the SFT checkpoint
-#   4. GRPO (`swe-rl train rl`) from the SFT checkpoint on the same tasks; report.html has the curves
-#   5. the same evaluations of the GRPO model; results.json; small files copied to RESULTS
+#   1. golden trajectories: the compact scripted oracle on TASKS (builtin ids, one turn) -> `swe-rl data sft`
+#   2. the warm start's data (WARM):
+#      shuffled (default): every task's prompt paired with every task's golden reply, so the warm-started
+#        model writes well-formed fixes but picks one at random: which fix belongs to which issue only the
+#        reward can teach (1 in len(TASKS) sampled episodes resolves before RL)
+#      gold: each prompt with its own golden reply (the model memorizes them; RL can only sharpen)
+#   3. supervised warm start of tiny-qwen-m (random 4-layer Qwen3, real Qwen vocabulary) on that data
+#   4. sampled (T) and greedy evaluations of the SFT checkpoint
+#   5. GRPO (`swe-rl train rl`) from the SFT checkpoint on the same tasks; report.html has the curves
+#   6. the same evaluations of the GRPO model; results.json; small files copied to RESULTS
 #
-# A tiny model memorizing a handful of tasks: a rising curve would show the RL loop learns, not that it
-# generalizes. What it gave so far: BENCHMARKS.md, "Learning on CPU" (not met yet).
+# A tiny model on a handful of tasks: a rising curve shows the RL loop learns from the graded reward (the
+# reward reaches the right episode, the advantage has the right sign, the update moves the policy), not
+# that it generalizes. Results: BENCHMARKS.md, "Learning on CPU".
 # Stages are resumable: a stage whose output exists is skipped. Sizes come from the environment:
-#   W (work dir, /tmp/learning-cpu), RESULTS (bench/results/learning-cpu/run-lr$RL_LR; "" to skip the copy),
-#   TASKS (builtin ids), MODEL (tiny-qwen-m), SEED (0), SFT_STEPS (200), SFT_LR (3e-3), STEPS (12),
-#   TASKS_PER_STEP (4), GENS (4), RL_LR (2e-4), TEMP (1.0), MAX_TOKENS (200), STEP_LIMIT (1),
-#   EVAL_SAMPLES (4), J (sandboxes at once, 4), STAGES ("all" or e.g. "sft rl").
+#   W (work dir, /tmp/learning-cpu), RESULTS (bench/results/learning-cpu/$WARM-lr$RL_LR; "" to skip the copy),
+#   TASKS (builtin ids: the 8 whose golden fix is one sed line), WARM (shuffled), MODEL (tiny-qwen-m),
+#   SEED (0), SFT_STEPS (300), SFT_LR (3e-3), SFT_BATCH (8), STEPS (30), TASKS_PER_STEP (4), GENS (8),
+#   RL_LR (5e-4), FREEZE (1: --freeze-embeddings), TEMP (1.0), MAX_TOKENS (128), STEP_LIMIT (1),
+#   EVAL_SAMPLES (8), J (sandboxes at once, 8), STAGES ("all" or e.g. "sft rl").
 # STEP_LIMIT 1: the golden fix is one command and the working tree's diff is graded, so one turn per
 # episode is enough and halves the tokens. Torch uses OMP_NUM_THREADS (default here 1: on a shared
 # 2-core machine more threads fight over the cores).
@@ -22,21 +28,25 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 W=${W:-/tmp/learning-cpu}
-RESULTS=${RESULTS-bench/results/learning-cpu/run-lr${RL_LR:-2e-4}}
-TASKS=${TASKS:-swe-rl-builtin__inikit-1 swe-rl-builtin__statkit-1 swe-rl-builtin__statkit-4 swe-rl-builtin__textkit-3}
+WARM=${WARM:-shuffled}
+RL_LR=${RL_LR:-5e-4}
+RESULTS=${RESULTS-bench/results/learning-cpu/$WARM-lr$RL_LR}
+SED_TASKS="inikit-1 inikit-2 statkit-1 statkit-3 statkit-4 textkit-1 textkit-2 textkit-3"
+TASKS=${TASKS:-$(printf 'swe-rl-builtin__%s ' $SED_TASKS)}
 MODEL=${MODEL:-tiny-qwen-m}
 SEED=${SEED:-0}
-SFT_STEPS=${SFT_STEPS:-200}
+SFT_STEPS=${SFT_STEPS:-300}
 SFT_LR=${SFT_LR:-3e-3}
-STEPS=${STEPS:-12}
+SFT_BATCH=${SFT_BATCH:-8}
+STEPS=${STEPS:-30}
 TASKS_PER_STEP=${TASKS_PER_STEP:-4}
-GENS=${GENS:-4}
-RL_LR=${RL_LR:-2e-4}
+GENS=${GENS:-8}
+FREEZE=${FREEZE:-1}
 TEMP=${TEMP:-1.0}
-MAX_TOKENS=${MAX_TOKENS:-200}
+MAX_TOKENS=${MAX_TOKENS:-128}
 STEP_LIMIT=${STEP_LIMIT:-1}
-EVAL_SAMPLES=${EVAL_SAMPLES:-4}
-J=${J:-4}
+EVAL_SAMPLES=${EVAL_SAMPLES:-8}
+J=${J:-8}
 STAGES=${STAGES:-all}
 SWE=${SWE:-swe-rl}
 export OMP_NUM_THREADS=${OMP_NUM_THREADS:-1}
@@ -45,6 +55,9 @@ mkdir -p "$W"
 IDS=()
 for id in $TASKS; do IDS+=(-i "$id"); done
 AGENT=(--agent-config compact --step-limit "$STEP_LIMIT" --max-tokens "$MAX_TOKENS")
+
+FREEZE_OPT=()
+[ "$FREEZE" = 1 ] && FREEZE_OPT=(--freeze-embeddings)
 
 stage() { [ "$STAGES" = all ] || [[ " $STAGES " == *" $1 "* ]]; }
 say() { printf '\n[learning-cpu %s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
@@ -64,19 +77,36 @@ evaluate() {  # evaluate MODEL_DIR NAME: sampled (T, EVAL_SAMPLES per task) and 
 }
 
 if stage oracle && [ ! -f "$W/oracle/summary.json" ]; then
-  say "golden trajectories (compact oracle) on: $TASKS"
-  $SWE eval --tasks builtin "${IDS[@]}" --llm scripted:oracle-compact --agent-config compact \
-    -o "$W/oracle" -j "$J" >/dev/null
+  say "golden trajectories (compact oracle, $STEP_LIMIT turn) on: $TASKS"
+  $SWE eval --tasks builtin "${IDS[@]}" --llm scripted:oracle-compact "${AGENT[@]}" -o "$W/oracle" -j "$J" \
+    >/dev/null
 fi
-if stage sftdata && [ ! -d "$W/sft-data" ]; then
-  $SWE data sft "$W/oracle" -o "$W/sft-data"
+if stage sftdata && [ ! -d "$W/gold-data" ]; then  # one turn never submits: keep the truncated episodes
+  $SWE data sft "$W/oracle" -o "$W/gold-data" --keep-truncated
+fi
+if stage sftdata && [ ! -f "$W/sft-data/chat.jsonl" ]; then
+  mkdir -p "$W/sft-data"
+  python3 - "$W/gold-data/chat.jsonl" "$W/sft-data/chat.jsonl" "$WARM" <<'PY'
+import json, sys
+
+rows = [json.loads(line) for line in open(sys.argv[1]) if line.strip()]
+warm = sys.argv[3]
+if warm not in ("gold", "shuffled"):
+    sys.exit(f"WARM must be gold or shuffled, not {warm!r}")
+with open(sys.argv[2], "w") as out:
+    for row in rows:  # messages: system, task, the golden reply (one turn)
+        for other in rows if warm == "shuffled" else [row]:
+            messages = row["messages"][:2] + other["messages"][2:3]
+            out.write(json.dumps({**row, "messages": messages, "reply_of": other["instance_id"]}) + "\n")
+print(f"{warm} warm start: {len(rows)} tasks -> {len(rows) ** 2 if warm == 'shuffled' else len(rows)} examples")
+PY
 fi
 if stage sft; then
   if [ ! -d "$W/sft/final" ]; then
-    say "supervised warm start: $MODEL, $SFT_STEPS steps at lr $SFT_LR"
+    say "supervised warm start ($WARM): $MODEL, $SFT_STEPS steps of $SFT_BATCH at lr $SFT_LR"
     start=$(date +%s)
     $SWE train sft "$W/sft-data" --model "$MODEL" -o "$W/sft" --max-steps "$SFT_STEPS" --lr "$SFT_LR" \
-      --seed "$SEED"
+      --batch-size "$SFT_BATCH" --seed "$SEED"
     echo $(($(date +%s) - start)) >"$W/sft/wall_s"
   fi
   evaluate "$W/sft/final" sft
@@ -87,7 +117,7 @@ if stage rl; then
     rm -rf "$W/grpo"
     $SWE train rl --tasks builtin "${IDS[@]}" --model "$W/sft/final" --steps "$STEPS" \
       --tasks-per-step "$TASKS_PER_STEP" -g "$GENS" --lr "$RL_LR" --temperature "$TEMP" "${AGENT[@]}" \
-      -j "$J" --seed "$SEED" -o "$W/grpo"
+      -j "$J" --seed "$SEED" -o "$W/grpo" "${FREEZE_OPT[@]}"
   fi
   evaluate "$W/grpo/final" grpo
 fi
@@ -134,7 +164,7 @@ PY
 if [ -n "$RESULTS" ]; then  # small files only: never model weights
   mkdir -p "$RESULTS"
   cp "$W/results.json" "$RESULTS/"
-  [ -f "$W/sft-data/data_card.json" ] && cp "$W/sft-data/data_card.json" "$RESULTS/"
+  [ -f "$W/gold-data/data_card.json" ] && cp "$W/gold-data/data_card.json" "$RESULTS/"
   [ -f "$W/sft/train_sft.json" ] && cp "$W/sft/train_sft.json" "$RESULTS/"
   for run in "$W"/eval-*; do
     [ -f "$run/summary.json" ] && cp "$run/summary.json" "$RESULTS/$(basename "$run").summary.json"

@@ -227,3 +227,17 @@ async def test_sglang_rollout_is_one_exact_sample_even_when_sampled_ids_are_not_
             start - sample.prompt_length : start - sample.prompt_length + len(generated)
         ] == [1] * len(generated)
     assert sum(sample.loss_mask) == sum(len(s.completion.completion_ids) for s in result.trajectory.steps)
+
+
+def test_frozen_token_embeddings_get_no_gradient_and_the_layers_do():
+    from transformers import AutoModelForCausalLM
+
+    model = AutoModelForCausalLM.from_pretrained(tokenizer_mod.tiny_qwen_dir())
+    embedding = model.get_input_embeddings().weight
+    assert model.get_output_embeddings().weight is embedding  # tied: one matrix, counted once
+    assert trl_mod.freeze_token_embeddings(model) == embedding.numel()
+    ids = torch.tensor([[1, 2, 3, 4, 5]])
+    model(input_ids=ids, labels=ids).loss.backward()
+    assert embedding.grad is None and not embedding.requires_grad
+    layer = model.model.layers[0].self_attn.q_proj.weight
+    assert layer.grad is not None and layer.grad.abs().sum() > 0

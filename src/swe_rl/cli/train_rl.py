@@ -65,6 +65,13 @@ def train_rl(
     save_steps: Annotated[
         int, typer.Option("--save-steps", min=0, help="Checkpoint every N steps (0: the final model only).")
     ] = 0,
+    freeze_embeddings: Annotated[
+        bool,
+        typer.Option(
+            help="Keep the token embeddings and LM head fixed: small models with a large vocabulary "
+            "(tiny-qwen-m) otherwise lose their replies to the unused tokens within a few steps."
+        ),
+    ] = False,
     seed: Annotated[int, typer.Option("--seed")] = 0,
     output_dir: Annotated[
         Path, typer.Option("--output-dir", "-o", help="The training run directory.")
@@ -100,6 +107,7 @@ def train_rl(
         temperature=temperature,
         max_concurrent=max_concurrent,
         save_steps=save_steps,
+        freeze_embeddings=freeze_embeddings,
         seed=seed,
         args={
             "tasks": tasks,

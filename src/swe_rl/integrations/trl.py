@@ -58,6 +58,10 @@ class GRPOSettings(BaseModel):
     save_steps: int = Field(
         default=0, ge=0, description="Checkpoint every N steps (0: only the final model)."
     )
+    freeze_embeddings: bool = Field(
+        default=False,
+        description="Keep the token embeddings and the LM head fixed (freeze_token_embeddings).",
+    )
     seed: int = 0
     args: dict[str, Any] = Field(default_factory=dict)
 
@@ -261,6 +265,8 @@ def train_grpo(
     if tokenizer.pad_token is None:
         tokenizer.pad_token = tokenizer.eos_token
     cuda = torch.cuda.is_available()  # load_model put the model there
+    if settings.freeze_embeddings:
+        freeze_token_embeddings(model)
     log = RolloutLog(out)
     rollout = SweRolloutFunc(
         tasks,
@@ -285,6 +291,7 @@ def train_grpo(
         report_to="none",
         use_cpu=not cuda,
         bf16=bool(cuda and torch.cuda.is_bf16_supported()),
+        gradient_checkpointing=cuda,  # recomputing activations only pays where memory is short
         seed=settings.seed,
         disable_tqdm=quiet,
         remove_unused_columns=False,
@@ -327,6 +334,26 @@ def train_grpo(
     )
     atomic_write_json(out / "summary.json", summary)
     return summary
+
+
+def freeze_token_embeddings(model: Any) -> int:
+    """Stop training the token embeddings and the LM head (one matrix when tied); returns the frozen count.
+
+    For a small model with a large vocabulary (tiny-qwen-m: 9.7M of its 9.9M parameters are the 151k-row
+    embedding) policy gradients wreck the head through Adam: an episode with a negative advantage pushes
+    every other token's logit up by a tiny amount, Adam scales each row's update to the learning rate
+    whatever the gradient's size, and within a few steps the mass of the 151k unused tokens swamps the
+    replies (BENCHMARKS.md, "Learning on CPU"). With the rows fixed the policy learns in the layers.
+    """
+    frozen = 0
+    seen: set[int] = set()
+    for module in (model.get_input_embeddings(), model.get_output_embeddings()):
+        weight = getattr(module, "weight", None)
+        if weight is not None and id(weight) not in seen:
+            seen.add(id(weight))
+            weight.requires_grad_(False)
+            frozen += weight.numel()
+    return frozen
 
 
 def _trl_metrics_callback(log: RolloutLog) -> Any:
