@@ -19,7 +19,8 @@
 #   W (work dir, /tmp/learning-cpu), RESULTS (bench/results/learning-cpu/$WARM-lr$RL_LR; "" to skip the copy),
 #   TASKS (builtin ids: the 8 whose golden fix is one sed line), WARM (shuffled), MODEL (tiny-qwen-m),
 #   SEED (0), SFT_STEPS (300), SFT_LR (3e-3), SFT_BATCH (8), STEPS (30), TASKS_PER_STEP (4), GENS (8),
-#   RL_LR (5e-4), FREEZE (1: --freeze-embeddings), TEMP (1.0), MAX_TOKENS (128), STEP_LIMIT (1),
+#   RL_LR (5e-4), FREEZE (1: --freeze-embeddings), TRL_ARGS (top_entropy_quantile=0.05: more GRPOConfig
+#   fields, space-separated KEY=VALUE), TEMP (1.0), MAX_TOKENS (128), STEP_LIMIT (1),
 #   EVAL_SAMPLES (8), J (sandboxes at once, 8), STAGES ("all" or e.g. "sft rl").
 # STEP_LIMIT 1: the golden fix is one command and the working tree's diff is graded, so one turn per
 # episode is enough and halves the tokens. Torch uses OMP_NUM_THREADS (default here 1: on a shared
@@ -42,6 +43,7 @@ STEPS=${STEPS:-30}
 TASKS_PER_STEP=${TASKS_PER_STEP:-4}
 GENS=${GENS:-8}
 FREEZE=${FREEZE:-1}
+TRL_ARGS=${TRL_ARGS-top_entropy_quantile=0.05}
 TEMP=${TEMP:-1.0}
 MAX_TOKENS=${MAX_TOKENS:-128}
 STEP_LIMIT=${STEP_LIMIT:-1}
@@ -56,8 +58,9 @@ IDS=()
 for id in $TASKS; do IDS+=(-i "$id"); done
 AGENT=(--agent-config compact --step-limit "$STEP_LIMIT" --max-tokens "$MAX_TOKENS")
 
-FREEZE_OPT=()
-[ "$FREEZE" = 1 ] && FREEZE_OPT=(--freeze-embeddings)
+RL_OPTS=()
+[ "$FREEZE" = 1 ] && RL_OPTS=(--freeze-embeddings)
+for kv in $TRL_ARGS; do RL_OPTS+=(--trl "$kv"); done
 
 stage() { [ "$STAGES" = all ] || [[ " $STAGES " == *" $1 "* ]]; }
 say() { printf '\n[learning-cpu %s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
@@ -117,7 +120,7 @@ if stage rl; then
     rm -rf "$W/grpo"
     $SWE train rl --tasks builtin "${IDS[@]}" --model "$W/sft/final" --steps "$STEPS" \
       --tasks-per-step "$TASKS_PER_STEP" -g "$GENS" --lr "$RL_LR" --temperature "$TEMP" "${AGENT[@]}" \
-      -j "$J" --seed "$SEED" -o "$W/grpo" "${FREEZE_OPT[@]}"
+      -j "$J" --seed "$SEED" -o "$W/grpo" "${RL_OPTS[@]}"
   fi
   evaluate "$W/grpo/final" grpo
 fi

@@ -155,3 +155,17 @@ def test_eval_bad_options_are_clean_errors(args, tmp_path):
     out = swe_rl("eval", *args, "-o", str(tmp_path / "run"))
     assert out.returncode == 2 and out.stderr.startswith("error:") and "Traceback" not in out.stderr
     assert not (tmp_path / "run").exists()
+
+
+@pytest.mark.parametrize(
+    ("trl", "message"),
+    [
+        ("top_entropy_quantile", "takes KEY=VALUE"),
+        ("no_such_field=1", "not GRPOConfig fields: no_such_field"),
+    ],
+)
+def test_train_rl_bad_trl_fields_are_clean_errors(trl, message, tmp_path):
+    pytest.importorskip("trl")
+    out = swe_rl("train", "rl", "--model", "tiny-qwen", "--trl", trl, "-o", str(tmp_path / "run"))
+    assert out.returncode == 2 and message in out.stderr and "Traceback" not in out.stderr, out.stderr
+    assert not (tmp_path / "run").exists()

@@ -142,6 +142,8 @@ def test_grpo_run_with_trl_writes_curve_metrics_and_a_loadable_model(tasks, envs
         num_generations=2,
         max_tokens=8,
         max_concurrent=2,
+        freeze_embeddings=True,
+        trl={"top_entropy_quantile": 0.5},
     )
     summary = trl_mod.train_grpo(
         tasks[:1], settings, available_factory("ns"), envs, load_agent_config(step_limit=2), quiet=True

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
@@ -18,6 +19,21 @@ from swe_rl.cli.common import (
     print_json,
     resolve_backend,
 )
+from swe_rl.errors import ConfigError
+
+
+def parse_assignments(items: list[str], option: str) -> dict[str, Any]:
+    """``KEY=VALUE`` strings -> a dict; values are JSON (numbers, booleans, lists) or else plain strings."""
+    out: dict[str, Any] = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise ConfigError(f"{option} takes KEY=VALUE, not {item!r}")
+        try:
+            out[key.strip()] = json.loads(value)
+        except json.JSONDecodeError:
+            out[key.strip()] = value
+    return out
 
 
 def train_rl(
@@ -72,6 +88,14 @@ def train_rl(
             "(tiny-qwen-m) otherwise lose their replies to the unused tokens within a few steps."
         ),
     ] = False,
+    trl: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--trl",
+            help="KEY=VALUE: any other field of TRL's GRPOConfig (repeatable; the value is read as JSON, "
+            "else as a string), e.g. --trl top_entropy_quantile=0.05 --trl loss_type=grpo.",
+        ),
+    ] = None,
     seed: Annotated[int, typer.Option("--seed")] = 0,
     output_dir: Annotated[
         Path, typer.Option("--output-dir", "-o", help="The training run directory.")
@@ -109,6 +133,7 @@ def train_rl(
         save_steps=save_steps,
         freeze_embeddings=freeze_embeddings,
         seed=seed,
+        trl=parse_assignments(trl or [], "--trl"),
         args={
             "tasks": tasks,
             "instances": len(selected),

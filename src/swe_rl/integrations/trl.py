@@ -20,6 +20,7 @@ Run directory: ``rollouts.jsonl`` (one line per episode: step, task, status, res
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import time
 from collections import defaultdict
@@ -63,6 +64,9 @@ class GRPOSettings(BaseModel):
         description="Keep the token embeddings and the LM head fixed (freeze_token_embeddings).",
     )
     seed: int = 0
+    trl: dict[str, Any] = Field(
+        default_factory=dict, description="More GRPOConfig fields (e.g. top_entropy_quantile), applied last."
+    )
     args: dict[str, Any] = Field(default_factory=dict)
 
 
@@ -247,6 +251,9 @@ def train_grpo(
 
     if not tasks:
         raise ConfigError("no training tasks")
+    unknown = sorted(set(settings.trl) - {f.name for f in dataclasses.fields(GRPOConfig)})
+    if unknown:
+        raise ConfigError(f"not GRPOConfig fields: {', '.join(unknown)} (TRL's GRPOConfig lists them)")
     if quiet:
         import warnings
 
@@ -278,25 +285,28 @@ def train_grpo(
         max_concurrent=settings.max_concurrent,
     )
     config = GRPOConfig(
-        output_dir=str(out),
-        max_steps=settings.steps,
-        per_device_train_batch_size=settings.tasks_per_step * settings.num_generations,
-        num_generations=settings.num_generations,
-        learning_rate=settings.learning_rate,
-        beta=settings.beta,
-        temperature=settings.temperature,
-        logging_steps=1,
-        save_steps=settings.save_steps or settings.steps + 1,
-        save_strategy="steps" if settings.save_steps else "no",
-        report_to="none",
-        use_cpu=not cuda,
-        bf16=bool(cuda and torch.cuda.is_bf16_supported()),
-        gradient_checkpointing=cuda,  # recomputing activations only pays where memory is short
-        seed=settings.seed,
-        disable_tqdm=quiet,
-        remove_unused_columns=False,
-        mask_truncated_completions=False,
-        max_completion_length=None,
+        **{
+            "output_dir": str(out),
+            "max_steps": settings.steps,
+            "per_device_train_batch_size": settings.tasks_per_step * settings.num_generations,
+            "num_generations": settings.num_generations,
+            "learning_rate": settings.learning_rate,
+            "beta": settings.beta,
+            "temperature": settings.temperature,
+            "logging_steps": 1,
+            "save_steps": settings.save_steps or settings.steps + 1,
+            "save_strategy": "steps" if settings.save_steps else "no",
+            "report_to": "none",
+            "use_cpu": not cuda,
+            "bf16": bool(cuda and torch.cuda.is_bf16_supported()),
+            "gradient_checkpointing": cuda,  # recomputing activations only pays where memory is short
+            "seed": settings.seed,
+            "disable_tqdm": quiet,
+            "remove_unused_columns": False,
+            "mask_truncated_completions": False,
+            "max_completion_length": None,
+            **settings.trl,
+        }
     )
     dataset = Dataset.from_list([{"prompt": t.instance_id} for t in tasks])
     trainer = GRPOTrainer(
