@@ -18,9 +18,9 @@
 # Stages are resumable: a stage whose output exists is skipped. Sizes come from the environment:
 #   W (work dir, /tmp/learning-cpu), RESULTS (bench/results/learning-cpu/$WARM-lr$RL_LR; "" to skip the copy),
 #   TASKS (builtin ids: the 8 whose golden fix is one sed line), WARM (shuffled), MODEL (tiny-qwen-m),
-#   SEED (0), SFT_STEPS (300), SFT_LR (3e-3), SFT_BATCH (8), STEPS (30), TASKS_PER_STEP (4), GENS (8),
-#   RL_LR (5e-4), FREEZE (1: --freeze-embeddings), TRL_ARGS (top_entropy_quantile=0.05: more GRPOConfig
-#   fields, space-separated KEY=VALUE), TEMP (1.0), MAX_TOKENS (128), STEP_LIMIT (1),
+#   SEED (0), SFT_STEPS (300), SFT_LR (3e-3), SFT_BATCH (8), STEPS (20), TASKS_PER_STEP (4), GENS (8),
+#   RL_LR (2e-4), FREEZE (1: --freeze-embeddings), TRL_ARGS (none; more GRPOConfig fields, space-separated
+#   KEY=VALUE, e.g. top_entropy_quantile=0.05), TEMP (1.0), MAX_TOKENS (128), STEP_LIMIT (1),
 #   EVAL_SAMPLES (8), J (sandboxes at once, 8), STAGES ("all" or e.g. "sft rl").
 # STEP_LIMIT 1: the golden fix is one command and the working tree's diff is graded, so one turn per
 # episode is enough and halves the tokens. Torch uses OMP_NUM_THREADS (default here 1: on a shared
@@ -30,7 +30,7 @@ cd "$(dirname "$0")/.."
 
 W=${W:-/tmp/learning-cpu}
 WARM=${WARM:-shuffled}
-RL_LR=${RL_LR:-5e-4}
+RL_LR=${RL_LR:-2e-4}
 RESULTS=${RESULTS-bench/results/learning-cpu/$WARM-lr$RL_LR}
 SED_TASKS="inikit-1 inikit-2 statkit-1 statkit-3 statkit-4 textkit-1 textkit-2 textkit-3"
 TASKS=${TASKS:-$(printf 'swe-rl-builtin__%s ' $SED_TASKS)}
@@ -39,11 +39,11 @@ SEED=${SEED:-0}
 SFT_STEPS=${SFT_STEPS:-300}
 SFT_LR=${SFT_LR:-3e-3}
 SFT_BATCH=${SFT_BATCH:-8}
-STEPS=${STEPS:-30}
+STEPS=${STEPS:-20}
 TASKS_PER_STEP=${TASKS_PER_STEP:-4}
 GENS=${GENS:-8}
 FREEZE=${FREEZE:-1}
-TRL_ARGS=${TRL_ARGS-top_entropy_quantile=0.05}
+TRL_ARGS=${TRL_ARGS-}
 TEMP=${TEMP:-1.0}
 MAX_TOKENS=${MAX_TOKENS:-128}
 STEP_LIMIT=${STEP_LIMIT:-1}
