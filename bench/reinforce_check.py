@@ -32,6 +32,12 @@ def main() -> None:
     parser.add_argument("--gens", type=int, default=8, help="Samples per prompt (the group).")
     parser.add_argument("--max-tokens", type=int, default=100)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument(
+        "--top-p",
+        type=float,
+        default=1.0,
+        help="Nucleus sampling for the rollouts (1.0: the full distribution).",
+    )
     args = parser.parse_args()
 
     import torch
@@ -68,7 +74,7 @@ def main() -> None:
                     do_sample=True,
                     temperature=1.0,
                     top_k=0,
-                    top_p=1.0,
+                    top_p=args.top_p,
                     max_new_tokens=args.max_tokens,
                     eos_token_id=eos,
                     pad_token_id=eos,
@@ -89,7 +95,7 @@ def main() -> None:
         entropies = []
         for (ids, reply), a in zip(samples, adv, strict=True):
             logp = model(torch.tensor([ids + reply])).logits[0, len(ids) - 1 : -1].log_softmax(-1)
-            entropies.append(float(-(logp.exp() * logp).sum(-1).mean()))
+            entropies.append(float(-(logp.exp() * logp).sum(-1).mean().detach()))
             if a != 0:
                 (-(a * logp.gather(1, torch.tensor(reply)[:, None])).sum() / n_tokens).backward()
         opt.step()

@@ -76,12 +76,13 @@ def tiny():
     return model, tok
 
 
-async def test_batched_policy_batches_turns_and_its_logprobs_are_the_models(tiny):
+@pytest.mark.parametrize("temperature", [1.0, 0.7])
+async def test_batched_policy_batches_turns_and_its_logprobs_are_the_models(tiny, temperature):
     from swe_rl.llm.hf import BatchedHFPolicy
 
     model, tok = tiny
     policy = BatchedHFPolicy(model, tok, window_s=0.05)
-    params = SamplingParams(max_tokens=6, temperature=1.0, seed=3)
+    params = SamplingParams(max_tokens=6, temperature=temperature, seed=3)
     convs = [[Message(role="user", content="x" * (i + 1))] for i in range(4)]
     first = await asyncio.gather(*(policy.complete(c, params) for c in convs))
     assert policy.batches == [4]
@@ -96,10 +97,11 @@ async def test_batched_policy_batches_turns_and_its_logprobs_are_the_models(tiny
     for a, b in zip(first, second, strict=True):
         assert b.prompt_ids[: len(a.prompt_ids) + len(a.completion_ids)] == [*a.prompt_ids, *a.completion_ids]
         assert len(b.logprobs) == len(b.completion_ids)
-        # teacher-forced logprobs of the same ids, unpadded, agree with what generation reported
+        # teacher-forced logprobs of the same ids, unpadded, agree with what generation reported: those of
+        # the distribution sampled from (logits / temperature), as the trainer scores them
         ids = torch.tensor([[*b.prompt_ids, *b.completion_ids]])
         with torch.no_grad():
-            logits = model(ids).logits[0, len(b.prompt_ids) - 1 : -1].float()
+            logits = model(ids).logits[0, len(b.prompt_ids) - 1 : -1].float() / temperature
         expected = torch.log_softmax(logits, -1).gather(1, torch.tensor(b.completion_ids)[:, None])[:, 0]
         assert torch.allclose(expected, torch.tensor(b.logprobs), atol=1e-3)
 
@@ -143,6 +145,7 @@ def test_grpo_run_with_trl_writes_curve_metrics_and_a_loadable_model(tasks, envs
         max_tokens=8,
         max_concurrent=2,
         freeze_embeddings=True,
+        top_p=0.9,
         trl={"top_entropy_quantile": 0.5},
     )
     summary = trl_mod.train_grpo(
@@ -152,6 +155,7 @@ def test_grpo_run_with_trl_writes_curve_metrics_and_a_loadable_model(tasks, envs
     assert len(rows) == 2 and {r["instance_id"] for r in rows} == {tasks[0].instance_id}
     assert all(r["status"] != "infra_error" and r["resolved"] is False for r in rows)
     assert summary["curve"][0]["resolve_rate"] == 0.0 and summary["steps"] == 1
+    assert json.loads((tmp_path / "run/config.json").read_text())["settings"]["top_p"] == 0.9
     metrics = [json.loads(line) for line in (tmp_path / "run/metrics.jsonl").read_text().splitlines()]
     assert any("rl/resolve_rate" in m for m in metrics) and any("trl/loss" in m for m in metrics)
     AutoModelForCausalLM.from_pretrained(tmp_path / "run/final")

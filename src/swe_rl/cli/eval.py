@@ -70,6 +70,15 @@ def eval_command(
     ] = None,
     max_tokens: Annotated[int, typer.Option("--max-tokens", min=1, help="New tokens per model call.")] = 2048,
     temperature: Annotated[float, typer.Option("--temperature", min=0.0)] = 0.0,
+    top_p: Annotated[
+        float,
+        typer.Option(
+            "--top-p",
+            min=0.01,
+            max=1.0,
+            help="Nucleus sampling: draw from the smallest set of tokens holding this much probability (1: all).",
+        ),
+    ] = 1.0,
     max_context: Annotated[
         int | None,
         typer.Option(
@@ -161,6 +170,7 @@ def eval_command(
             "wall_time_s": agent.wall_time_s,
             "max_tokens": max_tokens,
             "temperature": temperature,
+            "top_p": top_p,
             "n_samples": n_samples,
             "instances": len(selected),
             "cost_limit": cost_limit,
@@ -179,7 +189,7 @@ def eval_command(
                 env_cache(cache_dir, repo_cache),
                 factory,
                 agent,
-                SamplingParams(max_tokens=max_tokens, temperature=temperature),
+                SamplingParams(max_tokens=max_tokens, temperature=temperature, top_p=top_p),
                 settings,
                 remote=remote,
             )

@@ -55,6 +55,12 @@ class GRPOSettings(BaseModel):
     beta: float = Field(default=0.0, ge=0, description="KL coefficient (0: no reference model).")
     max_tokens: int = Field(default=256, ge=1, description="New tokens per turn.")
     temperature: float = Field(default=1.0, gt=0)
+    top_p: float = Field(
+        default=1.0,
+        gt=0,
+        le=1,
+        description="Nucleus sampling of the rollouts (the loss uses the full softmax).",
+    )
     max_concurrent: int = Field(default=16, ge=1, description="Episodes at once (sandboxes).")
     save_steps: int = Field(
         default=0, ge=0, description="Checkpoint every N steps (0: only the final model)."
@@ -280,7 +286,9 @@ def train_grpo(
         factory,
         cache,
         agent,
-        SamplingParams(max_tokens=settings.max_tokens, temperature=settings.temperature),
+        SamplingParams(
+            max_tokens=settings.max_tokens, temperature=settings.temperature, top_p=settings.top_p
+        ),
         log=log,
         max_concurrent=settings.max_concurrent,
     )
@@ -293,6 +301,7 @@ def train_grpo(
             "learning_rate": settings.learning_rate,
             "beta": settings.beta,
             "temperature": settings.temperature,
+            "top_p": settings.top_p,
             "logging_steps": 1,
             "save_steps": settings.save_steps or settings.steps + 1,
             "save_strategy": "steps" if settings.save_steps else "no",

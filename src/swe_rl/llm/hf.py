@@ -204,7 +204,9 @@ class BatchedHFPolicy:
                 generated = out.sequences[:, width:]
                 logprobs = torch.stack(
                     [
-                        torch.log_softmax(step.float(), dim=-1).gather(1, generated[:, t : t + 1]).squeeze(1)
+                        torch.log_softmax(step.float() / (params.temperature or 1.0), dim=-1)
+                        .gather(1, generated[:, t : t + 1])
+                        .squeeze(1)
                         for t, step in enumerate(out.logits)
                     ],
                     dim=1,
