@@ -45,6 +45,15 @@ RepoCacheOpt = Annotated[
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print machine-readable JSON on stdout.")]
 ConcurrencyOpt = Annotated[int, typer.Option("--concurrency", "-j", min=1, help="Tasks worked on at once.")]
 TimeoutOpt = Annotated[float, typer.Option("--timeout", min=1, help="Seconds allowed for one test run.")]
+TopPOpt = Annotated[
+    float,
+    typer.Option(
+        "--top-p",
+        min=0.01,
+        max=1.0,
+        help="Nucleus sampling: draw from the smallest set of tokens holding this much probability (1: all).",
+    ),
+]
 
 
 def run(coro: Coroutine[Any, Any, T]) -> T:

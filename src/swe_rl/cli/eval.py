@@ -12,6 +12,7 @@ from swe_rl.cli.common import (
     CacheOpt,
     InstancesOpt,
     RepoCacheOpt,
+    TopPOpt,
     env_cache,
     note,
     print_json,
@@ -70,15 +71,7 @@ def eval_command(
     ] = None,
     max_tokens: Annotated[int, typer.Option("--max-tokens", min=1, help="New tokens per model call.")] = 2048,
     temperature: Annotated[float, typer.Option("--temperature", min=0.0)] = 0.0,
-    top_p: Annotated[
-        float,
-        typer.Option(
-            "--top-p",
-            min=0.01,
-            max=1.0,
-            help="Nucleus sampling: draw from the smallest set of tokens holding this much probability (1: all).",
-        ),
-    ] = 1.0,
+    top_p: TopPOpt = 1.0,
     max_context: Annotated[
         int | None,
         typer.Option(

@@ -14,6 +14,7 @@ from swe_rl.cli.common import (
     InstancesOpt,
     JsonOpt,
     RepoCacheOpt,
+    TopPOpt,
     env_cache,
     note,
     print_json,
@@ -70,15 +71,7 @@ def train_rl(
     ] = 0.0,
     max_tokens: Annotated[int, typer.Option("--max-tokens", min=1, help="New tokens per turn.")] = 256,
     temperature: Annotated[float, typer.Option("--temperature", min=0.01)] = 1.0,
-    top_p: Annotated[
-        float,
-        typer.Option(
-            "--top-p",
-            min=0.01,
-            max=1.0,
-            help="Nucleus sampling: draw from the smallest set of tokens holding this much probability (1: all).",
-        ),
-    ] = 1.0,
+    top_p: TopPOpt = 1.0,
     step_limit: Annotated[int, typer.Option("--step-limit", min=1, help="Agent turns per episode.")] = 4,
     agent_config: Annotated[
         str | None, typer.Option("--agent-config", help="Shipped agent config name or a YAML file.")
