@@ -28,7 +28,7 @@
 #   EVAL_SAMPLES (8), J (sandboxes at once, 8), STAGES ("all" or e.g. "sft rl")
 # STEP_LIMIT 1: the golden fix is one command and the working tree's diff is graded, so one turn per
 # episode is enough and halves the tokens. TOP_P 0.9: the warm-started random model keeps a tail of junk
-# tokens that derails about a third of full-distribution samples. Torch uses OMP_NUM_THREADS (default
+# tokens that derails many full-distribution samples. Torch uses OMP_NUM_THREADS (default
 # here 1: on a shared 2-core machine more threads fight over the cores; 2 when the machine is yours).
 set -euo pipefail
 cd "$(dirname "$0")/.."

@@ -163,6 +163,7 @@ def test_grpo_run_with_trl_writes_curve_metrics_and_a_loadable_model(tasks, envs
 
     page = render_report(tmp_path / "run").read_text()  # a training run gets its curves
     assert "resolve rate per step" in page and page.count("<svg") == 4 and tasks[0].instance_id in page
+    assert "resolve rate 0% at the first step, 0% over the last 1, best 0% (step 0)" in page
     with pytest.raises(Exception, match="already holds a training run"):
         trl_mod.train_grpo(tasks[:1], settings, available_factory("ns"), envs, load_agent_config())
 

@@ -82,7 +82,14 @@ def render_training_report(run_dir: Path, out: Path | None = None) -> Path:
         f"<th>{k}</th>"
         for k in ("step", "instance", "status", "exit", "resolved", "reward", "turns", "format errors")
     )
-    first, last = (resolve[0][1], resolve[-1][1]) if resolve else (0.0, 0.0)
+    headline = f"{len(per_step)} steps, {len(episodes)} episodes"
+    if resolve:  # one step is a few dozen episodes: the last quarter's mean says more than the last step
+        tail = [rate for _, rate in resolve[-max(1, len(resolve) // 4) :]]
+        best_step, best = max(resolve, key=lambda point: point[1])
+        headline += (
+            f"; resolve rate {resolve[0][1]:.0%} at the first step, {sum(tail) / len(tail):.0%} over the last"
+            f" {len(tail)}, best {best:.0%} (step {best_step})"
+        )
     config = json.loads((run_dir / "config.json").read_text()) if (run_dir / "config.json").is_file() else {}
     settings = json.dumps(summary.get("settings") or config.get("settings") or {}, indent=1)
     page = f"""<!doctype html><html><head><meta charset="utf-8"><title>swe-rl training: {escape(run_dir.name)}</title>
@@ -90,8 +97,7 @@ def render_training_report(run_dir: Path, out: Path | None = None) -> Path:
 svg text{{font-size:11px}} svg text.t{{font-weight:600}} table{{border-collapse:collapse}}
 td,th{{border:1px solid #ddd;padding:2px 6px;text-align:left}} pre{{background:#f6f6f6;padding:8px}}</style></head>
 <body><h1>Training run {escape(run_dir.name)}</h1>
-<p id="headline">{len(per_step)} steps, {len(episodes)} episodes; resolve rate {first:.0%} at the first step,
-{last:.0%} at the last.</p>
+<p id="headline">{escape(headline)}.</p>
 <div>{"".join(charts)}</div>
 <h2>Settings</h2><pre>{escape(settings)}</pre>
 <h2>Episodes</h2><table><tr>{head}</tr>{rows}</table></body></html>"""
