@@ -9,6 +9,7 @@ times out) are *data*, returned in results. Exceptions are for what stops the wo
     │   ├── SynthError                             a repository tasks cannot be synthesized from
     │   └── MissingExtraError(ConfigError, ImportError)
     ├── PatchApplyError(SweRlError, ValueError)    a patch applies by none of the methods (data for grading)
+    ├── OutputLimitError(SweRlError, OSError)      a file or patch larger than its cap: refused, never truncated
     └── InfraError(SweRlError, RuntimeError)       the machinery failed; never scored as a wrong answer
         ├── SandboxError                           a sandbox could not be created, died, or misbehaved
         │   └── SandboxUnavailableError            a backend cannot run on this machine
@@ -51,6 +52,10 @@ class MissingExtraError(ConfigError, ImportError):
 
 class PatchApplyError(SweRlError, ValueError):
     """A patch could not be applied by any method."""
+
+
+class OutputLimitError(SweRlError, OSError):
+    """A file, patch or body is larger than its cap. It is refused whole, never truncated and used."""
 
 
 class InfraError(SweRlError, RuntimeError):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import time
 
 from swe_rl.sandbox.base import ExecResult
@@ -18,6 +19,18 @@ class CappedBuffer:
         self._head = bytearray()
         self._tail = bytearray()
         self.total = 0
+
+    @classmethod
+    def from_file(cls, fd: int, cap: int) -> CappedBuffer:
+        """The head and tail of a file's contents, read with at most ``cap`` bytes in memory."""
+        buf = cls(cap)
+        buf.total = os.fstat(fd).st_size
+        head = min(buf.total, cap // 2) if buf.total > cap else buf.total
+        buf._head += os.pread(fd, head, 0)
+        if buf.total > cap:
+            keep = cap - cap // 2
+            buf._tail += os.pread(fd, keep, buf.total - keep)
+        return buf
 
     def feed(self, chunk: bytes) -> None:
         self.total += len(chunk)

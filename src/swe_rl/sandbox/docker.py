@@ -252,9 +252,16 @@ class DockerSandbox(ShellFileOps):
 
 
 def _testbed_tar(testbed: Path, workdir: str) -> bytes:
+    """The testbed as root's files (the cached copy belongs to the ns backend's sandbox uid)."""
+
+    def as_root(info: tarfile.TarInfo) -> tarfile.TarInfo:
+        info.uid = info.gid = 0
+        info.uname = info.gname = "root"
+        return info
+
     buf = io.BytesIO()
     with tarfile.open(fileobj=buf, mode="w") as tar:
-        tar.add(testbed, arcname=workdir.lstrip("/"))
+        tar.add(testbed, arcname=workdir.lstrip("/"), filter=as_root)
     return buf.getvalue()
 
 

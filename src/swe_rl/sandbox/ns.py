@@ -2,16 +2,26 @@
 
 One sandbox = one ``bwrap`` process tree::
 
-    python (this process) ── spawner helper (small; forks for us, see spawner.py)
-                               └─ bwrap   joined the sandbox's cgroups, mounted a private size-limited tmpfs
-                                    └─ bash      pid 1 of a new pid namespace; the persistent shell
+    python (this process) ── spawner helper (root; forks for us, see spawner.py)
+                               └─ bwrap   joined the sandbox's cgroups and mounted a private tmpfs as
+                                          root, then dropped to SANDBOX_UID: it runs unprivileged
+                                    └─ bash      pid 1 of a new pid namespace; the persistent shell,
+                                                 non-dumpable (an execute-only copy, identity.py)
                                          └─ ( command )   one subshell per exec, its own process group
 
-Every namespace is unshared (net keeps only loopback unless Limits.network), all capabilities are
-dropped, user namespaces are disabled inside, a seccomp filter denies the calls in
-:mod:`.seccomp`, and the root holds only the host's /usr, a minimal /etc, the env's venv and
-interpreter prefix (read-only), and the testbed as an overlay whose upper layer lives on the private
-tmpfs. When bwrap or this process dies, everything goes with it: no mount or process outlives it.
+Every namespace is unshared (net keeps only loopback unless Limits.network), uid 0 inside is the
+unprivileged host uid SANDBOX_UID, all capabilities are dropped, user namespaces are disabled inside, a
+seccomp filter denies the calls in :mod:`.seccomp`, and the root holds only the host's /usr, a minimal
+/etc, the env's venv and interpreter prefix (read-only), and the testbed as an overlay whose upper
+layer lives on the private tmpfs. When bwrap or this process dies, everything goes with it: no mount or
+process outlives it.
+
+The control channel is out of the commands' reach. The shell reads requests on its stdin and answers
+each with one line, the command's exit status, on its stdout; a command runs with neither: its stdin is
+/dev/null and its output goes to a file of its own in ``/run/ctl``, a directory of host root's that the
+sandbox can neither list nor create files in. This process creates that file (a random name), reads it
+after the status arrives and removes it, so a command cannot forge a status, cut its output short or
+write into a later command's result, and a background job's output stays in its own command's file.
 """
 
 from __future__ import annotations
@@ -19,42 +29,51 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import re
 import secrets
 import shlex
 import shutil
+import signal
 import time
 import uuid
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Self
 
-from swe_rl.errors import SandboxError, SandboxUnavailableError
+from swe_rl.errors import OutputLimitError, SandboxError, SandboxUnavailableError
 from swe_rl.sandbox._output import CappedBuffer
 from swe_rl.sandbox._proc import SpawnedProcess
 from swe_rl.sandbox.base import EnvSpec, ExecResult, Limits
 from swe_rl.sandbox.cgroups import SandboxCgroup, cgroup_version, reap_stale_cgroups
-from swe_rl.sandbox.runtime import root_binds, rootfs_binds
+from swe_rl.sandbox.identity import SANDBOX_UID, exec_only_shell, own_testbed
+from swe_rl.sandbox.runtime import root_binds, rootfs_binds, runtime_etc
 from swe_rl.sandbox.seccomp import seccomp_bpf
-from swe_rl.sandbox.shell import FILE_CAP, ShellFileOps, base_environment
+from swe_rl.sandbox.shell import FILE_CAP, base_environment, diff_command
 from swe_rl.sandbox.spawner import spawner
 
 MOUNTPOINT = Path("/tmp/.swe-rl-ns")  # an empty host dir; each sandbox mounts its tmpfs here privately
+CTL = "/run/ctl"  # the per-command output files, inside the sandbox
+# The ctl tmpfs holds the output files (a command that prints more gets "No space left on device")
+# and the files write_file passes in; its pages count against the sandbox's memory limit.
+CTL_BYTES = 3 * FILE_CAP
 START_TIMEOUT = 30.0
 KILL_GRACE = 5.0
+_STATUS = re.compile(rb"(\d{1,3})\n")
 
-# The persistent shell. A request is a header line (the reply tag) and a NUL-terminated snippet; the
-# reply is the command's output followed by the tag and its exit status. SIGUSR1 kills the running
-# command's process group (job control gives each command its own group).
+# The persistent shell. A request is the name of the command's output file on one line, then the
+# command, NUL-terminated; the reply is one line, its exit status. SIGUSR1 kills the running command's
+# process group (job control gives each command its own group).
 _SERVE = r"""
 set -m
 trap 'kill -KILL -- -"$pid" 2>/dev/null' USR1
-printf '%s0\n' "$1"
-while IFS= read -r tag; do
+echo ready
+while IFS= read -r out; do
   IFS= read -r -d '' snippet
-  ( unset tag; eval "$snippet" ) </dev/null 2>&1 &
+  ( unset out; eval "$snippet" ) </dev/null >"/run/ctl/$out" 2>&1 &
   pid=$!
   wait "$pid"; rc=$?
   while [ "$rc" -gt 128 ] && kill -0 "$pid" 2>/dev/null; do wait "$pid"; rc=$?; done
-  printf '%s%d\n' "$tag" "$rc"
+  echo "$rc"
 done
 """
 
@@ -91,7 +110,7 @@ def ns_unavailable_reason() -> str | None:
     return None
 
 
-class NsSandbox(ShellFileOps):
+class NsSandbox:
     """A bubblewrap sandbox with a persistent shell. Create with :meth:`NsFactory.create`."""
 
     def __init__(self, env: EnvSpec, limits: Limits) -> None:
@@ -99,32 +118,34 @@ class NsSandbox(ShellFileOps):
         self.env = env
         self.limits = limits
         self._proc: SpawnedProcess | None = None
+        self._ctl: int | None = None  # O_PATH fd of the sandbox's ctl directory, seen from the host
         self._cgroup: SandboxCgroup | None = None
         self._stderr_tail = b""
         self._stderr_task: asyncio.Task[None] | None = None
         self._lock = asyncio.Lock()
-        self._generation = 0
         self._closed = False
         self._broken: str | None = None
 
     # -- lifecycle --------------------------------------------------------------------------------
     async def _start(self) -> None:
-        self._generation += 1
         if self._cgroup is None:  # reset() keeps the cgroup: only its processes are replaced
             self._cgroup = await asyncio.to_thread(SandboxCgroup, self.id, self.limits)
-        ready = secrets.token_hex(16)
-        pipes = [os.pipe() for _ in range(4)]  # stdin, stdout, stderr, seccomp program
+        pipes = [os.pipe() for _ in range(4)]  # requests, statuses, stderr, seccomp program
         (in_r, in_w), (out_r, out_w), (err_r, err_w), (bpf_r, bpf_w) = pipes
         try:
+            binds = await asyncio.to_thread(self._host_binds)
             os.write(bpf_w, seccomp_bpf())  # small: fits the pipe buffer
             os.close(bpf_w)
             pid = await asyncio.to_thread(
                 spawner().spawn,
-                self._bwrap_args(3, ready),
+                self._bwrap_args(3),
                 [in_r, out_w, err_w, bpf_r],
                 cgroup_procs=[p.decode() for p in self._cgroup.procs_files],
                 mountpoint=str(MOUNTPOINT),
                 tmpfs_opts=f"size={self.limits.disk_mb}m,mode=0755",
+                ctl_tmpfs_opts=f"size={CTL_BYTES},mode=0711",
+                uid=SANDBOX_UID,
+                binds=binds,
             )
         except BaseException:
             for fd in (in_r, in_w, out_r, out_w, err_r, err_w, bpf_r):
@@ -137,19 +158,41 @@ class NsSandbox(ShellFileOps):
         self._proc = await SpawnedProcess.attach(pid, in_w, out_r, err_r)
         self._stderr_task = asyncio.ensure_future(self._drain_stderr())
         try:
-            await asyncio.wait_for(self._read_reply(ready.encode(), CappedBuffer(4096)), START_TIMEOUT)
-        except (TimeoutError, SandboxError) as exc:
+            line = await asyncio.wait_for(self._proc.stdout.readline(), START_TIMEOUT)
+            if line != b"ready\n":
+                raise SandboxError(f"unexpected greeting {line[:80]!r}")
+            # bwrap's own process stays in the spawner's mount namespace, where the tmpfs is
+            self._ctl = os.open(
+                f"/proc/{pid}/root{MOUNTPOINT}/ctl", os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC
+            )
+        except (TimeoutError, SandboxError, OSError) as exc:
             await asyncio.sleep(0.01)  # let the drain task collect bwrap's message
             detail = self._stderr_tail.decode(errors="replace").strip()
             await self._teardown()
             raise SandboxError(f"sandbox {self.id} did not start: {detail or exc}") from None
 
-    def _bwrap_args(self, bpf_fd: int, ready: str) -> list[str]:
+    def _host_binds(self) -> list[tuple[str, str]]:
+        """Host paths the spawner binds into the tmpfs as root, by name (see _bwrap_args)."""
+        env = self.env
+        own_testbed(env.testbed)
+        binds = [(str(env.testbed), "testbed"), (str(exec_only_shell(env.rootfs)), "shell")]
+        if env.rootfs is not None:
+            binds.append((str(env.rootfs), "rootfs"))
+        else:
+            binds.append((str(runtime_etc()), "etc"))
+            binds += [(str(p), n) for p, n in ((env.venv, "venv"), (env.python_prefix, "prefix")) if p]
+        return binds
+
+    def _bwrap_args(self, bpf_fd: int) -> list[str]:
         env, mnt = self.env, str(MOUNTPOINT)
         args = [
             bwrap_path() or "bwrap",
             "--unshare-all",
             "--unshare-user",
+            "--uid",
+            "0",
+            "--gid",
+            "0",
             "--disable-userns",
             "--die-with-parent",
             "--new-session",
@@ -161,7 +204,7 @@ class NsSandbox(ShellFileOps):
         ]
         if self.limits.network:
             args.append("--share-net")
-        args += rootfs_binds(env.rootfs) if env.rootfs else root_binds()
+        args += rootfs_binds(env.rootfs, f"{mnt}/b/rootfs") if env.rootfs else root_binds(f"{mnt}/b/etc")
         args += [
             "--proc",
             "/proc",
@@ -176,22 +219,28 @@ class NsSandbox(ShellFileOps):
             "/root",
             "--dir",
             "/run",
+            "--bind",
+            f"{mnt}/ctl",
+            CTL,
+            "--ro-bind",
+            f"{mnt}/b/shell",
+            "/run/sh",
         ]
         bound = [Path("/usr")]
         # an imported env's venv and interpreter are paths inside its root, already there
-        for path in (env.python_prefix, env.venv) if env.rootfs is None else ():
+        for path, name in ((env.python_prefix, "prefix"), (env.venv, "venv")) if env.rootfs is None else ():
             if path is not None and not any(path.is_relative_to(b) for b in bound):
-                args += ["--ro-bind", str(path), str(path)]
+                args += ["--ro-bind", f"{mnt}/b/{name}", str(path)]
                 bound.append(path)
         # swe-rl's own package data holds the builtin tasks' gold patches: hide it if a bound tree has it.
         own = Path(__file__).resolve().parents[1]
         if any(own.is_relative_to(b) for b in bound):
             args += ["--tmpfs", str(own)]
-        args += ["--overlay-src", str(env.testbed), "--overlay", f"{mnt}/upper", f"{mnt}/work", env.workdir]
+        args += ["--overlay-src", f"{mnt}/b/testbed", "--overlay", f"{mnt}/upper", f"{mnt}/work", env.workdir]
         args += ["--remount-ro", "/", "--chdir", env.workdir, "--clearenv"]
         for key, value in base_environment(env, home="/root").items():
             args += ["--setenv", key, value]
-        args += ["--seccomp", str(bpf_fd), "bash", "--noprofile", "--norc", "-c", _SERVE, "bash", ready]
+        args += ["--seccomp", str(bpf_fd), "/run/sh", "--noprofile", "--norc", "-c", _SERVE, "bash"]
         return args
 
     async def _drain_stderr(self) -> None:
@@ -201,6 +250,9 @@ class NsSandbox(ShellFileOps):
 
     async def _teardown(self, *, keep_cgroup: bool = False) -> None:
         proc, self._proc = self._proc, None
+        if self._ctl is not None:
+            os.close(self._ctl)
+            self._ctl = None
         if proc is not None:
             proc.kill()
             await proc.wait()
@@ -243,53 +295,109 @@ class NsSandbox(ShellFileOps):
         if self._closed:
             raise SandboxError(f"sandbox {self.id} is closed")
 
-    async def _run(
-        self, command: str, *, timeout: float, cwd: str | None, env: dict[str, str] | None, cap: int
+    async def exec(
+        self, command: str, *, timeout: float, cwd: str | None = None, env: dict[str, str] | None = None
     ) -> ExecResult:
-        self._check_open()
         if "\0" in command:
+            self._check_open()
             return ExecResult(returncode=2, output="swe-rl: the command contains a NUL byte\n")
+        exports = "".join(
+            f"export {k}={shlex.quote(v)}\n" for k, v in (env or {}).items() if k.replace("_", "a").isalnum()
+        )
+        started = time.monotonic()
+        async with self._command(f"{exports}{command}", timeout=timeout, cwd=cwd) as (status, out, timed_out):
+            buf = CappedBuffer.from_file(out, self.limits.output_bytes)
+        return buf.result(status, timed_out=timed_out, started=started)
+
+    @contextlib.asynccontextmanager
+    async def _command(
+        self, command: str, *, timeout: float, cwd: str | None = None, stdin: bytes | None = None
+    ) -> AsyncIterator[tuple[int, int, bool]]:
+        """Run ``command``; yield its exit status, an fd of its output file and whether it timed out.
+
+        ``stdin``: bytes the command reads on its stdin (passed as a file of the ctl directory).
+        """
+        self._check_open()
         async with self._lock:
+            proc, ctl = self._proc, self._ctl
             if self._broken:
                 raise SandboxError(f"sandbox {self.id} is unusable: {self._broken}")
-            proc = self._proc
-            if proc is None or not proc.alive:
+            if proc is None or ctl is None or not proc.alive:
                 raise SandboxError(f"sandbox {self.id} has died{self._died_detail()}")
-            tag = secrets.token_hex(16)
-            exports = "".join(
-                f"export {k}={shlex.quote(v)}\n"
-                for k, v in (env or {}).items()
-                if k.replace("_", "a").isalnum()
-            )
-            snippet = f"cd -- {shlex.quote(cwd or self.env.workdir)} || exit 1\n{exports}{command}\n"
-            started = time.monotonic()
-            buf = CappedBuffer(cap)
-            pending = bytearray()
+            names = [secrets.token_hex(16)]
+            out = _ctl_file(ctl, names[0], 0o622)
             try:
-                proc.stdin.write(f"{tag}\n".encode() + snippet.encode("utf-8", "surrogateescape") + b"\0")
-                await proc.stdin.drain()
-                try:
-                    returncode = await asyncio.wait_for(self._read_reply(tag.encode(), buf, pending), timeout)
-                    timed_out = False
-                except TimeoutError:
-                    timed_out = True
-                    returncode = await self._interrupt(proc, tag.encode(), buf, pending)
-            except (ConnectionError, OSError) as exc:
-                self._broken = f"shell pipe failed: {exc}"
-                raise SandboxError(f"sandbox {self.id} died during a command{self._died_detail()}") from None
-            return buf.result(returncode, timed_out=timed_out, started=started)
+                if stdin is not None:
+                    names.append(secrets.token_hex(16))
+                    data = _ctl_file(ctl, names[1], 0o644)
+                    try:
+                        await asyncio.to_thread(_write_all, data, stdin)
+                    finally:
+                        os.close(data)
+                    command = f"( {command}\n) < {CTL}/{names[1]}"
+                snippet = f"cd -- {shlex.quote(cwd or self.env.workdir)} || exit 1\n{command}\n"
+                status, timed_out = await self._send(proc, names[0], snippet, timeout)
+                yield status, out, timed_out
+            finally:
+                os.close(out)
+                for name in names:
+                    with contextlib.suppress(OSError):
+                        os.unlink(name, dir_fd=ctl)
 
-    async def _interrupt(
-        self, proc: SpawnedProcess, tag: bytes, buf: CappedBuffer, pending: bytearray
-    ) -> int:
-        """Kill the running command's process group via the shell's trap; the sandbox stays usable."""
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(self._shell_pid(proc), 10)  # SIGUSR1
+    async def _send(self, proc: SpawnedProcess, out: str, snippet: str, timeout: float) -> tuple[int, bool]:
+        since = _boot_ticks()
         try:
-            return await asyncio.wait_for(self._read_reply(tag, buf, pending), KILL_GRACE)
+            proc.stdin.write(f"{out}\n".encode() + snippet.encode("utf-8", "surrogateescape") + b"\0")
+            await proc.stdin.drain()
+            try:
+                return await asyncio.wait_for(self._read_status(proc), timeout), False
+            except TimeoutError:
+                return await self._interrupt(proc, since), True
+        except (ConnectionError, OSError) as exc:
+            self._broken = f"shell pipe failed: {exc}"
+            raise SandboxError(f"sandbox {self.id} died during a command{self._died_detail()}") from None
+
+    async def _read_status(self, proc: SpawnedProcess) -> int:
+        """The shell's one-line reply. Anything else on the channel leaves the sandbox unusable."""
+        try:
+            line = await proc.stdout.readuntil(b"\n")
+        except asyncio.IncompleteReadError:
+            self._broken = "its shell exited"
+            raise SandboxError(f"sandbox {self.id} closed its control channel{self._died_detail()}") from None
+        except asyncio.LimitOverrunError:
+            line = b""
+        if (match := _STATUS.fullmatch(line)) is None:
+            self._broken = f"unexpected data on its control channel: {line[:80]!r}"
+            raise SandboxError(f"sandbox {self.id}: {self._broken}")
+        return int(match.group(1))
+
+    async def _interrupt(self, proc: SpawnedProcess, since: int) -> int:
+        """Kill the timed-out command: its process group (via the shell's trap), and every process
+        started since it began, so that a ``setsid`` child does not outlive it. The sandbox stays usable."""
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(self._shell_pid(proc), signal.SIGUSR1)
+        await asyncio.to_thread(self._kill_started_since, proc, since)
+        try:
+            await asyncio.wait_for(self._read_status(proc), KILL_GRACE)
         except TimeoutError:
             self._broken = "a timed-out command could not be stopped"
-            return 124
+        return 124
+
+    def _kill_started_since(self, proc: SpawnedProcess, since: int) -> None:
+        if self._cgroup is None:
+            return
+        with contextlib.suppress(ProcessLookupError):
+            spare = {proc.pid, self._shell_pid(proc)}
+        for pid in self._cgroup.pids():
+            if pid in spare:
+                continue
+            try:
+                started = int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[19])
+            except (OSError, IndexError, ValueError):
+                continue
+            if started >= since:
+                with contextlib.suppress(OSError):
+                    os.kill(pid, signal.SIGKILL)
 
     def _shell_pid(self, proc: SpawnedProcess) -> int:
         """Host pid of the shell: bwrap's only child (the shell is pid 1 inside with --as-pid-1)."""
@@ -301,49 +409,52 @@ class NsSandbox(ShellFileOps):
             raise ProcessLookupError(proc.pid)
         return int(children[0])
 
-    async def _read_reply(self, tag: bytes, buf: CappedBuffer, pending: bytearray | None = None) -> int:
-        """Feed output to ``buf`` until ``tag`` + exit status + newline; return the status.
-
-        ``pending`` holds bytes read but not yet fed (a possible partial tag); it survives a
-        cancellation (timeout) so that a second call loses no output.
-        """
-        assert self._proc is not None
-        stdout = self._proc.stdout
-        pending = bytearray() if pending is None else pending
-        keep = len(tag) + 24
-        while True:
-            idx = pending.find(tag)
-            if idx >= 0 and (end := pending.find(b"\n", idx)) >= 0:
-                buf.feed(bytes(pending[:idx]))
-                status = bytes(pending[idx + len(tag) : end])
-                del pending[:]
-                return int(status or b"0")
-            if idx < 0 and len(pending) > keep:
-                buf.feed(bytes(pending[:-keep]))
-                del pending[:-keep]
-            chunk = await stdout.read(65536)
-            if not chunk:
-                buf.feed(bytes(pending))
-                raise SandboxError(f"sandbox {self.id} closed its output{self._died_detail()}")
-            pending += chunk
-
     def _died_detail(self) -> str:
         detail = self._stderr_tail.decode(errors="replace").strip()
         oom = self._cgroup is not None and self._cgroup.oom_killed()
         return (" (out of memory)" if oom else "") + (f": {detail[-500:]}" if detail else "")
 
     # -- files ------------------------------------------------------------------------------------
-    async def write_file(self, path: str, data: bytes) -> None:
-        import base64
+    async def _output_of(self, command: str, *, what: str, timeout: float) -> bytes:
+        """The whole output of ``command`` (at most FILE_CAP bytes, else OutputLimitError)."""
+        async with self._command(command, timeout=timeout) as (status, out, timed_out):
+            size = os.fstat(out).st_size
+            if status != 0 or timed_out:
+                tail = CappedBuffer.from_file(out, 4096).text().strip()
+                raise OSError(f"{self.id}: {what} failed{' (timed out)' if timed_out else ''}: {tail}")
+            if size > FILE_CAP:
+                raise OutputLimitError(f"{self.id}: {what} is larger than {FILE_CAP} bytes")
+            return await asyncio.to_thread(_read_all, out, size)
 
+    async def read_file(self, path: str) -> bytes:
+        try:
+            return await self._output_of(
+                f"head -c {FILE_CAP + 1} -- {shlex.quote(path)}", what=f"reading {path}", timeout=120
+            )
+        except OutputLimitError:
+            raise
+        except OSError as exc:
+            kind = FileNotFoundError if "No such file" in str(exc) else OSError
+            raise kind(str(exc)) from None
+
+    async def write_file(self, path: str, data: bytes) -> None:
         if len(data) > FILE_CAP:
-            raise OSError(f"{self.id}: refusing to write {len(data)} bytes (limit {FILE_CAP})")
+            raise OutputLimitError(f"{self.id}: refusing to write {len(data)} bytes (limit {FILE_CAP})")
         quoted = shlex.quote(path)
-        payload = base64.b64encode(data).decode()
-        command = f"mkdir -p -- \"$(dirname -- {quoted})\" && base64 -d > {quoted} <<'SWE_RL_EOF'\n{payload}\nSWE_RL_EOF"
-        result = await self._run(command, timeout=120, cwd=None, env=None, cap=65536)
-        if result.returncode != 0:
-            raise OSError(f"{self.id}: cannot write {path}: {result.output.strip()}")
+        command = f'mkdir -p -- "$(dirname -- {quoted})" && cat > {quoted}'
+        async with self._command(command, timeout=120, stdin=data) as (status, out, _):
+            if status != 0:
+                message = CappedBuffer.from_file(out, 4096).text().strip()
+                raise OSError(f"{self.id}: cannot write {path}: {message}")
+
+    async def diff(self) -> str:
+        try:
+            data = await self._output_of(diff_command(self.env.base_commit), what="git diff", timeout=300)
+        except OutputLimitError:
+            raise
+        except OSError as exc:
+            raise SandboxError(str(exc)) from None
+        return data.decode("utf-8", "replace")
 
     def statistics(self) -> dict[str, int | None]:
         """Live numbers of the sandbox: processes in its cgroup and peak memory."""
@@ -352,6 +463,32 @@ class NsSandbox(ShellFileOps):
             "pids": len(cgroup.pids()) if cgroup else 0,
             "memory_peak": cgroup.memory_peak() if cgroup else None,
         }
+
+
+def _ctl_file(ctl: int, name: str, mode: int) -> int:
+    """A new file of host root's in the ctl directory; the mode lets the sandbox write or read it."""
+    fd = os.open(name, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, mode, dir_fd=ctl)
+    os.fchmod(fd, mode)  # past the umask
+    return fd
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view) :]
+
+
+def _read_all(fd: int, size: int) -> bytes:
+    chunks, offset = [], 0
+    while offset < size and (chunk := os.pread(fd, min(size - offset, 1 << 20), offset)):
+        chunks.append(chunk)
+        offset += len(chunk)
+    return b"".join(chunks)
+
+
+def _boot_ticks() -> int:
+    """Now, in the unit of a process's start time in /proc/<pid>/stat."""
+    return int(time.clock_gettime(time.CLOCK_BOOTTIME) * os.sysconf("SC_CLK_TCK"))
 
 
 class NsFactory:

@@ -45,8 +45,12 @@ def runtime_etc() -> Path:
     return root
 
 
-def root_binds() -> list[str]:
-    """bwrap arguments for the host's /usr and the /bin, /lib... entries (symlinks on merged-/usr hosts)."""
+def root_binds(etc: str) -> list[str]:
+    """bwrap arguments for the host's /usr and the /bin, /lib... entries (symlinks on merged-/usr hosts).
+
+    ``etc`` is where bwrap finds :func:`runtime_etc` (the ns backend binds it there beforehand: the cache
+    may sit under a directory the unprivileged bwrap cannot enter).
+    """
     args = ["--ro-bind", "/usr", "/usr"]
     for name in ("bin", "sbin", "lib", "lib32", "lib64", "libx32"):
         host = Path("/") / name
@@ -54,8 +58,7 @@ def root_binds() -> list[str]:
             args += ["--symlink", os.readlink(host), f"/{name}"]
         elif host.is_dir():
             args += ["--ro-bind", str(host), f"/{name}"]
-    etc = runtime_etc()
-    args += ["--ro-bind", str(etc), "/etc"]
+    args += ["--ro-bind", etc, "/etc"]
     for name in HOST_ETC:
         if (Path("/etc") / name).exists():
             args += ["--ro-bind", f"/etc/{name}", f"/etc/{name}"]
@@ -66,8 +69,11 @@ def root_binds() -> list[str]:
 _OWN = {"proc", "dev", "sys", "tmp", "run", "root", "testbed"}
 
 
-def rootfs_binds(rootfs: Path) -> list[str]:
-    """bwrap arguments that make an image's root filesystem (an imported env) the sandbox's root."""
+def rootfs_binds(rootfs: Path, source: str) -> list[str]:
+    """bwrap arguments that make an image's root filesystem (an imported env) the sandbox's root.
+
+    Entries are listed from ``rootfs`` and bound from ``source``, where the ns backend mounted it.
+    """
     args: list[str] = []
     for entry in sorted(rootfs.iterdir()):
         if entry.name in _OWN or entry.name.startswith("."):
@@ -75,5 +81,5 @@ def rootfs_binds(rootfs: Path) -> list[str]:
         if entry.is_symlink():
             args += ["--symlink", os.readlink(entry), f"/{entry.name}"]
         elif entry.is_dir():
-            args += ["--ro-bind", str(entry), f"/{entry.name}"]
+            args += ["--ro-bind", f"{source}/{entry.name}", f"/{entry.name}"]
     return args

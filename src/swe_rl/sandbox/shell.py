@@ -39,7 +39,7 @@ def diff_command(base_commit: str) -> str:
     )
 
 
-FILE_CAP = 256 * 1024 * 1024
+FILE_CAP = 64 * 1024 * 1024  # read_file, write_file and diff; over it: OutputLimitError
 
 
 class ShellFileOps:

@@ -6,6 +6,11 @@ mount a private tmpfs). So a tiny helper, started once per process with ``python
 forking: the caller sends the argv, the cgroup files and the pipe ends over a UNIX socket
 (SCM_RIGHTS) and gets the pid back. The helper exits when its socket closes (the parent died), and
 bwrap (``--die-with-parent``) dies with the helper.
+
+Between fork and exec the child, still root, joins the sandbox's cgroups, mounts its private tmpfs,
+bind-mounts the host paths the sandbox needs into it (the env cache may sit under a directory only
+root can enter) and then drops to the sandbox's unprivileged uid: bwrap itself never runs as root, so
+no process of the sandbox is host root, and the kernel makes its ``/proc/sys`` read-only.
 """
 
 from __future__ import annotations
@@ -28,7 +33,7 @@ libc = ctypes.CDLL(None, use_errno=True)
 signal.signal(signal.SIGINT, signal.SIG_IGN)  # a Ctrl-C is the parent's to handle
 signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # children are reaped automatically
 sock = socket.socket(fileno=int(sys.argv[1]))
-MS_REC, MS_PRIVATE, MS_NOSUID, MS_NODEV = 0x4000, 1 << 18, 0x2, 0x4
+MS_REC, MS_PRIVATE, MS_NOSUID, MS_NODEV, MS_BIND = 0x4000, 1 << 18, 0x2, 0x4, 0x1000
 
 def child(req, fds):
     try:
@@ -38,15 +43,34 @@ def child(req, fds):
         pid = str(os.getpid()).encode()
         for path in req["cgroup_procs"]:
             fd = os.open(path, os.O_WRONLY); os.write(fd, pid); os.close(fd)
-        mnt = req["mountpoint"].encode()
+        mnt = req["mountpoint"]
         if libc.unshare(0x00020000) != 0:
             raise OSError(ctypes.get_errno(), "unshare(CLONE_NEWNS)")
         if libc.mount(b"none", b"/", None, MS_REC | MS_PRIVATE, None) != 0:
             raise OSError(ctypes.get_errno(), "making / private")
-        if libc.mount(b"swe-rl", mnt, b"tmpfs", MS_NOSUID | MS_NODEV, req["tmpfs_opts"].encode()) != 0:
+        if libc.mount(b"swe-rl", mnt.encode(), b"tmpfs", MS_NOSUID | MS_NODEV, req["tmpfs_opts"].encode()) != 0:
             raise OSError(ctypes.get_errno(), "mounting the sandbox tmpfs")
-        for sub in ("upper", "work", "tmp"):
-            os.mkdir(mnt + b"/" + sub.encode())
+        uid = req["uid"]
+        for sub, mode, owner in (("upper", 0o755, uid), ("work", 0o755, uid), ("tmp", 0o1777, uid),
+                                 ("ctl", 0o711, 0), ("b", 0o755, 0)):
+            os.mkdir(f"{mnt}/{sub}")
+            os.chown(f"{mnt}/{sub}", owner, owner)
+            os.chmod(f"{mnt}/{sub}", mode)
+        # the commands' output files get a tmpfs of their own: a full disk must not silence them
+        if libc.mount(b"swe-rl-ctl", f"{mnt}/ctl".encode(), b"tmpfs", MS_NOSUID | MS_NODEV,
+                      req["ctl_tmpfs_opts"].encode()) != 0:
+            raise OSError(ctypes.get_errno(), "mounting the control tmpfs")
+        for source, name in req["binds"]:
+            target = f"{mnt}/b/{name}"
+            if os.path.isdir(source):
+                os.mkdir(target)
+            else:
+                os.close(os.open(target, os.O_CREAT | os.O_WRONLY, 0o600))
+            if libc.mount(source.encode(), target.encode(), None, MS_BIND | MS_REC, None) != 0:
+                raise OSError(ctypes.get_errno(), f"binding {source}")
+        os.setgroups([])
+        os.setresgid(uid, uid, uid)
+        os.setresuid(uid, uid, uid)
         os.execv(req["argv"][0], req["argv"])
     except BaseException as exc:
         os.write(2, f"swe-rl spawner: {exc}\n".encode())
@@ -96,11 +120,33 @@ class Spawner:
         return ours
 
     def spawn(
-        self, argv: list[str], fds: list[int], *, cgroup_procs: list[str], mountpoint: str, tmpfs_opts: str
+        self,
+        argv: list[str],
+        fds: list[int],
+        *,
+        cgroup_procs: list[str],
+        mountpoint: str,
+        tmpfs_opts: str,
+        ctl_tmpfs_opts: str,
+        uid: int,
+        binds: list[tuple[str, str]],
     ) -> int:
-        """Start ``argv`` with ``fds`` as its stdin, stdout, stderr and fd 3; return its pid."""
+        """Start ``argv`` as ``uid`` with ``fds`` as its stdin, stdout, stderr and fd 3; return its pid.
+
+        In the child's private mount namespace ``mountpoint`` holds a fresh tmpfs with ``upper``,
+        ``work`` and ``tmp`` (owned by ``uid``), ``ctl`` (a tmpfs of its own, root's, mode 0711: files in
+        it can be opened by name but not listed or created) and ``b/<name>`` for each ``(host path, name)`` of ``binds``.
+        """
         request = json.dumps(
-            {"argv": argv, "cgroup_procs": cgroup_procs, "mountpoint": mountpoint, "tmpfs_opts": tmpfs_opts}
+            {
+                "argv": argv,
+                "cgroup_procs": cgroup_procs,
+                "mountpoint": mountpoint,
+                "tmpfs_opts": tmpfs_opts,
+                "ctl_tmpfs_opts": ctl_tmpfs_opts,
+                "uid": uid,
+                "binds": binds,
+            }
         ).encode()
         with self._lock:
             for attempt in range(2):  # a helper that died (killed from outside) is replaced once
