@@ -22,7 +22,7 @@ import uuid
 from pathlib import Path
 from typing import Any, Self
 
-from swe_rl.errors import MissingExtraError, SandboxError, SandboxUnavailableError
+from swe_rl.errors import MissingExtraError, OutputLimitError, SandboxError, SandboxUnavailableError
 from swe_rl.sandbox._output import CappedBuffer
 from swe_rl.sandbox.base import EnvSpec, ExecResult, Limits
 from swe_rl.sandbox.runtime import HOST_ETC, runtime_etc
@@ -211,7 +211,7 @@ class DockerSandbox(ShellFileOps):
         """Stage the file through the container's own layer, then move it (put_archive cannot reach tmpfs)."""
         container = self._check_open()
         if len(data) > FILE_CAP:
-            raise OSError(f"{self.id}: refusing to write {len(data)} bytes (limit {FILE_CAP})")
+            raise OutputLimitError(f"{self.id}: refusing to write {len(data)} bytes (limit {FILE_CAP})")
         staged = f".swe-rl-stage/{uuid.uuid4().hex}"
         buf = io.BytesIO()
         with tarfile.open(fileobj=buf, mode="w") as tar:

@@ -57,6 +57,7 @@ CTL = "/run/ctl"  # the per-command output files, inside the sandbox
 # and the files write_file passes in; its pages count against the sandbox's memory limit.
 CTL_BYTES = 3 * FILE_CAP
 START_TIMEOUT = 30.0
+_PROC_READ_ONLY = ("/proc/sys", "/proc/sysrq-trigger", "/proc/irq", "/proc/bus", "/proc/fs")
 KILL_GRACE = 5.0
 _STATUS = re.compile(rb"(\d{1,3})\n")
 
@@ -205,9 +206,12 @@ class NsSandbox:
         if self.limits.network:
             args.append("--share-net")
         args += rootfs_binds(env.rootfs, f"{mnt}/b/rootfs") if env.rootfs else root_binds(f"{mnt}/b/etc")
+        args += ["--proc", "/proc"]
+        # defence in depth: host-global proc entries read-only too (the uid already denies most writes)
+        for entry in _PROC_READ_ONLY:
+            if os.path.exists(entry):
+                args += ["--ro-bind", entry, entry]
         args += [
-            "--proc",
-            "/proc",
             "--dev",
             "/dev",
             "--bind",
@@ -419,11 +423,11 @@ class NsSandbox:
         """The whole output of ``command`` (at most FILE_CAP bytes, else OutputLimitError)."""
         async with self._command(command, timeout=timeout) as (status, out, timed_out):
             size = os.fstat(out).st_size
+            if size > FILE_CAP:  # whatever the status: past the cap, the command may have hit a full ctl
+                raise OutputLimitError(f"{self.id}: {what} gave more than {FILE_CAP} bytes")
             if status != 0 or timed_out:
                 tail = CappedBuffer.from_file(out, 4096).text().strip()
                 raise OSError(f"{self.id}: {what} failed{' (timed out)' if timed_out else ''}: {tail}")
-            if size > FILE_CAP:
-                raise OutputLimitError(f"{self.id}: {what} is larger than {FILE_CAP} bytes")
             return await asyncio.to_thread(_read_all, out, size)
 
     async def read_file(self, path: str) -> bytes:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import shlex
 
-from swe_rl.errors import SandboxError
+from swe_rl.errors import OutputLimitError, SandboxError
 from swe_rl.sandbox.base import EnvSpec, ExecResult, Limits
 
 SYSTEM_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
@@ -43,10 +43,12 @@ FILE_CAP = 64 * 1024 * 1024  # read_file, write_file and diff; over it: OutputLi
 
 
 class ShellFileOps:
-    """``exec``, ``read_file`` and ``diff`` for backends that run commands through ``_run`` (ns, docker).
+    """``exec``, ``read_file`` and ``diff`` for a backend that runs commands through ``_run`` (docker).
 
     Files travel as one base64 line, so binary content survives a text channel; the output cap is
-    raised for them (a file is not an agent's command output).
+    raised for them (a file is not an agent's command output). Sizes are checked inside the sandbox
+    before anything is sent: an over-cap file or patch costs the caller no memory and is refused with
+    :class:`OutputLimitError`, never truncated.
     """
 
     id: str
@@ -66,21 +68,39 @@ class ShellFileOps:
     async def read_file(self, path: str) -> bytes:
         import base64
 
-        result = await self._run(
-            f"base64 -w0 -- {shlex.quote(path)}", timeout=120, cwd=None, env=None, cap=FILE_CAP * 4 // 3 + 16
+        q = shlex.quote(path)
+        command = (
+            f"set -o pipefail\n[ -e {q} ] || {{ echo 'No such file or directory' >&2; exit 1; }}\n"
+            f"[ -f {q} ] || {{ echo 'not a regular file' >&2; exit 1; }}\n"
+            f"[ $(stat -L -c %s -- {q}) -le {FILE_CAP} ] || exit {_TOO_LARGE}\n"
+            f"head -c {FILE_CAP + 1} -- {q} | base64 -w0"
         )
+        result = await self._run(command, timeout=120, cwd=None, env=None, cap=_B64_CAP)
+        if result.returncode == _TOO_LARGE:
+            raise OutputLimitError(f"{self.id}: {path} is larger than {FILE_CAP} bytes")
         if result.returncode != 0:
-            message = result.output.strip()
+            message = result.output.strip()[-2000:]
             kind = FileNotFoundError if "No such file" in message else OSError
             raise kind(f"{self.id}: cannot read {path}: {message}")
-        if result.truncated:
-            raise OSError(f"{self.id}: {path} is larger than {FILE_CAP} bytes")
-        return base64.b64decode(result.output)
+        data = base64.b64decode(result.output) if not result.truncated else b""
+        if result.truncated or len(data) > FILE_CAP:  # it grew after the size check
+            raise OutputLimitError(f"{self.id}: {path} is larger than {FILE_CAP} bytes")
+        return data
 
     async def diff(self) -> str:
-        result = await self._run(
-            diff_command(self.env.base_commit), timeout=300, cwd=None, env=None, cap=FILE_CAP
+        # measured first, so an over-cap patch is refused inside the sandbox, then sent capped
+        diff = diff_command(self.env.base_commit)
+        command = (
+            f'set -o pipefail\nn=$({diff} | wc -c) || exit 1\n[ "$n" -le {FILE_CAP} ] || exit {_TOO_LARGE}\n'
+            f"{diff} | head -c {FILE_CAP + 1}"
         )
+        result = await self._run(command, timeout=300, cwd=None, env=None, cap=FILE_CAP + 1)
+        if result.returncode == _TOO_LARGE or result.output_bytes > FILE_CAP:
+            raise OutputLimitError(f"{self.id}: the patch is larger than {FILE_CAP} bytes")
         if result.returncode != 0:
             raise SandboxError(f"git diff failed in {self.id}: {result.output[-2000:]}")
         return result.output
+
+
+_TOO_LARGE = 90  # the exit status by which the checks above say "over the cap"
+_B64_CAP = FILE_CAP * 4 // 3 + 16
