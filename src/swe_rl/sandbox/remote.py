@@ -16,7 +16,7 @@ import random
 import uuid
 from typing import Any, Self
 
-from swe_rl.errors import SandboxError, SandboxUnavailableError
+from swe_rl.errors import OutputLimitError, SandboxError, SandboxUnavailableError
 from swe_rl.httpsession import LoopSession
 from swe_rl.sandbox.base import EnvSpec, ExecResult, Limits
 from swe_rl.sandbox.wire import AllocateResponse
@@ -57,9 +57,13 @@ class RemoteClient:
                         return dict(json.loads(data))
                     kind, message = _error(data)
                     last = f"HTTP {resp.status} {kind}: {message}"
+                    if kind == "too_large":
+                        raise OutputLimitError(f"{self.url}{path}: {message}")
                     if resp.status not in RETRYABLE or kind in ("node_down", "sandbox_error"):
                         raise SandboxError(f"{self.url}{path}: {last}")
                     retry_after = float(resp.headers.get("Retry-After") or 0) or None
+            except OutputLimitError:
+                raise  # an OSError, but an answer: not a transport fault to retry
             except (aiohttp.ClientError, OSError, TimeoutError) as exc:
                 last = f"{type(exc).__name__}: {exc}"
             if attempt < self.retries:

@@ -16,6 +16,7 @@ MAX_FILE = 64 * 1024 * 1024
 
 ErrorKind = Literal[
     "bad_request",
+    "too_large",
     "not_found",
     "unauthorized",
     "capacity",

@@ -19,6 +19,7 @@ from swe_rl.sandbox.wire import ErrorBody, ErrorKind, ErrorResponse
 M = TypeVar("M", bound=BaseModel)
 STATUS: dict[ErrorKind, int] = {
     "bad_request": 400,
+    "too_large": 413,
     "unauthorized": 401,
     "not_found": 404,
     "capacity": 503,

@@ -21,7 +21,7 @@ from starlette.routing import Route
 
 from swe_rl.envs.cache import EnvCache
 from swe_rl.envs.images import ImageEntry, image_inventory
-from swe_rl.errors import ConfigError, InfraError
+from swe_rl.errors import ConfigError, InfraError, OutputLimitError
 from swe_rl.harness.grade import grade_patch
 from swe_rl.sandbox.base import EnvSpec, Limits, Sandbox, SandboxFactory
 from swe_rl.sandbox.capacity import machine_capacity
@@ -155,6 +155,8 @@ async def _sandbox_call(coro: Any) -> Any:
         return await coro
     except InfraError as exc:
         raise ServiceError("sandbox_error", str(exc)) from None
+    except OutputLimitError as exc:  # refused whole: the client raises OutputLimitError again
+        raise ServiceError("too_large", str(exc)) from None
     except OSError as exc:
         raise ServiceError("bad_request", str(exc)) from None
 
