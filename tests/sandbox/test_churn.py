@@ -73,12 +73,14 @@ async def test_churn_1000_cycles(textkit_env):
     await _churn(1000, textkit_env)
 
 
-def _labelled_containers() -> int:
+def _alive_containers(ids: list[str]) -> list[str]:
+    """Which of ``ids`` (containers this test made) still exist: other jobs' containers are not counted."""
     import docker
 
     client = docker.from_env()
     try:
-        return len(client.containers.list(all=True, filters={"label": "swe-rl.sandbox"}))
+        found = client.containers.list(all=True, filters={"label": "swe-rl.sandbox"})
+        return [c.id for c in found if c.id in ids]
     finally:
         client.close()
 
@@ -86,9 +88,10 @@ def _labelled_containers() -> int:
 async def test_docker_churn_with_random_kills_leaves_no_container(textkit_env):
     factory = available_factory("docker")
     rng = random.Random(99)
-    before = _labelled_containers()
+    made: list[str] = []
     for i in range(12):
         box = await factory.create(textkit_env)
+        made.append(box._container.id)
         try:
             assert (await box.exec(f"echo {i}", timeout=30)).output == f"{i}\n"
             action = rng.choice(["none", "kill-container", "timeout", "reset"])
@@ -100,9 +103,46 @@ async def test_docker_churn_with_random_kills_leaves_no_container(textkit_env):
                 assert (await box.exec("sleep 5", timeout=0.5)).timed_out
             elif action == "reset":
                 await box.reset()
+                made.append(box._container.id)
         finally:
             await box.close()
-    assert _labelled_containers() == before
+    assert len(made) >= 12 and _alive_containers(made) == []
+
+
+_ORPHAN = """
+import asyncio, sys
+from swe_rl.sandbox.base import EnvSpec
+from swe_rl.sandbox.ns import NsFactory
+async def main():
+    box = await NsFactory().create(EnvSpec.model_validate_json(sys.argv[1]))
+    print(box.id, flush=True)
+    await asyncio.sleep(600)
+asyncio.run(main())
+"""
+
+
+async def test_cgroups_of_a_killed_process_are_reaped_at_once(textkit_env):
+    import asyncio
+    import sys
+
+    from swe_rl.sandbox.cgroups import reap_stale_cgroups
+
+    available_factory("ns")
+    proc = subprocess.Popen(
+        [sys.executable, "-c", _ORPHAN, textkit_env.model_dump_json()], stdout=subprocess.PIPE, text=True
+    )
+    assert proc.stdout is not None
+    box_id = (await asyncio.to_thread(proc.stdout.readline)).strip()
+    proc.kill()  # SIGKILL: no cleanup ran
+    proc.wait()
+    leftovers = [d for d in ROOT.glob(f"**/{PARENT}/{box_id}.*") if d.is_dir()]
+    assert leftovers, "control: the killed process left its sandbox's cgroups behind"
+    for _ in range(100):  # its sandbox dies with it (bwrap --die-with-parent), leaving them empty
+        if not any((d / "cgroup.procs").read_text().strip() for d in leftovers):
+            break
+        await asyncio.sleep(0.05)
+    reap_stale_cgroups()  # what a restarted server does at start-up, seconds later
+    assert not [d for d in leftovers if d.exists()]
 
 
 def test_docker_reaper_removes_leftovers_of_dead_owners():

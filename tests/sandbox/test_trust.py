@@ -107,7 +107,8 @@ async def test_host_global_proc_and_sys_files_are_not_writable(hostile_factory, 
 
 
 def _sandbox_host_pids(box_id: str) -> list[int]:
-    base = ROOT / PARENT / box_id if cgroup_version() == 2 else ROOT / "pids" / PARENT / box_id
+    parent = ROOT / PARENT if cgroup_version() == 2 else ROOT / "pids" / PARENT
+    (base,) = parent.glob(f"{box_id}.*")
     return [int(p) for p in (base / "cgroup.procs").read_text().split()]
 
 

@@ -41,6 +41,7 @@ class SandboxCgroup:
             raise SandboxError(f"cannot set up cgroup limits for {name}: {exc}") from exc
 
     def _dirs(self, name: str) -> list[Path]:
+        name = f"{name}.{_OWNER}"  # the reaper removes it once this process is gone, at any age
         if self.version == 2:
             return [ROOT / PARENT / name]
         return [ROOT / c / PARENT / name for c in ("memory", "pids", "cpu")]
@@ -124,14 +125,35 @@ class SandboxCgroup:
                     time.sleep(0.001)
 
 
-REAP_AFTER_S = 120  # another live process's sandbox may sit in a fresh, still empty cgroup
+REAP_AFTER_S = 120  # a cgroup without an owner tag (an older swe-rl's) is reaped after this
+
+
+def _start_ticks(pid: int) -> str | None:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[19]
+    except (OSError, IndexError):
+        return None
+
+
+# "<pid>-<start time>": a pid alone could have been reused by an unrelated process since
+_OWNER = f"{os.getpid()}-{_start_ticks(os.getpid())}"
+
+
+def _owner_alive(name: str) -> bool | None:
+    """Whether the process that made cgroup ``name`` lives; None when the name carries no owner."""
+    owner = name.rpartition(".")[2]
+    pid, _, ticks = owner.partition("-")
+    if not pid.isdigit() or not ticks:
+        return None
+    return _start_ticks(int(pid)) == ticks
 
 
 def reap_stale_cgroups() -> int:
-    """Remove empty sandbox cgroups left by a crashed process. Returns how many were removed.
+    """Remove empty sandbox cgroups whose owning process is gone. Returns how many were removed.
 
-    Only those older than ``REAP_AFTER_S``: several processes on one machine (Ray workers, servers)
-    create sandboxes at once, and a cgroup is empty between its creation and its first process joining.
+    A cgroup is named after the process that made it (pid and start time): another live process's
+    sandbox may sit in a fresh, still empty cgroup, and that one is left alone; a dead process's are
+    removed at once, so a server restarted seconds after a SIGKILL leaves nothing behind.
     """
     removed = 0
     cutoff = time.time() - REAP_AFTER_S
@@ -143,7 +165,8 @@ def reap_stale_cgroups() -> int:
         for child in parent.iterdir():
             if child.is_dir():
                 try:
-                    if child.stat().st_mtime > cutoff:
+                    alive = _owner_alive(child.name)
+                    if alive or (alive is None and child.stat().st_mtime > cutoff):
                         continue
                     if not (child / "cgroup.procs").read_text().strip():
                         child.rmdir()
