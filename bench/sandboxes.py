@@ -207,6 +207,13 @@ def main() -> None:
         "--docker-alive", type=int, default=32, help="containers alive at once (dockerd is slow)"
     )
     parser.add_argument("--out", type=Path, default=Path(__file__).with_name("results") / "sandboxes.json")
+    parser.add_argument(
+        "--baseline-src",
+        type=Path,
+        help="also measure the ns backend of another checkout's src/ (e.g. a git worktree of an older "
+        "commit) in the same run, as 'ns_baseline'",
+    )
+    parser.add_argument("--ns-only", action="store_true", help=argparse.SUPPRESS)  # the baseline's child
     args = parser.parse_args()
     rounds = 5 if args.quick else 20
     alive = 8 if args.quick else args.alive
@@ -221,6 +228,35 @@ def main() -> None:
         },
         "rounds": rounds,
     }
+    if args.ns_only:
+        factory = get_factory("ns")
+        print(
+            json.dumps(
+                {
+                    "ns": asyncio.run(lifecycle(factory, env, rounds)),
+                    "ns_alive": asyncio.run(many_alive(factory, env, alive)),
+                }
+            )
+        )
+        return
+    if args.baseline_src:
+        print(f"[ns baseline from {args.baseline_src}] ...", file=sys.stderr, flush=True)
+        child = subprocess.run(
+            [
+                sys.executable,
+                __file__,
+                "--ns-only",
+                "--alive",
+                str(alive),
+                *(["--quick"] if args.quick else []),
+            ],
+            env={**os.environ, "PYTHONPATH": str(args.baseline_src)},
+            capture_output=True,
+            text=True,
+            check=True,
+        )
+        baseline = json.loads(child.stdout.strip().splitlines()[-1])
+        results["ns_baseline"], results["ns_baseline_alive"] = baseline["ns"], baseline["ns_alive"]
     for backend, n in (("ns", alive), ("docker", docker_alive)):
         factory = get_factory(backend)
         print(f"[{backend}] lifecycle ...", file=sys.stderr, flush=True)
