@@ -179,8 +179,6 @@ async def test_background_output_stays_with_its_command(hostile_factory, textkit
 
 
 async def test_setsid_child_dies_with_its_timed_out_command(hostile_factory, textkit_env):
-    if hostile_factory.backend == "docker":
-        pytest.skip("docker: GNU timeout kills the command's process group only (docs/SECURITY.md)")
     count = "ps -eo args | grep -c '^sleep 30[01]$' || true"
     async with await hostile_factory.create(textkit_env) as box:
         # control: a setsid child of a command that ended normally keeps running

@@ -7,6 +7,8 @@ import contextlib
 import os
 import select
 import signal
+import time
+from pathlib import Path
 
 
 class SpawnedProcess:
@@ -80,3 +82,16 @@ class SpawnedProcess:
         if self._pidfd is not None:
             os.close(self._pidfd)
             self._pidfd = None
+
+
+def start_ticks(pid: int) -> int | None:
+    """When ``pid`` started, in clock ticks since boot (/proc/<pid>/stat); None when it is gone."""
+    try:
+        return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[19])
+    except (OSError, IndexError, ValueError):
+        return None
+
+
+def boot_ticks() -> int:
+    """Now, in the unit of :func:`start_ticks`."""
+    return int(time.clock_gettime(time.CLOCK_BOOTTIME) * os.sysconf("SC_CLK_TCK"))

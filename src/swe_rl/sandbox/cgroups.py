@@ -12,6 +12,7 @@ import time
 from pathlib import Path
 
 from swe_rl.errors import SandboxError
+from swe_rl.sandbox._proc import start_ticks
 from swe_rl.sandbox.base import Limits
 
 ROOT = Path("/sys/fs/cgroup")
@@ -128,15 +129,8 @@ class SandboxCgroup:
 REAP_AFTER_S = 120  # a cgroup without an owner tag (an older swe-rl's) is reaped after this
 
 
-def _start_ticks(pid: int) -> str | None:
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[19]
-    except (OSError, IndexError):
-        return None
-
-
 # "<pid>-<start time>": a pid alone could have been reused by an unrelated process since
-_OWNER = f"{os.getpid()}-{_start_ticks(os.getpid())}"
+_OWNER = f"{os.getpid()}-{start_ticks(os.getpid())}"
 
 
 def _owner_alive(name: str) -> bool | None:
@@ -145,7 +139,7 @@ def _owner_alive(name: str) -> bool | None:
     pid, _, ticks = owner.partition("-")
     if not pid.isdigit() or not ticks:
         return None
-    return _start_ticks(int(pid)) == ticks
+    return str(start_ticks(int(pid))) == ticks
 
 
 def reap_stale_cgroups() -> int:

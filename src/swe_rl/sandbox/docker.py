@@ -24,6 +24,7 @@ from typing import Any, Self
 
 from swe_rl.errors import MissingExtraError, OutputLimitError, SandboxError, SandboxUnavailableError
 from swe_rl.sandbox._output import CappedBuffer
+from swe_rl.sandbox._proc import boot_ticks, start_ticks
 from swe_rl.sandbox.base import EnvSpec, ExecResult, Limits
 from swe_rl.sandbox.runtime import HOST_ETC, runtime_etc
 from swe_rl.sandbox.shell import FILE_CAP, ShellFileOps, base_environment
@@ -171,7 +172,7 @@ class DockerSandbox(ShellFileOps):
         wrapped = (
             f"exec timeout -s KILL {max(timeout, 0.01):.3f} bash -c {shlex.quote(command)} </dev/null 2>&1"
         )
-        started = time.monotonic()
+        started, since = time.monotonic(), boot_ticks()
         buf = CappedBuffer(cap)
         try:
             code = await asyncio.to_thread(self._exec_blocking, container, wrapped, cwd, env, buf, timeout)
@@ -180,6 +181,8 @@ class DockerSandbox(ShellFileOps):
         except Exception as exc:
             raise SandboxError(f"docker exec failed in {self.id}: {type(exc).__name__}: {exc}") from exc
         timed_out = code == 137 and time.monotonic() - started >= timeout * 0.98
+        if timed_out:  # a setsid child left the process group that timeout killed
+            await asyncio.to_thread(_kill_started_since, container, since)
         return buf.result(code, timed_out=timed_out, started=started)
 
     def _exec_blocking(
@@ -249,6 +252,26 @@ class DockerSandbox(ShellFileOps):
 
     async def __aexit__(self, *exc: object) -> None:
         await self.close()
+
+
+def _kill_started_since(container: Any, since: int) -> None:
+    """SIGKILL every process of the container (seen from the host) started at or after ``since``."""
+    with contextlib.suppress(Exception):
+        container.reload()
+    init = int(container.attrs.get("State", {}).get("Pid") or 0)
+    try:
+        pid_ns = os.readlink(f"/proc/{init}/ns/pid") if init else None
+    except OSError:
+        return
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit() or int(entry) == init:
+            continue
+        with contextlib.suppress(OSError):
+            if os.readlink(f"/proc/{entry}/ns/pid") != pid_ns:
+                continue
+            started = start_ticks(int(entry))
+            if started is not None and started >= since:
+                os.kill(int(entry), 9)
 
 
 def _testbed_tar(testbed: Path, workdir: str) -> bytes:

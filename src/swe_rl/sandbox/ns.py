@@ -42,7 +42,7 @@ from typing import Self
 
 from swe_rl.errors import OutputLimitError, SandboxError, SandboxUnavailableError
 from swe_rl.sandbox._output import CappedBuffer
-from swe_rl.sandbox._proc import SpawnedProcess
+from swe_rl.sandbox._proc import SpawnedProcess, boot_ticks, start_ticks
 from swe_rl.sandbox.base import EnvSpec, ExecResult, Limits
 from swe_rl.sandbox.cgroups import SandboxCgroup, cgroup_version, reap_stale_cgroups
 from swe_rl.sandbox.identity import SANDBOX_UID, exec_only_shell, own_testbed
@@ -349,7 +349,7 @@ class NsSandbox:
                         os.unlink(name, dir_fd=ctl)
 
     async def _send(self, proc: SpawnedProcess, out: str, snippet: str, timeout: float) -> tuple[int, bool]:
-        since = _boot_ticks()
+        since = boot_ticks()
         try:
             proc.stdin.write(f"{out}\n".encode() + snippet.encode("utf-8", "surrogateescape") + b"\0")
             await proc.stdin.drain()
@@ -395,11 +395,8 @@ class NsSandbox:
         for pid in self._cgroup.pids():
             if pid in spare:
                 continue
-            try:
-                started = int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[19])
-            except (OSError, IndexError, ValueError):
-                continue
-            if started >= since:
+            started = start_ticks(pid)
+            if started is not None and started >= since:
                 with contextlib.suppress(OSError):
                     os.kill(pid, signal.SIGKILL)
 
@@ -488,11 +485,6 @@ def _read_all(fd: int, size: int) -> bytes:
         chunks.append(chunk)
         offset += len(chunk)
     return b"".join(chunks)
-
-
-def _boot_ticks() -> int:
-    """Now, in the unit of a process's start time in /proc/<pid>/stat."""
-    return int(time.clock_gettime(time.CLOCK_BOOTTIME) * os.sysconf("SC_CLK_TCK"))
 
 
 class NsFactory:
