@@ -43,6 +43,7 @@ from swe_rl.envs.venv import (
 from swe_rl.errors import EnvBuildError
 from swe_rl.paths import cache_dir
 from swe_rl.sandbox.base import TESTBED, EnvSpec
+from swe_rl.sandbox.identity import SANDBOX_UID, own_testbed
 from swe_rl.tasks.images import image_name
 from swe_rl.tasks.io import atomic_write_json, atomic_write_text
 from swe_rl.tasks.model import Task
@@ -227,6 +228,8 @@ class EnvCache:
                     _keep_log(exc, dest / "swe-rl-install.log", self.root / "logs" / final.name)
                 ) from None
             point_editables_at(dest, testbed, TESTBED)
+            if testbed.lstat().st_uid == SANDBOX_UID:  # ns sandboxes own it: so must what this build wrote
+                own_testbed(testbed, again=True)
             if previous is not None and (drift := lock_difference(previous, lock)):
                 raise EnvBuildError(
                     f"rebuild of {final.name} differs from its lock {lock_file}: {drift[:10]}"

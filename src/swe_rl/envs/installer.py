@@ -127,6 +127,9 @@ class InstallRun:
             "/dev/null"  # a host pip config can send old Pythons into long backtracking
         )
         environ["UV_CACHE_DIR"] = str(self.cache)
+        # the testbed may belong to the ns sandboxes' uid already: git (setuptools-scm, versioneer) must
+        # still answer here, where root runs the install
+        environ.update(GIT_CONFIG_COUNT="1", GIT_CONFIG_KEY_0="safe.directory", GIT_CONFIG_VALUE_0="*")
         environ["SWE_RL_INSTALL"] = self.install_command()
         # the host's network settings (proxy, CA bundle, index) are needed to reach an index at all
         environ.update({k: v for k, v in os.environ.items() if k in _PASS_VARS or k.startswith("UV_")})

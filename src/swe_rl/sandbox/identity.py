@@ -38,14 +38,17 @@ SANDBOX_UID = 1_600_000
 _SHELLS: dict[tuple[str, int, int], Path] = {}
 
 
-def own_testbed(testbed: Path) -> None:
-    """Give ``testbed`` to the sandbox uid (once; the top directory's owner marks it done)."""
-    if testbed.lstat().st_uid == SANDBOX_UID:
+def own_testbed(testbed: Path, *, again: bool = False) -> None:
+    """Give ``testbed`` to the sandbox uid (once; the top directory's owner marks it done).
+
+    ``again``: walk it even if marked, for files a later venv build wrote into it as root.
+    """
+    if testbed.lstat().st_uid == SANDBOX_UID and not again:
         return
     lock = testbed.parent / f".{testbed.name}.own.lock"
     with open(lock, "a") as handle:
         fcntl.flock(handle, fcntl.LOCK_EX)
-        if testbed.lstat().st_uid == SANDBOX_UID:
+        if testbed.lstat().st_uid == SANDBOX_UID and not again:
             return
         for root, dirs, files in os.walk(testbed):
             for name in (*dirs, *files):
