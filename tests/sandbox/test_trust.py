@@ -30,8 +30,8 @@ EXTRA_TARGETS = [
     "/proc/sys/kernel/core_pattern",
     "/proc/sys/kernel/modprobe",
 ]
-# The probe: try to open every writable-looking file for writing (opening is where the kernel checks;
-# nothing is written), then write a changed value to one harmless host-global setting.
+# The probe: open every writable-looking file for writing (where the kernel checks) and write its own
+# value back where it opens, then write a changed value to one harmless host-global setting.
 PROBE = r"""
 import json, os, sys
 found, opened = [], []
@@ -44,10 +44,20 @@ for path in targets:
         continue
     found.append(path)
     try:
-        os.close(os.open(path, os.O_WRONLY))
-        opened.append(path)
+        current = open(path, "rb").read()
+    except OSError:
+        current = b""
+    try:
+        fd = os.open(path, os.O_WRONLY)
+    except OSError:
+        continue
+    opened.append(path)  # the write: its own value back, so that a failure of this test harms nothing
+    try:
+        if current:
+            os.write(fd, current)
     except OSError:
         pass
+    os.close(fd)
 canary = "/proc/sys/vm/overcommit_ratio"
 try:
     with open(canary, "w") as f:
