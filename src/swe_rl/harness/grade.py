@@ -3,7 +3,13 @@
 The candidate patch is applied in a fresh sandbox (never the agent's working state) by
 ``git apply --verbose``, then ``git apply --verbose --reject``, then ``patch --batch --fuzz=5 -p1``,
 with the tree restored between attempts; the eval script runs the tests; swebench's own
-``get_eval_report`` reads the log. Sandbox failures propagate as InfraError, never as a verdict.
+``get_eval_report`` reads the test output, as the official harness's ``test_output.txt`` holds it (the
+apply log is kept in ``Verdict.log`` for people, never parsed). Sandbox failures propagate as
+InfraError, never as a verdict.
+
+Every patch's changes are inventoried (:mod:`.inventory`) and checked against the steering rule
+(:mod:`.steering`): ``official`` mode flags what breaks it and changes no verdict; ``strict`` mode
+(training rewards) refuses the patch or reverts those files before the tests run.
 """
 
 from __future__ import annotations
@@ -11,10 +17,12 @@ from __future__ import annotations
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 from swe_rl.harness.evalscript import CANDIDATE_PATCH, EVAL_SCRIPT, TEST_PATCH, eval_script
+from swe_rl.harness.guard import Guard
 from swe_rl.harness.official import APPLY_PATCH_FAIL, APPLY_PATCH_PASS, official_report
-from swe_rl.harness.verdict import ApplyMethod, GradeStatus, Verdict
+from swe_rl.harness.verdict import ApplyMethod, GradeStatus, GradingMode, Verdict
 from swe_rl.sandbox.base import EnvSpec, Limits, Sandbox, SandboxFactory
 from swe_rl.tasks.model import Task
 
@@ -35,6 +43,7 @@ async def grade_patch(
     *,
     timeout: float = DEFAULT_TEST_TIMEOUT,
     limits: Limits | None = None,
+    mode: GradingMode = "official",
 ) -> Verdict:
     """Grade ``patch`` for ``task`` in a new sandbox of ``env``."""
     if patch is None or not patch.strip():
@@ -43,9 +52,10 @@ async def grade_patch(
             resolved=False,
             status="empty_patch",
             report={"patch_is_None": patch is None, "patch_exists": False, "resolved": False},
+            grading=mode,
         )
     async with await factory.create(env, limits) as box:
-        return await grade_in(box, task, patch, timeout=timeout)
+        return await grade_in(box, task, patch, timeout=timeout, mode=mode)
 
 
 async def run_tests(
@@ -61,26 +71,36 @@ async def run_tests(
         return await grade_in(box, task, None, timeout=timeout)
 
 
-async def grade_in(box: Sandbox, task: Task, patch: str | None, *, timeout: float) -> Verdict:
+async def grade_in(
+    box: Sandbox, task: Task, patch: str | None, *, timeout: float, mode: GradingMode = "official"
+) -> Verdict:
     """Grade in an existing pristine sandbox (fresh or just reset). ``patch=None`` runs the tests as they are."""
-    started = time.monotonic()
-    log: list[str] = []
-    method = None
+    grading = _Grading(task, patch, mode)
     if patch is not None:
-        method = await _apply(box, patch, log)
-        if method is None:
-            log.append(APPLY_PATCH_FAIL)
-            return _verdict(task, patch, "\n".join(log), None, started, started, timeout_hit=False)
-    applied_at = time.monotonic()
+        await box.write_file(
+            CANDIDATE_PATCH, patch.encode() if patch.endswith("\n") else (patch + "\n").encode()
+        )
+        guard = Guard(task, mode)
+        await guard.before(box)
+        if not guard.refusal:
+            grading.method = await _apply(box, grading.log)
+            if grading.method is not None:
+                await guard.after(box)
+        grading.guard = guard
+        if grading.method is None and not guard.refusal:
+            grading.log.append(APPLY_PATCH_FAIL)
+            return grading.verdict("", timeout_hit=False)
+        if guard.refusal:
+            return grading.refused()
+    grading.applied_at = time.monotonic()
     await box.write_file(TEST_PATCH, task.test_patch.encode())
     await box.write_file(EVAL_SCRIPT, eval_script(task).encode())
     result = await box.exec(f"bash {EVAL_SCRIPT}", timeout=timeout)
-    log.append(result.output)
-    return _verdict(task, patch, "\n".join(log), method, started, applied_at, timeout_hit=result.timed_out)
+    grading.log.append(result.output)
+    return grading.verdict(result.output, timeout_hit=result.timed_out)
 
 
-async def _apply(box: Sandbox, patch: str, log: list[str]) -> ApplyMethod | None:
-    await box.write_file(CANDIDATE_PATCH, patch.encode() if patch.endswith("\n") else (patch + "\n").encode())
+async def _apply(box: Sandbox, log: list[str]) -> ApplyMethod | None:
     for attempt, (name, command) in enumerate(APPLY_METHODS):
         if attempt:  # a failed --reject leaves partial state; start each method from a clean tree
             await box.exec(_RESTORE, timeout=120)
@@ -93,41 +113,66 @@ async def _apply(box: Sandbox, patch: str, log: list[str]) -> ApplyMethod | None
     return None
 
 
-def _verdict(
-    task: Task,
-    patch: str | None,
-    log: str,
-    method: ApplyMethod | None,
-    started: float,
-    applied_at: float,
-    *,
-    timeout_hit: bool,
-) -> Verdict:
-    # swebench reads the log from a file; hand it exactly what the sandbox printed.
-    with tempfile.TemporaryDirectory(prefix="swe-rl-grade-") as tmp:
-        log_path = Path(tmp) / "test_output.txt"
-        log_path.write_text(log, encoding="utf-8")
-        report = official_report(task, patch if patch is not None else "", str(log_path))
-    resolved = bool(report.get("resolved"))
-    status: GradeStatus
-    if method is None and patch is not None:
-        status = "apply_failed"
-    elif timeout_hit and not resolved:
-        status = "test_timeout"
-    else:
-        status = "resolved" if resolved else "unresolved"
-    done = time.monotonic()
-    return Verdict(
-        instance_id=task.instance_id,
-        resolved=resolved,
-        status=status,
-        apply_method=method,
-        tests_status=report.pop("tests_status", {}) or {},
-        report=report,
-        log=log,
-        timings={
-            "apply": round(applied_at - started, 4),
-            "tests": round(done - applied_at, 4),
-            "total": round(done - started, 4),
-        },
-    )
+class _Grading:
+    """The state of one grading, and the verdict it comes to."""
+
+    def __init__(self, task: Task, patch: str | None, mode: GradingMode) -> None:
+        self.task, self.patch, self.mode = task, patch, mode
+        self.log: list[str] = []
+        self.method: ApplyMethod | None = None
+        self.guard: Guard | None = None
+        self.started = self.applied_at = time.monotonic()
+
+    def refused(self) -> Verdict:
+        """Strict mode refused the patch: the tests did not run, and it is not resolved."""
+        lines = self.guard.log_lines() if self.guard else []
+        return self._make(
+            "refused",
+            False,
+            {
+                "patch_is_None": False,
+                "patch_exists": True,
+                "patch_successfully_applied": self.method is not None,
+                "resolved": False,
+            },
+            "\n".join([*self.log, *lines]),
+        )
+
+    def verdict(self, test_output: str, *, timeout_hit: bool) -> Verdict:
+        """swebench's report on ``test_output`` (the eval script's output, what the official harness's
+        test_output.txt holds) or, when the patch did not apply, on the apply log."""
+        log = "\n".join(self.log)
+        parsed = test_output if self.method is not None or self.patch is None else log
+        with tempfile.TemporaryDirectory(prefix="swe-rl-grade-") as tmp:
+            log_path = Path(tmp) / "test_output.txt"
+            log_path.write_text(parsed, encoding="utf-8")
+            report = official_report(self.task, self.patch if self.patch is not None else "", str(log_path))
+        resolved = bool(report.get("resolved"))
+        status: GradeStatus
+        if self.method is None and self.patch is not None:
+            status = "apply_failed"
+        elif timeout_hit and not resolved:
+            status = "test_timeout"
+        else:
+            status = "resolved" if resolved else "unresolved"
+        lines = self.guard.log_lines() if self.guard else []
+        return self._make(status, resolved, report, "\n".join([log, *lines]) if lines else log)
+
+    def _make(self, status: GradeStatus, resolved: bool, report: dict[str, Any], log: str) -> Verdict:
+        done = time.monotonic()
+        return Verdict(
+            instance_id=self.task.instance_id,
+            resolved=resolved,
+            status=status,
+            apply_method=self.method,
+            tests_status=report.pop("tests_status", {}) or {},
+            report=report,
+            log=log,
+            timings={
+                "apply": round(self.applied_at - self.started, 4),
+                "tests": round(done - self.applied_at, 4),
+                "total": round(done - self.started, 4),
+            },
+            grading=self.mode,
+            steering_files=list(self.guard.files) if self.guard else [],
+        )

@@ -6,8 +6,11 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
+from swe_rl.harness.steering import SteeringFile
+
 ApplyMethod = Literal["git apply --verbose", "git apply --verbose --reject", "patch --batch --fuzz=5 -p1"]
-GradeStatus = Literal["resolved", "unresolved", "apply_failed", "empty_patch", "test_timeout"]
+GradeStatus = Literal["resolved", "unresolved", "apply_failed", "empty_patch", "test_timeout", "refused"]
+GradingMode = Literal["official", "strict"]
 
 
 class Verdict(BaseModel):
@@ -23,6 +26,12 @@ class Verdict(BaseModel):
     report: dict[str, Any] = Field(default_factory=dict, description="swebench's get_eval_report entry.")
     log: str = Field(default="", description="Patch application and test output.")
     timings: dict[str, float] = Field(default_factory=dict, description="Seconds: apply, tests, total.")
+    grading: GradingMode = Field(default="official", description="The grading mode that gave this verdict.")
+    steering_files: list[SteeringFile] = Field(
+        default_factory=list,
+        description="Files the patch touches that steer the test run without being the fix (docs/SECURITY.md):"
+        " flagged in official mode, reverted or refused in strict mode.",
+    )
 
     def summary(self) -> str:
         f2p = self.tests_status.get("FAIL_TO_PASS", {})
