@@ -86,7 +86,7 @@ async def run_rollout(
         if traj.exit_status == "infra_error":
             return _failed(traj, traj.exit_message, started)
         t0 = time.monotonic()
-        verdict = await grade_patch(task, patch, factory, env)
+        verdict = await grade_patch(task, patch, factory, env, mode="strict")
         eval_s = time.monotonic() - t0
     except SweRlError as exc:
         return _failed(traj, f"{type(exc).__name__}: {exc}", started)
