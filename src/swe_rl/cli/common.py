@@ -7,7 +7,7 @@ import json
 import sys
 from collections.abc import Coroutine
 from pathlib import Path
-from typing import Annotated, Any, TypeVar
+from typing import Annotated, Any, Literal, TypeVar
 
 import typer
 
@@ -45,6 +45,14 @@ RepoCacheOpt = Annotated[
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print machine-readable JSON on stdout.")]
 ConcurrencyOpt = Annotated[int, typer.Option("--concurrency", "-j", min=1, help="Tasks worked on at once.")]
 TimeoutOpt = Annotated[float, typer.Option("--timeout", min=1, help="Seconds allowed for one test run.")]
+GradingOpt = Annotated[
+    Literal["official", "strict"],
+    typer.Option(
+        "--grading",
+        help="official: the SWE-bench harness's verdict, files that steer the test run flagged; strict: those "
+        "files reverted or the patch refused before the tests run (training's rule, docs/SECURITY.md).",
+    ),
+]
 TopPOpt = Annotated[
     float,
     typer.Option(

@@ -10,6 +10,7 @@ import typer
 from swe_rl.cli.common import (
     BackendOpt,
     CacheOpt,
+    GradingOpt,
     InstancesOpt,
     RepoCacheOpt,
     TopPOpt,
@@ -114,6 +115,7 @@ def eval_command(
     ] = None,
     cache_dir: CacheOpt = None,
     repo_cache: RepoCacheOpt = None,
+    grading: GradingOpt = "official",
     json_out: Annotated[bool, typer.Option("--json", help="Print summary.json on stdout.")] = False,
 ) -> None:
     """Run a model on tasks; write traj.json/patch.diff/meta.json per instance, results.jsonl, summary.json, preds.json."""
@@ -153,6 +155,7 @@ def eval_command(
         metrics_backends=[m.strip() for m in metrics.split(",") if m.strip()],
         prices=prices,
         run_cost_limit=run_cost_limit or None,
+        grading=grading,
         args={
             "tasks": tasks,
             "model": choice.name,
@@ -168,6 +171,7 @@ def eval_command(
             "instances": len(selected),
             "cost_limit": cost_limit,
             "run_cost_limit": run_cost_limit,
+            "grading": grading,
         },
     )
     note(

@@ -11,6 +11,7 @@ from swe_rl.cli.common import (
     BackendOpt,
     CacheOpt,
     ConcurrencyOpt,
+    GradingOpt,
     JsonOpt,
     RepoCacheOpt,
     SourceOpt,
@@ -42,6 +43,7 @@ def grade(
     repo_cache: RepoCacheOpt = None,
     concurrency: ConcurrencyOpt = 2,
     timeout: TimeoutOpt = 1800.0,
+    grading: GradingOpt = "official",
     json_out: JsonOpt = False,
 ) -> None:
     """Grade predictions like swebench.harness.run_evaluation; resumable (graded instances are skipped)."""
@@ -63,6 +65,7 @@ def grade(
             run_id=run_id,
             concurrency=concurrency,
             timeout=timeout,
+            mode=grading,
         )
     )
     if json_out:

@@ -19,8 +19,9 @@ import time
 from pathlib import Path
 from typing import Any
 
+from swe_rl.errors import OutputLimitError
 from swe_rl.harness.evalscript import CANDIDATE_PATCH, EVAL_SCRIPT, TEST_PATCH, eval_script
-from swe_rl.harness.guard import Guard
+from swe_rl.harness.guard import STEERING_MARK, Guard
 from swe_rl.harness.official import APPLY_PATCH_FAIL, APPLY_PATCH_PASS, official_report
 from swe_rl.harness.verdict import ApplyMethod, GradeStatus, GradingMode, Verdict
 from swe_rl.sandbox.base import EnvSpec, Limits, Sandbox, SandboxFactory
@@ -77,9 +78,11 @@ async def grade_in(
     """Grade in an existing pristine sandbox (fresh or just reset). ``patch=None`` runs the tests as they are."""
     grading = _Grading(task, patch, mode)
     if patch is not None:
-        await box.write_file(
-            CANDIDATE_PATCH, patch.encode() if patch.endswith("\n") else (patch + "\n").encode()
-        )
+        try:
+            await box.write_file(CANDIDATE_PATCH, (patch if patch.endswith("\n") else patch + "\n").encode())
+        except OutputLimitError as exc:  # the agent's outcome, scored: never graded cut, never an infra error
+            grading.log.append(f"{STEERING_MARK} ({mode}): patch refused: {exc}")
+            return grading.refused()
         guard = Guard(task, mode)
         await guard.before(box)
         if not guard.refusal:

@@ -21,6 +21,7 @@ SteeringRule = Literal[
     "symlink",  # a symlink added, removed or changed: it redirects reads and writes
     "nested_repo",  # a gitlink (a directory that is a repository of its own): hides its files
     "odd_name",  # not UTF-8, or a control character: cannot be named back to the sandbox safely
+    "git_attributes",  # .gitattributes, .gitmodules: change what the eval script's git checkout writes
     "conftest",  # conftest.py anywhere: pytest loads it as a plugin
     "runner_config",  # pytest/tox/setup.cfg/pyproject/coverage options, setup.py (re-installs run it)
     "startup_hook",  # sitecustomize.py, usercustomize.py, *.pth: run at interpreter start
@@ -36,6 +37,7 @@ REFUSE: frozenset[SteeringRule] = frozenset({"outside_repo", "git_dir", "symlink
 RUNNER_CONFIG = frozenset(
     {"pytest.ini", ".pytest.ini", "tox.ini", "setup.cfg", "pyproject.toml", "setup.py", ".coveragerc"}
 )
+GIT_WORKTREE_CONFIG = frozenset({".gitattributes", ".gitmodules"})
 STARTUP_HOOKS = frozenset({"sitecustomize.py", "usercustomize.py"})
 COMPILED_SUFFIXES = (".pyc", ".pyo", ".so", ".pyd")
 METADATA_DIR_SUFFIXES = (".egg-info", ".dist-info")
@@ -125,6 +127,8 @@ def path_rule(
         return "conftest"
     if name in RUNNER_CONFIG:
         return "runner_config"
+    if name in GIT_WORKTREE_CONFIG:
+        return "git_attributes"
     if name in STARTUP_HOOKS or name.endswith(".pth"):
         return "startup_hook"
     if name.endswith(COMPILED_SUFFIXES) or "__pycache__" in parts:

@@ -25,6 +25,7 @@ from swe_rl.agent.trajectory import Trajectory
 from swe_rl.envs.cache import EnvCache
 from swe_rl.errors import SweRlError
 from swe_rl.harness.grade import grade_patch
+from swe_rl.harness.verdict import GradingMode
 from swe_rl.llm.base import LLM, SamplingParams
 from swe_rl.llm.cost import PricedLLM, PriceTable
 from swe_rl.runs.metrics import InstanceResult, MetricsSink, agent_metrics
@@ -44,6 +45,9 @@ class EvalSettings(BaseModel):
     resume: bool = False
     max_context: int | None = Field(default=None, description="Context window; enables the context manager.")
     grade_timeout: float = 1800.0
+    grading: GradingMode = Field(
+        default="official", description="official (SWE-bench's verdict, steering flagged) or strict."
+    )
     limits: Limits = Field(default_factory=Limits)
     args: dict[str, Any] = Field(
         default_factory=dict, description="What the user asked for (redacted on disk)."
@@ -224,7 +228,9 @@ async def attempt_outcome(
             result.error = traj.exit_message
         else:
             t0 = time.monotonic()
-            verdict = await grade_patch(task, patch, factory, env, timeout=settings.grade_timeout)
+            verdict = await grade_patch(
+                task, patch, factory, env, timeout=settings.grade_timeout, mode=settings.grading
+            )
             result.eval_time_s = time.monotonic() - t0
             result.resolved, result.grade_status = verdict.resolved, verdict.status
     except SweRlError as exc:

@@ -20,6 +20,7 @@ from typing import Any
 from swe_rl.envs.cache import EnvCache
 from swe_rl.errors import ConfigError, SweRlError
 from swe_rl.harness.grade import grade_patch
+from swe_rl.harness.verdict import GradingMode
 from swe_rl.runs.predictions import Prediction
 from swe_rl.runs.progress import Progress
 from swe_rl.sandbox.base import SandboxFactory
@@ -43,6 +44,7 @@ async def grade_predictions(
     concurrency: int = 2,
     timeout: float = 1800.0,
     quiet: bool = False,
+    mode: GradingMode = "official",
 ) -> tuple[Path, dict[str, Any]]:
     """Grade every prediction; return the run report's path and content."""
     by_id = {t.instance_id: t for t in tasks}
@@ -53,6 +55,7 @@ async def grade_predictions(
         )
     if not preds:
         raise ConfigError("the predictions file is empty")
+    _check_resumed_mode(preds, out, run_id, mode)
     progress = Progress(len(preds), "grade")
     limit = asyncio.Semaphore(max(1, concurrency))
     reports: dict[str, dict[str, Any]] = {}
@@ -68,7 +71,9 @@ async def grade_predictions(
         else:
             async with limit:
                 try:
-                    outcome = await _grade_one(task, pred, cache, factory, folder, timeout, reports)
+                    outcome = await _grade_one(
+                        task, pred, cache, factory, folder, timeout, reports, mode=mode
+                    )
                 except SweRlError as exc:
                     errors[pred.instance_id] = f"{type(exc).__name__}: {exc}"
                     outcome = f"ERROR {type(exc).__name__}: {exc}"
@@ -91,20 +96,37 @@ async def _grade_one(
     folder: Path,
     timeout: float,
     reports: dict[str, dict[str, Any]],
+    *,
+    mode: GradingMode,
 ) -> str:
     env = await asyncio.to_thread(cache.ensure, task)
-    verdict = await grade_patch(task, pred.model_patch, factory, env, timeout=timeout)
+    verdict = await grade_patch(task, pred.model_patch, factory, env, timeout=timeout, mode=mode)
     entry = {
         **verdict.report,
         "tests_status": verdict.tests_status,
         "apply_method": verdict.apply_method,
         "status": verdict.status,
+        "grading": verdict.grading,
+        "steering_files": [f.model_dump() for f in verdict.steering_files],
     }
     atomic_write_text(folder / "patch.diff", pred.model_patch or "")
     atomic_write_text(folder / "test_output.txt", verdict.log)
     atomic_write_json(folder / "report.json", {pred.instance_id: entry})  # written last: marks completion
     reports[pred.instance_id] = entry
     return verdict.summary()
+
+
+def _check_resumed_mode(preds: Sequence[Prediction], out: Path, run_id: str, mode: GradingMode) -> None:
+    """A run is graded in one mode: resuming it in the other would mix verdicts of both."""
+    for pred in preds:
+        done = instance_dir(out, run_id, pred) / "report.json"
+        if done.is_file():
+            graded = json.loads(done.read_text())[pred.instance_id].get("grading", "official")
+            if graded != mode:
+                raise ConfigError(
+                    f"run {run_id!r} in {out} was graded with --grading {graded}; "
+                    f"resume it with that mode or grade --grading {mode} under another --run-id"
+                )
 
 
 def run_report(
