@@ -22,6 +22,15 @@ _FIXED_ENV = {
 }
 
 
+# safe.directory: a cached testbed belongs to the ns sandboxes' uid (sandbox/identity.py)
+_FIXED_CONFIG = [
+    *("-c", "safe.directory=*"),
+    *("-c", "core.autocrlf=false"),
+    *("-c", "commit.gpgsign=false"),
+    *("-c", "tag.gpgsign=false"),
+]
+
+
 def git_env(extra: Mapping[str, str] | None = None) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("GIT_")}
     env.update(_FIXED_ENV)
@@ -40,7 +49,7 @@ def git(
 ) -> str:
     """Run ``git <args>`` in ``cwd``; return stdout. A failure raises :class:`InfraError` with stderr."""
     proc = subprocess.run(
-        ["git", "-c", "core.autocrlf=false", "-c", "commit.gpgsign=false", "-c", "tag.gpgsign=false", *args],
+        ["git", *_FIXED_CONFIG, *args],
         cwd=cwd,
         env=git_env(env),
         input=input,

@@ -14,7 +14,13 @@ from swe_rl.llm.scripted import compact_oracle_replies, debug_oracle_replies, se
 
 def _git(cwd: Path, *args: str, stdin: str | None = None) -> str:
     return subprocess.run(
-        ["git", *args], cwd=cwd, input=stdin, capture_output=True, text=True, check=True
+        # the copies are of cached testbeds, which belong to the ns sandboxes' uid
+        ["git", "-c", "safe.directory=*", *args],
+        cwd=cwd,
+        input=stdin,
+        capture_output=True,
+        text=True,
+        check=True,
     ).stdout
 
 

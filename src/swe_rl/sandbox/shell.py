@@ -72,7 +72,8 @@ class ShellFileOps:
         command = (
             f"set -o pipefail\n[ -e {q} ] || {{ echo 'No such file or directory' >&2; exit 1; }}\n"
             f"[ -f {q} ] || {{ echo 'not a regular file' >&2; exit 1; }}\n"
-            f"[ $(stat -L -c %s -- {q}) -le {FILE_CAP} ] || exit {_TOO_LARGE}\n"
+            f"{_HAS_COREUTILS} || exec base64 -w0 -- {q}\n"  # an image without them: capped by the buffer
+            f'[ "$(wc -c < {q})" -le {FILE_CAP} ] || exit {_TOO_LARGE}\n'
             f"head -c {FILE_CAP + 1} -- {q} | base64 -w0"
         )
         result = await self._run(command, timeout=120, cwd=None, env=None, cap=_B64_CAP)
@@ -91,7 +92,8 @@ class ShellFileOps:
         # measured first, so an over-cap patch is refused inside the sandbox, then sent capped
         diff = diff_command(self.env.base_commit)
         command = (
-            f'set -o pipefail\nn=$({diff} | wc -c) || exit 1\n[ "$n" -le {FILE_CAP} ] || exit {_TOO_LARGE}\n'
+            f"set -o pipefail\n{_HAS_COREUTILS} || {{ {diff}; exit; }}\n"  # without them: capped by the buffer
+            f'n=$({diff} | wc -c) || exit 1\n[ "$n" -le {FILE_CAP} ] || exit {_TOO_LARGE}\n'
             f"{diff} | head -c {FILE_CAP + 1}"
         )
         result = await self._run(command, timeout=300, cwd=None, env=None, cap=FILE_CAP + 1)
@@ -103,4 +105,6 @@ class ShellFileOps:
 
 
 _TOO_LARGE = 90  # the exit status by which the checks above say "over the cap"
+# Official images have coreutils; a minimal image may not (then the output buffer's cap bounds memory)
+_HAS_COREUTILS = "command -v wc >/dev/null && command -v head >/dev/null"
 _B64_CAP = FILE_CAP * 4 // 3 + 16
