@@ -234,16 +234,34 @@ def _peak_growth_mib(pid: int | str = "self") -> float:
     return (int(fields["VmHWM"].split()[0]) - int(fields["VmRSS"].split()[0])) / 1024
 
 
-async def test_oversized_patch_and_file_are_refused_with_bounded_memory(hostile_factory, textkit_env):
+def _parent(pid: int) -> int:
+    status = Path(f"/proc/{pid}/status").read_text()
+    return int(next(line.split()[1] for line in status.splitlines() if line.startswith("PPid:")))
+
+
+def _watched(box, request) -> list[int | str]:
+    """This process, and for remote the pool and the exec server (bwrap's grandparent, via the spawner)."""
+    if type(box).__name__ != "RemoteSandbox":
+        return ["self"]
+    bwrap = min(_sandbox_host_pids(box.id))  # the first process of the sandbox
+    server = _parent(_parent(bwrap))
+    assert b"exec" in Path(f"/proc/{server}/cmdline").read_bytes(), "found the exec server process"
+    return ["self", request.getfixturevalue("remote_service").proc.pid, server]
+
+
+async def test_oversized_patch_and_file_are_refused_with_bounded_memory(
+    hostile_factory, textkit_env, request
+):
     big = 300_000_000
     async with await hostile_factory.create(textkit_env, Limits(disk_mb=1024, memory_mb=2048)) as box:
         made = await box.exec(
             f"yes 0123456789abcdef | head -c {big} > huge.txt; stat -c %s huge.txt", timeout=300
         )
-        assert int(made.output.split()[-1]) > FILE_CAP, (
-            made.output
-        )  # control: the file is there, over the cap
-        _reset_peak()
+        # control: the file is there, over the cap
+        assert int(made.output.split()[-1]) > FILE_CAP, made.output
+        watched = _watched(box, request)
+        for pid in watched:
+            _reset_peak(pid)
         with pytest.raises(OutputLimitError):
             await box.diff()
         with pytest.raises(OutputLimitError):
@@ -254,8 +272,10 @@ async def test_oversized_patch_and_file_are_refused_with_bounded_memory(hostile_
         else:
             with pytest.raises(OSError, match="regular file"):
                 await box.read_file("/dev/zero")
-        grown = _peak_growth_mib()
-        assert grown < 64, f"the caller's memory peaked {grown:.0f} MiB above its resident size"
+        for pid in watched:  # the caller, and on remote the pool and the exec server
+            grown = _peak_growth_mib(pid)
+            assert grown < 64, f"{pid}: memory peaked {grown:.0f} MiB above its resident size"
+        assert len(watched) == (3 if hostile_factory.backend == "remote" else 1)
         # the sandbox stays usable, and a small file still reads whole
         await box.exec("rm huge.txt; echo small > s.txt", timeout=60)
         assert await box.read_file("/testbed/s.txt") == b"small\n"
