@@ -105,6 +105,11 @@ async def test_escape_attempt_fails(iso_factory, textkit_env, host_target, tmp_p
 
 
 async def test_no_capabilities_and_no_new_privileges(iso_factory, textkit_env):
+    # control: the same reading finds capabilities where they are (this root process)
+    host = dict(
+        line.split(":\t") for line in Path("/proc/self/status").read_text().splitlines() if ":\t" in line
+    )
+    assert int(host["CapEff"], 16) != 0
     async with await iso_factory.create(textkit_env) as box:
         status = (
             await box.exec("grep -E '^(CapEff|CapBnd|NoNewPrivs|Seccomp):' /proc/self/status", timeout=10)
@@ -137,6 +142,10 @@ async def test_host_loopback_and_outside_network_unreachable(iso_factory, textki
     port = server.getsockname()[1]
     accepted: list[object] = []
     server.settimeout(5)
+    # control: the server answers on the host's loopback
+    with socket.create_connection(("127.0.0.1", port), timeout=2):
+        conn, _ = server.accept()
+        conn.close()
     thread = threading.Thread(target=lambda: accepted.append(_accept(server)), daemon=True)
     thread.start()
     try:
@@ -225,6 +234,8 @@ async def test_memory_hog_is_killed_by_the_memory_limit(iso_factory, textkit_env
 async def test_other_sandboxes_are_invisible(iso_factory, textkit_env):
     async with await iso_factory.create(textkit_env) as a, await iso_factory.create(textkit_env) as b:
         await a.exec("echo secret-a > /testbed/mine; (sleep 30 &) ; echo started", timeout=10)
+        mine = await a.exec("cat /testbed/mine; ps -eo args | grep -c '^sleep 30$'", timeout=10)
+        assert mine.output == "secret-a\n1\n", "control: a sees its own file and process"
         seen = await b.exec("cat /testbed/mine; ps -eo args | grep -c '^sleep 30$'", timeout=10)
         assert "secret-a" not in seen.output and seen.output.strip().endswith("0")
 
