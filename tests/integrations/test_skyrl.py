@@ -23,7 +23,7 @@ from swe_rl.llm.fake_server import FakeLLMServer, Fault
 from swe_rl.llm.scripted import oracle_policy
 from swe_rl.runs.executor import Policy, get_executor
 
-tokenizer_mod = pytest.importorskip("swe_rl.rl.tokenizer")
+tokenizer_mod = pytest.importorskip("swe_rl.rl.tokenizer", exc_type=ImportError)
 
 Check = Callable[[Any], bool]
 

@@ -11,7 +11,7 @@ from swe_rl.llm.fake_server import FakeLLMServer
 from swe_rl.llm.scripted import oracle_policy
 
 miles_types = pytest.importorskip("miles.utils.types")
-tokenizer_mod = pytest.importorskip("swe_rl.rl.tokenizer")
+tokenizer_mod = pytest.importorskip("swe_rl.rl.tokenizer", exc_type=ImportError)
 
 
 @pytest.fixture(autouse=True)

@@ -10,8 +10,10 @@ from swe_rl.llm.fake_server import FakeLLMServer
 from swe_rl.llm.scripted import oracle_policy
 from swe_rl.runs.executor import Policy, RolloutRequest, get_executor
 
-verl_adapter = pytest.importorskip("swe_rl.integrations.verl")  # MissingExtraError is an ImportError
-tokenizer_mod = pytest.importorskip("swe_rl.rl.tokenizer")
+verl_adapter = pytest.importorskip(
+    "swe_rl.integrations.verl", exc_type=ImportError
+)  # MissingExtraError: an ImportError, not a ModuleNotFoundError
+tokenizer_mod = pytest.importorskip("swe_rl.rl.tokenizer", exc_type=ImportError)
 agent_loop = pytest.importorskip("verl.experimental.agent_loop.agent_loop")
 hydra_utils = pytest.importorskip("hydra.utils")
 omegaconf = pytest.importorskip("omegaconf")

@@ -8,7 +8,7 @@ from swe_rl.llm.base import LLMError, Message, SamplingParams
 from swe_rl.llm.fake_server import FakeLLMServer, Fault
 from swe_rl.llm.sglang import SGLangClient
 
-tokenizer_mod = pytest.importorskip("swe_rl.rl.tokenizer")
+tokenizer_mod = pytest.importorskip("swe_rl.rl.tokenizer", exc_type=ImportError)
 
 
 @pytest.fixture(scope="module")

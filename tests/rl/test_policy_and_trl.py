@@ -14,9 +14,9 @@ from swe_rl.llm.prompts import PromptExtender
 from swe_rl.llm.scripted import oracle_replies
 from swe_rl.runs.rollout import RolloutResult, run_rollout
 
-tokenizer_mod = pytest.importorskip("swe_rl.rl.tokenizer")
+tokenizer_mod = pytest.importorskip("swe_rl.rl.tokenizer", exc_type=ImportError)
 torch = pytest.importorskip("torch")
-trl_mod = pytest.importorskip("swe_rl.integrations.trl")
+trl_mod = pytest.importorskip("swe_rl.integrations.trl", exc_type=ImportError)
 
 
 @pytest.fixture(scope="module")

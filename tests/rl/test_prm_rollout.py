@@ -10,7 +10,7 @@ from swe_rl.llm.scripted import oracle_policy
 from swe_rl.runs.executor import LocalExecutor, Policy, ProcessReward, RolloutRequest
 from swe_rl.runs.rollout import request_from_env
 
-tokenizer_mod = pytest.importorskip("swe_rl.rl.tokenizer")
+tokenizer_mod = pytest.importorskip("swe_rl.rl.tokenizer", exc_type=ImportError)
 
 
 async def test_judge_scores_steps_m_times_and_the_reward_is_outcome_plus_coef_mean(task_by_id, envs):

@@ -15,7 +15,7 @@ from swe_rl.llm.scripted import SUBMIT, bash_reply
 from swe_rl.rl.advantages import grpo_advantages
 from swe_rl.rl.samples import TrainingSample, fill_ids_fixed_base, step_samples, trajectory_samples
 
-tokenizer_mod = pytest.importorskip("swe_rl.rl.tokenizer")
+tokenizer_mod = pytest.importorskip("swe_rl.rl.tokenizer", exc_type=ImportError)
 TURNS = 22
 
 

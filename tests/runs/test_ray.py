@@ -145,7 +145,7 @@ async def test_token_level_rollout_on_ray_equals_the_local_executor(cluster, tas
     from swe_rl.llm.scripted import oracle_policy
     from swe_rl.runs.executor import LocalExecutor, Policy, RolloutRequest
 
-    tokenizer_mod = pytest.importorskip("swe_rl.rl.tokenizer")
+    tokenizer_mod = pytest.importorskip("swe_rl.rl.tokenizer", exc_type=ImportError)
     task = task_by_id["swe-rl-builtin__statkit-2"]
     async with FakeLLMServer(oracle_policy([task]), tokenizer=tokenizer_mod.qwen_tokenizer()) as server:
         request = RolloutRequest(

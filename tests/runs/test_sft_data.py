@@ -20,7 +20,7 @@ from swe_rl.runs.evaluation import EvalSettings, run_eval
 from swe_rl.runs.sft_data import SFTFilters, candidates_from_run, sft_from_runs
 from swe_rl.runs.trajsets import convert_row, public_candidates, read_rows
 
-pytest.importorskip("swe_rl.rl.tokenizer")
+pytest.importorskip("swe_rl.rl.tokenizer", exc_type=ImportError)
 
 
 @pytest.fixture(scope="module")

@@ -27,7 +27,7 @@ from swe_rl.sandbox.capacity import host_cpus, host_memory_mb, machine_capacity
 from tests.conftest import available_factory
 from tests.service.servers import Server, TcpProxy, free_port, serve_in_thread
 
-tokenizer_mod = pytest.importorskip("swe_rl.rl.tokenizer")
+tokenizer_mod = pytest.importorskip("swe_rl.rl.tokenizer", exc_type=ImportError)
 
 
 @pytest.fixture(scope="module")
