@@ -69,8 +69,26 @@ class Server:
             return dict(json.loads(resp.read()))
 
 
-def exec_server(port: int | None = None, *extra: str) -> Server:
-    return Server(["serve", "exec", "--backend", "ns", *extra], port or free_port())
+def exec_server(port: int | None = None, *extra: str, backend: str = "ns") -> Server:
+    return Server(["serve", "exec", "--backend", backend, *extra], port or free_port())
+
+
+async def post(
+    url: str, body: object, *, headers: dict | None = None, timeout: float = 60
+) -> tuple[int, Any, Any]:
+    """POST ``body`` (JSON-encoded unless bytes or str) and return (status, parsed JSON reply, headers)."""
+    import aiohttp
+
+    async with (
+        aiohttp.ClientSession() as session,
+        session.post(
+            url,
+            data=body if isinstance(body, (bytes, str)) else json.dumps(body),
+            headers={"Content-Type": "application/json", **(headers or {})},
+            timeout=aiohttp.ClientTimeout(total=timeout),
+        ) as resp,
+    ):
+        return resp.status, json.loads(await resp.read()), resp.headers
 
 
 def pool_server(nodes: list[Server], *extra: str, env: dict[str, str] | None = None) -> Server:

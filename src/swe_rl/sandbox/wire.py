@@ -102,10 +102,15 @@ class EvaluateRequest(_Model):
 
 class EvaluateResponse(_Model):
     ok: bool = True
-    resolved: bool
-    returncode: int
+    resolved: bool = Field(description="The eval script exited 0, or the official grading resolved the task.")
+    returncode: int | None = Field(
+        description="The eval script's exit code (official grading: 0 resolved, 1 not); null when no script ran."
+    )
     output: str
     report: dict[str, Any] = Field(default_factory=dict)
+    error: str | None = Field(
+        default=None, description="Why it is not resolved without a verdict (as the seed's 'error')."
+    )
 
 
 class FileReadRequest(_Model):

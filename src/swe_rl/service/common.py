@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import hmac
 import json
+import logging
 import time
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable
@@ -14,7 +15,27 @@ from pydantic import BaseModel, ValidationError
 from starlette.requests import Request
 from starlette.responses import JSONResponse, PlainTextResponse, Response
 
-from swe_rl.sandbox.wire import ErrorBody, ErrorKind, ErrorResponse
+from swe_rl.errors import (
+    ConfigError,
+    InfraError,
+    MissingExtraError,
+    OutputLimitError,
+    PatchApplyError,
+    SweRlError,
+)
+from swe_rl.sandbox.wire import (
+    MAX_FILE,
+    AllocateRequest,
+    CreateRequest,
+    ErrorBody,
+    ErrorKind,
+    ErrorResponse,
+    EvaluateRequest,
+    ExecRequest,
+    FileReadRequest,
+    FileWriteRequest,
+    IdRequest,
+)
 
 M = TypeVar("M", bound=BaseModel)
 STATUS: dict[ErrorKind, int] = {
@@ -30,7 +51,19 @@ STATUS: dict[ErrorKind, int] = {
     "cancelled": 409,
     "internal": 500,
 }
-MAX_BODY = 96 * 1024 * 1024
+MIB = 1024 * 1024
+MAX_BODY = 96 * MIB
+CHUNKED_MAX = 8 * MIB
+BODY_CAPS: dict[type[BaseModel], int] = {
+    CreateRequest: MIB,
+    IdRequest: MIB,
+    FileReadRequest: MIB,
+    AllocateRequest: MIB,
+    ExecRequest: 8 * MIB,  # a command of MAX_COMMAND characters, JSON-escaped
+    FileWriteRequest: MAX_FILE * 4 // 3 + MIB,  # a file of MAX_FILE bytes, base64
+    EvaluateRequest: MAX_BODY,  # a patch of MAX_FILE characters and a script
+}
+_log = logging.getLogger(__name__)
 
 
 class ServiceError(Exception):
@@ -46,13 +79,49 @@ def error_response(kind: ErrorKind, message: str, retry_after: float | None = No
     return JSONResponse(body, status_code=STATUS[kind], headers=headers)
 
 
-async def parse(request: Request, model: type[M]) -> M:
-    length = int(request.headers.get("content-length") or 0)
-    if length > MAX_BODY:
-        raise ServiceError("bad_request", f"request body larger than {MAX_BODY} bytes")
-    body = await request.body()
-    if len(body) > MAX_BODY:
-        raise ServiceError("bad_request", f"request body larger than {MAX_BODY} bytes")
+def error_kind(exc: SweRlError) -> ErrorKind:
+    """The wire kind of one of swe-rl's errors: whose fault it is decides 4xx or 5xx."""
+    if isinstance(exc, OutputLimitError):
+        return "too_large"
+    if isinstance(exc, MissingExtraError):
+        return "internal"  # the node lacks a dependency: not the request's fault
+    if isinstance(exc, (ConfigError, PatchApplyError)):
+        return "bad_request"
+    if isinstance(exc, InfraError):
+        return "sandbox_error"
+    return "internal"
+
+
+async def read_body(request: Request, cap: int) -> bytearray:
+    """The body, refused (``too_large``) as soon as it is known to pass ``cap``: a declared Content-Length
+    over it before a byte is read, a chunked body once what arrived passes it (at most CHUNKED_MAX for a
+    body that does not declare its length). Nothing much over the cap is ever held."""
+    declared = request.headers.get("content-length")
+    if declared is not None:
+        try:
+            length = int(declared)
+        except ValueError:
+            raise ServiceError("bad_request", "Content-Length is not a number") from None
+        if length > cap:
+            raise ServiceError("too_large", f"request body of {length} bytes; this endpoint takes {cap}")
+        limit = cap
+    else:
+        limit = min(cap, CHUNKED_MAX)
+    body = bytearray()
+    async for chunk in request.stream():
+        body += chunk
+        if len(body) > limit:
+            raise ServiceError(
+                "too_large",
+                f"request body over {limit} bytes"
+                + ("" if declared is not None else " (a larger body must declare its Content-Length)"),
+            )
+    return body
+
+
+async def parse(request: Request, model: type[M], cap: int | None = None) -> M:
+    """The body as ``model``: over its cap (``BODY_CAPS``) is ``too_large``, invalid is ``bad_request``."""
+    body = await read_body(request, cap or BODY_CAPS.get(model, MAX_BODY))
     try:
         return model.model_validate_json(body or b"{}")
     except ValidationError as exc:
@@ -177,7 +246,8 @@ def endpoint(
     idempotency: Idempotency | None,
     name: str,
 ) -> Callable[[Request], Awaitable[Response]]:
-    """Wrap a handler: auth, typed errors (never a bare 500 for bad input), idempotency, metrics."""
+    """Wrap a handler: auth, typed errors (swe-rl's errors by ``error_kind``, anything else ``internal``; never
+    a bare 500), idempotency, metrics."""
 
     async def wrapped(request: Request) -> Response:
         started = time.monotonic()
@@ -200,6 +270,16 @@ def endpoint(
         except json.JSONDecodeError as exc:
             metrics.inc("errors_total", kind="bad_request", endpoint=name)
             response = error_response("bad_request", f"invalid JSON: {exc}")
+        except SweRlError as exc:
+            kind = error_kind(exc)
+            if kind == "internal":
+                _log.exception("%s: %s", name, type(exc).__name__)
+            metrics.inc("errors_total", kind=kind, endpoint=name)
+            response = error_response(kind, f"{type(exc).__name__}: {exc}"[:4000])
+        except Exception as exc:  # a bug: logged with its traceback, answered in the structured shape
+            _log.exception("%s: unexpected %s", name, type(exc).__name__)
+            metrics.inc("errors_total", kind="internal", endpoint=name)
+            response = error_response("internal", f"{type(exc).__name__}: {exc}"[:4000])
         metrics.inc("requests_total", endpoint=name, status=str(response.status_code))
         metrics.observe(f"{name}_seconds", time.monotonic() - started)
         return response

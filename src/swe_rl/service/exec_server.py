@@ -22,7 +22,6 @@ from starlette.routing import Route
 from swe_rl.envs.cache import EnvCache
 from swe_rl.envs.images import ImageEntry, image_inventory
 from swe_rl.errors import ConfigError, InfraError, OutputLimitError
-from swe_rl.harness.grade import grade_patch
 from swe_rl.sandbox.base import EnvSpec, Limits, Sandbox, SandboxFactory
 from swe_rl.sandbox.capacity import machine_capacity
 from swe_rl.sandbox.wire import (
@@ -40,6 +39,7 @@ from swe_rl.sandbox.wire import (
     OkResponse,
 )
 from swe_rl.service.common import Idempotency, Metrics, ServiceError, endpoint, parse
+from swe_rl.service.evaluate import grade_officially, run_eval_script, unresolved
 from swe_rl.tasks.images import image_name
 from swe_rl.tasks.model import Task, parse_task
 
@@ -90,6 +90,17 @@ class ExecNode:
         """What `swe-rl images ls` lists: imported envs, and the engine's evaluation images on docker nodes."""
         client = getattr(self.factory, "_client", None) if self.factory.backend == "docker" else None
         return image_inventory(self.cache, client)
+
+    def task_for(self, instance: str | dict[str, Any] | None, default: Task | None) -> Task | None:
+        """The task an evaluate request names: a record, an instance id of this node, else the image's."""
+        if isinstance(instance, dict):
+            return parse_task(instance, where="request")
+        if instance:
+            task = self.by_name.get(instance)
+            if task is None:
+                raise ServiceError("not_found", f"no task {instance!r} on this node")
+            return task
+        return default
 
     def get(self, container_id: str) -> Held:
         held = self.boxes.get(container_id)
@@ -238,41 +249,22 @@ def create_app(
     async def evaluate(request: Request) -> EvaluateResponse:
         req = await parse(request, EvaluateRequest)
         held = node.get(req.container_id)
-        patch = req.patch if req.patch is not None else await _sandbox_call(held.sandbox.diff())
-        task = held.task
-        if isinstance(req.instance, dict):
-            try:
-                task = parse_task(req.instance, where="request")
-            except ConfigError as exc:
-                raise ServiceError("bad_request", str(exc)) from None
-        elif isinstance(req.instance, str):
-            task = node.by_name.get(req.instance) or task
-        if task is None and req.eval_script:
-            task = Task(
-                instance_id="adhoc",
-                repo=held.env.repo or "x/x",
-                base_commit=held.env.base_commit,
-                eval_script=req.eval_script,
+        if req.patch is not None:
+            patch = req.patch
+        else:
+            async with held.lock:
+                patch = await _sandbox_call(held.sandbox.diff())
+        if req.eval_script:  # the seed's contract: the client's script decides
+            return await run_eval_script(
+                node.factory, held.env, node.limits, patch, req.eval_script, cwd=req.cwd, timeout=req.timeout
             )
+        task = node.task_for(req.instance, held.task)
         if task is None:
-            raise ServiceError(
-                "bad_request", "give 'instance' (an id of this node's tasks or a record) or 'eval_script'"
+            return unresolved(
+                "nothing to grade by: no eval_script, and neither the request's 'instance' nor the image "
+                f"{held.env.key!r} names a task of this node"
             )
-        try:  # graded in a pristine sandbox of the same env, never in the agent's
-            verdict = await grade_patch(
-                task, patch, node.factory, held.env, timeout=req.timeout, limits=node.limits
-            )
-        except InfraError as exc:
-            raise ServiceError("sandbox_error", str(exc)) from None
-        resolved = (
-            verdict.resolved if task.FAIL_TO_PASS or task.PASS_TO_PASS else verdict.status != "apply_failed"
-        )
-        return EvaluateResponse(
-            resolved=resolved,
-            returncode=0 if resolved else 1,
-            output=verdict.log[-200_000:],
-            report={**verdict.report, "status": verdict.status, "tests_status": verdict.tests_status},
-        )
+        return await grade_officially(task, patch, node.factory, held.env, node.limits, timeout=req.timeout)
 
     async def destroy(request: Request) -> OkResponse:
         await node.destroy((await parse(request, IdRequest)).container_id)
