@@ -14,6 +14,9 @@ Every patch's changes are inventoried (:mod:`.inventory`) and checked against th
 
 from __future__ import annotations
 
+import base64
+import posixpath
+import shlex
 import tempfile
 import time
 from pathlib import Path
@@ -34,6 +37,7 @@ APPLY_METHODS: list[tuple[ApplyMethod, str]] = [
 ]
 _RESTORE = "git checkout -q -- . && git clean -fdq -e .git"
 DEFAULT_TEST_TIMEOUT = 1800.0
+_INLINE_BYTES = 48 * 1024  # under one argv string's limit (128 KiB) once in base64
 
 
 async def grade_patch(
@@ -79,12 +83,14 @@ async def grade_in(
     grading = _Grading(task, patch, mode)
     if patch is not None:
         try:
-            await box.write_file(CANDIDATE_PATCH, (patch if patch.endswith("\n") else patch + "\n").encode())
+            staged = await _stage(
+                box, {CANDIDATE_PATCH: (patch if patch.endswith("\n") else patch + "\n").encode()}
+            )
         except OutputLimitError as exc:  # the agent's outcome, scored: never graded cut, never an infra error
             grading.log.append(f"{STEERING_MARK} ({mode}): patch refused: {exc}")
             return grading.refused()
         guard = Guard(task, mode)
-        await guard.before(box)
+        await guard.before(box, staged)
         if not guard.refusal:
             grading.method = await _apply(box, grading.log)
             if grading.method is not None:
@@ -96,11 +102,26 @@ async def grade_in(
         if guard.refusal:
             return grading.refused()
     grading.applied_at = time.monotonic()
-    await box.write_file(TEST_PATCH, task.test_patch.encode())
-    await box.write_file(EVAL_SCRIPT, eval_script(task).encode())
-    result = await box.exec(f"bash {EVAL_SCRIPT}", timeout=timeout)
+    staged = await _stage(
+        box, {TEST_PATCH: task.test_patch.encode(), EVAL_SCRIPT: eval_script(task).encode()}
+    )
+    result = await box.exec(f"{staged}bash {EVAL_SCRIPT}", timeout=timeout)
     grading.log.append(result.output)
     return grading.verdict(result.output, timeout_hit=result.timed_out)
+
+
+async def _stage(box: Sandbox, files: dict[str, bytes]) -> str:
+    """Small files travel inside the next command (a round trip less each, which a docker exec feels);
+    larger ones are written now. Returns the shell that writes them, silent when it works."""
+    if sum(len(data) for data in files.values()) > _INLINE_BYTES:
+        for path, data in files.items():
+            await box.write_file(path, data)
+        return ""
+    return "".join(
+        f"mkdir -p {shlex.quote(posixpath.dirname(path))} && "
+        f"printf %s {base64.b64encode(data).decode()} | base64 -d > {shlex.quote(path)}\n"
+        for path, data in files.items()
+    )
 
 
 async def _apply(box: Sandbox, log: list[str]) -> ApplyMethod | None:
@@ -128,6 +149,7 @@ class _Grading:
 
     def refused(self) -> Verdict:
         """Strict mode refused the patch: the tests did not run, and it is not resolved."""
+        self.applied_at = time.monotonic()
         lines = self.guard.log_lines() if self.guard else []
         return self._make(
             "refused",

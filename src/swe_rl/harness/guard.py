@@ -32,8 +32,9 @@ class Guard:
         self.refusal: str | None = None
         self._inventory = Inventory()
 
-    async def before(self, box: Sandbox) -> None:
-        self._inventory = await inventory.before(box)
+    async def before(self, box: Sandbox, setup: str = "") -> None:
+        """``setup``: shell run first, in the same command (it writes the candidate patch)."""
+        self._inventory = await inventory.before(box, setup)
         for path in self._inventory.patch_paths:
             rule = patch_path_rule(path)
             if rule:

@@ -10,41 +10,39 @@ the repository, which no snapshot of it can see.
 
 from __future__ import annotations
 
+import base64
 import shlex
 
 from pydantic import BaseModel, Field
 
 from swe_rl.errors import SandboxError
 from swe_rl.harness.evalscript import CANDIDATE_PATCH, SCRATCH
-from swe_rl.sandbox.base import Sandbox
+from swe_rl.sandbox.base import ExecResult, Sandbox
 
-_FILES = {
-    name: f"{SCRATCH}/{name}"
-    for name in (
-        "numstat.z",
-        "tree0",
-        "tree1",
-        "gitdir0",
-        "gitdir1",
-        "changes.z",
-        "packages.z",
-        "modules.txt",
-    )
-}
 _GIT = (
     "git -c core.fsmonitor=false -c core.untrackedCache=false -c core.hooksPath=/dev/null "
     "-c core.quotePath=false -c advice.addEmbeddedRepo=false"
 )
+_BUNDLE = f"{SCRATCH}/inventory"
+_BUNDLE_MARK = "swe-rl-inventory:"
+_INLINE_LIST = 32 * 1024  # a revert list up to this size travels in the command itself
 _PREAMBLE = f"""set -u
-export GIT_OPTIONAL_LOCKS=0 GIT_LITERAL_PATHSPECS=1 GIT_INDEX_FILE="$PWD/{SCRATCH}/snapshot.index"
+S={SCRATCH}
+export GIT_OPTIONAL_LOCKS=0 GIT_LITERAL_PATHSPECS=1 GIT_INDEX_FILE="$PWD/$S/snapshot.index"
 G="{_GIT}"
-gitdir_digest() {{
-  find .git \\( -path .git/swe-rl -o -path .git/index \\) -prune -o -printf '%y %m %s %i %T@ %C@ %P\\0' \\
+gitdir_digest() {{  # a directory's own times change with git's index.lock: its entries are what counts
+  find .git \\( -path .git/swe-rl -o -path .git/index \\) -prune -o -type d -printf '%m %P\\0' | sort -z | sha1sum
+  find .git \\( -path .git/swe-rl -o -path .git/index \\) -prune -o ! -type d -printf '%y %m %s %i %T@ %C@ %P\\0' \\
     | sort -z | sha1sum
   find .git \\( -path .git/swe-rl -o -path .git/index -o -path .git/objects \\) -prune -o -type f -print0 \\
     | sort -z | xargs -0 -r sha1sum | sha1sum
 }}
-snapshot() {{ $G add -A -f -- . >/dev/null 2>&1 && $G write-tree; }}
+snapshot() {{ $G add -A -f -- . >/dev/null 2>&1 && $G write-tree > "$S/$1"; }}
+changes() {{ $G diff-tree -r -z --no-renames --raw "$(cat $S/tree0)" "$(cat $S/$1)" > $S/changes; }}
+bundle() {{  # 'name size' NL bytes, for each; printed base64 on one line as well (one round trip)
+  for f in "$@"; do printf '%s %s\\n' "$f" "$(wc -c < "$S/$f")"; cat "$S/$f"; done > {_BUNDLE}
+  printf '\\n{_BUNDLE_MARK}'; base64 -w0 < {_BUNDLE}; echo
+}}
 """
 # Module names importable from the env (stdlib and site-packages), by its own interpreter, isolated
 # from the repository (-I -S): a new top-level module must not take one of them. Python 3.5 syntax.
@@ -68,34 +66,42 @@ sys.stdout.write("\n".join(sorted(names)))
 BEFORE = (
     _PREAMBLE
     + f"""rm -f "$GIT_INDEX_FILE"
-$G apply --numstat -z {CANDIDATE_PATCH} > {_FILES["numstat.z"]} 2>/dev/null || echo "numstat-failed"
-snapshot > {_FILES["tree0"]} || echo "snapshot-failed"
-gitdir_digest > {_FILES["gitdir0"]}
-python -I -S -c {shlex.quote(_MODULES)} > {_FILES["modules.txt"]} 2>/dev/null || : > {_FILES["modules.txt"]}
+$G apply --numstat -z {CANDIDATE_PATCH} > $S/numstat 2>/dev/null || : > $S/numstat
+snapshot tree0 || echo "snapshot-failed"
+gitdir_digest > $S/gitdir0
+python -I -S -c {shlex.quote(_MODULES)} > $S/modules 2>/dev/null || : > $S/modules
+bundle numstat modules
 """
 )
 AFTER = (
     _PREAMBLE
-    + f"""gitdir_digest > {_FILES["gitdir1"]}
-cmp -s {_FILES["gitdir0"]} {_FILES["gitdir1"]} || {{ echo "gitdir-changed"; exit 0; }}
-snapshot > {_FILES["tree1"]} || {{ echo "snapshot-failed"; exit 0; }}
-$G diff-tree -r -z --no-renames --raw "$(cat {_FILES["tree0"]})" "$(cat {_FILES["tree1"]})" > {_FILES["changes.z"]}
-GIT_LITERAL_PATHSPECS=0 $G ls-files -z -- ':(glob)**/__init__.py' > {_FILES["packages.z"]}
+    + """gitdir_digest > $S/gitdir1
+cmp -s $S/gitdir0 $S/gitdir1 || { echo "gitdir-changed"; exit 0; }
+snapshot tree1 || { echo "snapshot-failed"; exit 0; }
+changes tree1
+GIT_LITERAL_PATHSPECS=0 $G ls-files -z -- ':(glob)**/__init__.py' > $S/packages
+bundle changes packages
 """
 )
-_REMOVE, _RESTORE = f"{SCRATCH}/remove.z", f"{SCRATCH}/restore.z"
+_REVERT_LIST = f"{SCRATCH}/revert"
+# Each entry of the list: '-' path (new with the patch: removed) or '+' path (put back from tree0).
 REVERT = (
     _PREAMBLE
-    + f"""while IFS= read -r -d '' p; do
-  rm -f -- "$p"; rmdir -p --ignore-fail-on-non-empty -- "$(dirname -- "$p")" 2>/dev/null
-done < {_REMOVE}
-if [ -s {_RESTORE} ]; then
-  export GIT_INDEX_FILE="$PWD/{SCRATCH}/revert.index"
-  $G read-tree "$(cat {_FILES["tree0"]})" && $G checkout-index -f -z --stdin < {_RESTORE}
-  export GIT_INDEX_FILE="$PWD/{SCRATCH}/snapshot.index"
+    + """: > $S/restore
+while IFS= read -r -d '' entry; do
+  p=${entry#?}
+  case $entry in
+    -*) rm -f -- "$p"; rmdir -p --ignore-fail-on-non-empty -- "$(dirname -- "$p")" 2>/dev/null ;;
+    *) printf '%s\\0' "$p" >> $S/restore ;;
+  esac
+done < $S/revert
+if [ -s $S/restore ]; then
+  GIT_INDEX_FILE="$PWD/$S/revert.index" $G read-tree "$(cat $S/tree0)" \\
+    && GIT_INDEX_FILE="$PWD/$S/revert.index" $G checkout-index -f -z --stdin < $S/restore
 fi
-snapshot > {_FILES["tree1"]} || {{ echo "snapshot-failed"; exit 0; }}
-$G diff-tree -r -z --no-renames --raw "$(cat {_FILES["tree0"]})" "$(cat {_FILES["tree1"]})" > {_FILES["changes.z"]}
+snapshot tree2 || { echo "snapshot-failed"; exit 0; }
+changes tree2
+bundle changes
 """
 )
 SYMLINK, GITLINK, ABSENT = "120000", "160000", "000000"
@@ -124,15 +130,16 @@ class Inventory(BaseModel):
     problem: str | None = None
 
 
-async def before(box: Sandbox) -> Inventory:
-    """Snapshot the tree and read the patch's own file list; the candidate patch is already written."""
-    result = await box.exec(BEFORE, timeout=300)
+async def before(box: Sandbox, setup: str = "") -> Inventory:
+    """Snapshot the tree and read the patch's own file list. ``setup`` (run first) or an earlier
+    write has put the candidate patch in place."""
+    result = await box.exec(setup + BEFORE, timeout=300)
+    found = await _bundle(box, result)
     inventory = Inventory(
-        patch_paths=_numstat_paths(await _read(box, "numstat.z")),
-        installed=set((await _read(box, "modules.txt")).split()),
+        patch_paths=_numstat_paths(found.get("numstat", "")), installed=set(found.get("modules", "").split())
     )
     if "snapshot-failed" in result.output or result.returncode != 0:
-        inventory.problem = f"cannot snapshot the tree before the patch: {result.output.strip()[-500:]}"
+        inventory.problem = f"cannot snapshot the tree before the patch: {_tail(result)}"
     return inventory
 
 
@@ -143,33 +150,53 @@ async def after(box: Sandbox, inventory: Inventory) -> Inventory:
     if "gitdir-changed" in result.output:
         found.gitdir_changed = True
     elif "snapshot-failed" in result.output or result.returncode != 0:
-        found.problem = found.problem or f"cannot snapshot the patched tree: {result.output.strip()[-500:]}"
+        found.problem = found.problem or f"cannot snapshot the patched tree: {_tail(result)}"
     else:
-        found.changes = _changes(await _read(box, "changes.z"))
-        found.package_dirs = {_parent(p) for p in _split(await _read(box, "packages.z"))}
+        parts = await _bundle(box, result)
+        found.changes = _changes(parts.get("changes", ""))
+        found.package_dirs = {_parent(p) for p in _split(parts.get("packages", ""))}
     return found
 
 
 async def revert(box: Sandbox, inventory: Inventory, paths: list[str]) -> list[Change] | None:
     """Put ``paths`` back as they were before the patch; return what still differs from that tree
     (None: the reverted tree could not be snapshot)."""
-    by_path = {c.path: c for c in inventory.changes}
-    remove = [p for p in paths if by_path[p].new]
-    restore = [p for p in paths if not by_path[p].new]
-    await box.write_file(_REMOVE, b"".join(_encode(p) + b"\0" for p in remove))
-    await box.write_file(_RESTORE, b"".join(_encode(p) + b"\0" for p in restore))
-    result = await box.exec(REVERT, timeout=300)
+    new = {c.path for c in inventory.changes if c.new}
+    entries = b"".join((b"-" if p in new else b"+") + _encode(p) + b"\0" for p in paths)
+    if len(entries) <= _INLINE_LIST:
+        write = f"printf %s {base64.b64encode(entries).decode()} | base64 -d > {_REVERT_LIST}\n"
+    else:
+        await box.write_file(_REVERT_LIST, entries)
+        write = ""
+    result = await box.exec(write + REVERT, timeout=300)
     if "snapshot-failed" in result.output or result.returncode != 0:
         return None
-    return _changes(await _read(box, "changes.z"))
+    return _changes((await _bundle(box, result)).get("changes", ""))
 
 
-async def _read(box: Sandbox, name: str) -> str:
-    try:
-        data = await box.read_file(_FILES[name])
-    except SandboxError:
-        return ""
-    return data.decode("utf-8", "surrogateescape")
+async def _bundle(box: Sandbox, result: ExecResult) -> dict[str, str]:
+    """The files a script bundled: name -> content (paths decoded as UTF-8, odd bytes kept as
+    surrogates). From the script's output, or from the bundle's file when the output was cut."""
+    _, mark, encoded = result.output.rpartition(_BUNDLE_MARK)
+    if mark and not result.truncated:
+        data = base64.b64decode(encoded.strip())
+    else:
+        try:
+            data = await box.read_file(_BUNDLE)
+        except SandboxError:
+            return {}
+    parts: dict[str, str] = {}
+    at = 0
+    while at < len(data):
+        end = data.index(b"\n", at)
+        name, size = data[at:end].decode().split(" ")
+        at = end + 1 + int(size)
+        parts[name] = data[end + 1 : at].decode("utf-8", "surrogateescape")
+    return parts
+
+
+def _tail(result: ExecResult) -> str:
+    return result.output.rpartition(_BUNDLE_MARK)[0].strip()[-500:]
 
 
 def _encode(path: str) -> bytes:
