@@ -12,7 +12,9 @@ from swe_rl.tasks.model import Task
 
 
 def git(cwd: Path, *args: str) -> str:
-    return subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=True, check=True).stdout.strip()
+    return subprocess.run(
+        ["git", "-c", "safe.directory=*", *args], cwd=cwd, capture_output=True, text=True, check=True
+    ).stdout.strip()
 
 
 def make_repo(repo_cache: Path, repo: str = "acme/widget") -> str:

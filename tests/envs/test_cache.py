@@ -9,7 +9,10 @@ from swe_rl.envs.cache import EnvCache
 
 
 def _git(cwd, *args) -> str:
-    return subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=True, check=False).stdout
+    # safe.directory: a testbed belongs to the ns sandboxes' uid once one has run on it
+    return subprocess.run(
+        ["git", "-c", "safe.directory=*", *args], cwd=cwd, capture_output=True, text=True, check=True
+    ).stdout
 
 
 def test_testbed_has_no_history_after_base(tasks, envs, cache_root):

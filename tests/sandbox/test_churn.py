@@ -79,7 +79,7 @@ def _alive_containers(ids: list[str]) -> list[str]:
 
     client = docker.from_env()
     try:
-        found = client.containers.list(all=True, filters={"label": "swe-rl.sandbox"})
+        found = client.containers.list(all=True, filters={"label": "swe-rl.sandbox"}, ignore_removed=True)
         return [c.id for c in found if c.id in ids]
     finally:
         client.close()
