@@ -24,8 +24,9 @@ import pytest
 from tests.conftest import available_factory
 
 from swe_rl.agent.config import load_agent_config
+from swe_rl.errors import SandboxError
 from swe_rl.gitutil import git
-from swe_rl.harness.grade import grade_patch
+from swe_rl.harness.grade import grade_in, grade_patch
 from swe_rl.harness.official import official_report
 from swe_rl.harness.steering import REFUSE
 from swe_rl.harness.verdict import GradingMode, Verdict
@@ -750,3 +751,19 @@ def test_grade_command_takes_the_grading_mode(task_by_id, envs, tmp_path):
     assert entry["steering_files"] == [{"path": "conftest.py", "rule": "conftest", "action": "flagged"}]
     mixed = grade("o", "--grading", "strict")
     assert mixed.returncode != 0 and "--grading official" in mixed.stderr
+
+
+async def test_a_tree_the_inventory_cannot_read_before_the_patch_is_an_infra_error(task_by_id, envs):
+    """Before the patch the tree is the env's, not the agent's: strict mode raises (unscored, retried)
+    instead of refusing; official mode grades as the harness does and says the inventory is missing."""
+    task = task_by_id[WRAP]
+    factory = available_factory("ns")
+    broken = "mkdir -p vendor/lib && git -C vendor/lib init -q"  # a nested repository without a commit
+    async with await factory.create(envs.ensure(task)) as box:
+        assert (await box.exec(broken, timeout=30)).returncode == 0
+        with pytest.raises(SandboxError, match="cannot snapshot"):
+            await grade_in(box, task, task.patch, timeout=60, mode="strict")
+        await box.reset()
+        assert (await box.exec(broken, timeout=30)).returncode == 0
+        official = await grade_in(box, task, task.patch, timeout=60)
+    assert official.resolved and "inventory incomplete" in official.log

@@ -3,6 +3,7 @@ refusal or revert (the rule is :mod:`.steering`, the git mechanics :mod:`.invent
 
 from __future__ import annotations
 
+from swe_rl.errors import SandboxError
 from swe_rl.harness import inventory
 from swe_rl.harness.inventory import GITLINK, SYMLINK, Change, Inventory
 from swe_rl.harness.steering import (
@@ -35,11 +36,13 @@ class Guard:
     async def before(self, box: Sandbox, setup: str = "") -> None:
         """``setup``: shell run first, in the same command (it writes the candidate patch)."""
         self._inventory = await inventory.before(box, setup)
+        if self._inventory.problem and self.mode == "strict":
+            # the tree is still pristine: the env or the sandbox is at fault, not the patch
+            raise SandboxError(f"strict grading of {self.task.instance_id}: {self._inventory.problem}")
         for path in self._inventory.patch_paths:
             rule = patch_path_rule(path)
             if rule:
                 self._add(path, rule)
-        self._refuse_if_needed(self._inventory.problem)
 
     async def after(self, box: Sandbox) -> None:
         found = await inventory.after(box, self._inventory)
@@ -56,6 +59,8 @@ class Guard:
         lines = [f"{STEERING_MARK} ({self.mode}): {f.action} {f.rule} {f.path!r}" for f in self.files]
         if self.refusal:
             lines.append(f"{STEERING_MARK} ({self.mode}): patch refused: {self.refusal}")
+        elif self._inventory.problem:
+            lines.append(f"{STEERING_MARK} ({self.mode}): inventory incomplete: {self._inventory.problem}")
         return lines
 
     def _classify(self, changes: list[Change]) -> list[tuple[Change, SteeringRule]]:
