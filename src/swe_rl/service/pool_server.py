@@ -25,8 +25,20 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from swe_rl.sandbox.wire import AllocateRequest, AllocateResponse, HeartbeatResponse, IdRequest, OkResponse
+from swe_rl.sandbox.wire import (
+    AllocateRequest,
+    AllocateResponse,
+    EvaluateRequest,
+    ExecRequest,
+    FileReadRequest,
+    FileWriteRequest,
+    HeartbeatResponse,
+    IdRequest,
+    OkResponse,
+)
 from swe_rl.service.common import Idempotency, Metrics, ServiceError, endpoint, parse
+
+LeaseRequest = ExecRequest | IdRequest | EvaluateRequest | FileReadRequest
 
 
 @dataclass
@@ -305,13 +317,14 @@ def create_app(
     async def allocate(request: Request) -> Any:
         return await pool.allocate(await parse(request, AllocateRequest), request.headers.get("x-request-id"))
 
-    def forward(path: str) -> Any:
+    def forward(path: str, model: type[LeaseRequest]) -> Any:
         async def handler(request: Request) -> Response:
-            body = await request.json()
-            if not isinstance(body, dict):
-                raise ServiceError("bad_request", "expected a JSON object")
-            lease = pool.get(str(body.get("lease_id", "")))
-            body["container_id"] = lease.container_id
+            req = await parse(request, model)  # capped while it streams in; malformed fields are a 400 here
+            lease = pool.get(req.lease_id)
+            body = {
+                **req.model_dump(exclude_unset=True, exclude={"lease_id"}),
+                "container_id": lease.container_id,
+            }
             async with lease.lock:
                 started = time.monotonic()
                 status, data = await pool.call(
@@ -319,7 +332,7 @@ def create_app(
                     path,
                     body,
                     request.headers.get("x-request-id"),
-                    timeout=float(body.get("timeout") or 180) + 30,
+                    timeout=float(getattr(req, "timeout", 180)) + 30,
                 )
             metrics.observe("node_call_seconds", time.monotonic() - started)
             return _relay(status, data)
@@ -376,12 +389,12 @@ def create_app(
     app = Starlette(
         routes=[
             route("/allocate", allocate),
-            route("/exec", forward("/container/exec")),
-            route("/diff", forward("/container/diff")),
-            route("/evaluate", forward("/container/evaluate")),
-            route("/reset", forward("/container/reset")),
-            route("/read_file", forward("/container/read_file")),
-            route("/write_file", forward("/container/write_file")),
+            route("/exec", forward("/container/exec", ExecRequest)),
+            route("/diff", forward("/container/diff", IdRequest)),
+            route("/evaluate", forward("/container/evaluate", EvaluateRequest)),
+            route("/reset", forward("/container/reset", IdRequest)),
+            route("/read_file", forward("/container/read_file", FileReadRequest)),
+            route("/write_file", forward("/container/write_file", FileWriteRequest)),
             route("/heartbeat", heartbeat),
             route("/close", close),
             route("/status", status, ["GET"]),
