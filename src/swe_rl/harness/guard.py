@@ -43,6 +43,7 @@ class Guard:
             rule = patch_path_rule(path)
             if rule:
                 self._add(path, rule)
+        self._refuse_if_needed(None)
 
     async def after(self, box: Sandbox) -> None:
         found = await inventory.after(box, self._inventory)
