@@ -28,6 +28,9 @@ _BUNDLE_MARK = "swe-rl-inventory:"
 _INLINE_LIST = 32 * 1024  # a revert list up to this size travels in the command itself
 _PREAMBLE = f"""set -u
 S={SCRATCH}
+for t in find sort sha1sum xargs wc cat base64; do  # a minimal image may lack them: say so, never guess
+  command -v $t >/dev/null || {{ echo "snapshot-failed: the environment has no $t"; exit 0; }}
+done
 export GIT_OPTIONAL_LOCKS=0 GIT_LITERAL_PATHSPECS=1 GIT_INDEX_FILE="$PWD/$S/snapshot.index"
 G="{_GIT}"
 gitdir_digest() {{  # a directory's own times change with git's index.lock: its entries are what counts
@@ -134,6 +137,8 @@ async def before(box: Sandbox, setup: str = "") -> Inventory:
     """Snapshot the tree and read the patch's own file list. ``setup`` (run first) or an earlier
     write has put the candidate patch in place."""
     result = await box.exec(setup + BEFORE, timeout=300)
+    if "snapshot-failed: the environment has no" in result.output:
+        return Inventory(problem=f"cannot snapshot the tree before the patch: {_tail(result)}")
     found = await _bundle(box, result)
     inventory = Inventory(
         patch_paths=_numstat_paths(found.get("numstat", "")), installed=set(found.get("modules", "").split())
@@ -183,15 +188,18 @@ async def _bundle(box: Sandbox, result: ExecResult) -> dict[str, str]:
     else:
         try:
             data = await box.read_file(_BUNDLE)
-        except SandboxError:
+        except (SandboxError, OSError):
             return {}
     parts: dict[str, str] = {}
     at = 0
-    while at < len(data):
-        end = data.index(b"\n", at)
-        name, size = data[at:end].decode().split(" ")
-        at = end + 1 + int(size)
-        parts[name] = data[end + 1 : at].decode("utf-8", "surrogateescape")
+    try:
+        while at < len(data):
+            end = data.index(b"\n", at)
+            name, size = data[at:end].decode().split(" ")
+            at = end + 1 + int(size)
+            parts[name] = data[end + 1 : at].decode("utf-8", "surrogateescape")
+    except ValueError:
+        raise SandboxError(f"{box.id}: the inventory's bundle is malformed: {data[:200]!r}") from None
     return parts
 
 
