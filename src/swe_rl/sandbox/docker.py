@@ -83,7 +83,8 @@ def reap_leftovers(client: Any) -> int:
     """Remove labelled containers whose owning process on this host is gone."""
     host = socket.gethostname()
     removed = 0
-    for container in client.containers.list(all=True, filters={"label": LABEL}):
+    # ignore_removed: another process's container may go between the listing and its inspection
+    for container in client.containers.list(all=True, filters={"label": LABEL}, ignore_removed=True):
         owner = container.labels.get(OWNER_LABEL, "")
         name, _, pid = owner.partition(":")
         if name == host and pid.isdigit() and Path(f"/proc/{pid}").exists() and int(pid) != 0:
