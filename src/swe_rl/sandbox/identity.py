@@ -27,6 +27,7 @@ import hashlib
 import os
 import shutil
 import subprocess
+import uuid
 from pathlib import Path
 
 from swe_rl.errors import SandboxError
@@ -81,7 +82,7 @@ def exec_only_shell(rootfs: Path | None) -> Path:
     target = cache_dir() / "runtime" / "shells" / f"bash-{hashlib.sha256(data).hexdigest()[:16]}"
     if not target.exists():
         target.parent.mkdir(parents=True, exist_ok=True)
-        partial = target.with_name(f".{target.name}.{os.getpid()}")
+        partial = target.with_name(f".{target.name}.{uuid.uuid4().hex}")  # creates race in threads too
         partial.write_bytes(data)
         os.chmod(partial, 0o111)
         os.replace(partial, target)
