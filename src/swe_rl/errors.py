@@ -10,10 +10,16 @@ times out) are *data*, returned in results. Exceptions are for what stops the wo
     │   └── MissingExtraError(ConfigError, ImportError)
     ├── PatchApplyError(SweRlError, ValueError)    a patch applies by none of the methods (data for grading)
     ├── OutputLimitError(SweRlError, OSError)      a file or patch larger than its cap: refused, never truncated
-    └── InfraError(SweRlError, RuntimeError)       the machinery failed; never scored as a wrong answer
+    └── InfraError(SweRlError, RuntimeError)       the machinery failed; not a wrong answer (but see below)
         ├── SandboxError                           a sandbox could not be created, died, or misbehaved
-        │   └── SandboxUnavailableError            a backend cannot run on this machine
+        │   ├── SandboxUnavailableError            a backend cannot run on this machine
+        │   └── BackendLostError                   the node, server or engine behind a sandbox is gone
         └── EnvBuildError                          an environment could not be built
+
+Who a failure is charged to is decided by where it happened, not by these types alone (docs/TRAINING.md,
+"Outcome attribution"): a SandboxError or OutputLimitError from the agent's own sandbox while the agent
+runs is the agent's outcome, scored; a BackendLostError, a sandbox that could not be created, a grading
+sandbox that failed and an unreachable model are infrastructure, never scored.
 """
 
 from __future__ import annotations
@@ -59,7 +65,8 @@ class OutputLimitError(SweRlError, OSError):
 
 
 class InfraError(SweRlError, RuntimeError):
-    """The infrastructure failed (sandbox died, harness timed out). Never a wrong answer."""
+    """The infrastructure failed (sandbox died, harness timed out). Not a wrong answer, unless the agent's
+    own commands broke its own sandbox (the module's docstring)."""
 
 
 class SandboxError(InfraError):
@@ -68,6 +75,14 @@ class SandboxError(InfraError):
 
 class SandboxUnavailableError(SandboxError):
     """A backend cannot run on this machine (not root, no overlayfs, no dockerd)."""
+
+
+class BackendLostError(SandboxError):
+    """What runs a sandbox is gone or failing: a node, an exec or pool server, a container engine.
+
+    Raised instead of a plain SandboxError when the backend can tell that the fault is not the sandbox's
+    own (the engine does not answer, the node is down): nothing the agent did inside can cause it.
+    """
 
 
 class EnvBuildError(InfraError):

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 from tests.conftest import available_factory
 
+from swe_rl.agent.actions import submission
 from swe_rl.agent.config import load_agent_config
 from swe_rl.agent.loop import run_agent
 from swe_rl.llm.base import SamplingParams
@@ -92,3 +93,15 @@ async def test_llm_failure_is_an_infra_error(ns, task_by_id, envs):
     task = task_by_id["swe-rl-builtin__statkit-1"]
     traj, _ = await _run(ns, envs.ensure(task), task, [bash_reply("one", "ls")])  # runs out of replies
     assert traj.exit_status == "infra_error" and "LLMError" in traj.exit_message
+
+
+async def test_a_submission_over_the_output_cap_is_an_agent_error_never_cut(ns, task_by_id, envs):
+    task = task_by_id["swe-rl-builtin__statkit-1"]
+    env = envs.ensure(task)
+    replies = [bash_reply("write", "seq 1 400000 > big.txt"), bash_reply("submit", SUBMIT)]
+    async with await ns.create(env) as box:
+        traj = await run_agent(task, box, ScriptedLLM(replies), load_agent_config(), PARAMS)
+        control = await box.exec(SUBMIT, timeout=60)  # what the agent's submit printed: cut at the cap
+    assert control.truncated and submission(control.output) is not None
+    assert traj.exit_status == "agent_error" and traj.submission is None
+    assert "over the output cap" in traj.exit_message

@@ -2,7 +2,7 @@
 
 from swe_rl.agent.config import AgentConfig, load_agent_config
 from swe_rl.agent.context import ContextManager
-from swe_rl.agent.loop import run_agent
+from swe_rl.agent.loop import left_patch, run_agent
 from swe_rl.agent.trajectory import ExitStatus, Step, Trajectory
 
 __all__ = [
@@ -11,6 +11,7 @@ __all__ = [
     "ExitStatus",
     "Step",
     "Trajectory",
+    "left_patch",
     "load_agent_config",
     "run_agent",
 ]

@@ -3,6 +3,11 @@
 The protocol is mini-swe-agent's: a THOUGHT and exactly one ```bash block per reply; the agent submits
 with ``echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT`` followed by the diff. Every way a run can end is an
 exception carrying the exit status, caught once in :func:`run_agent`.
+
+A failure is charged by where it happened (docs/TRAINING.md, "Outcome attribution"): the agent's own
+sandbox failing under its commands (a dead shell or container, a broken channel, an over-cap patch) ends
+the run as ``agent_error``, scored; the model or the backend failing (LLMError, BackendLostError) ends it
+as ``infra_error``, never scored.
 """
 
 from __future__ import annotations
@@ -14,7 +19,7 @@ from swe_rl.agent.actions import bash_blocks, head_tail, submission
 from swe_rl.agent.config import AgentConfig
 from swe_rl.agent.context import ContextManager
 from swe_rl.agent.trajectory import ExitStatus, Step, Trajectory
-from swe_rl.errors import InfraError
+from swe_rl.errors import BackendLostError, InfraError, OutputLimitError, SandboxError
 from swe_rl.llm.base import LLM, Message, SamplingParams
 from swe_rl.sandbox.base import ExecResult, Sandbox
 from swe_rl.tasks.model import Task
@@ -56,6 +61,27 @@ async def run_agent(
         traj.exit_status, traj.exit_message = "infra_error", f"{type(exc).__name__}: {exc}"
     traj.total_time_s = time.monotonic() - started
     return traj
+
+
+async def left_patch(traj: Trajectory, box: Sandbox) -> str | None:
+    """What the run leaves to grade: the submission, else the sandbox's diff; None when nothing can be.
+
+    A diff the agent's sandbox cannot give (it deleted ``.git``, killed its container, filled its disk,
+    left a patch over the cap) makes the run ``agent_error``: None, scored as a failure. A lost backend
+    raises BackendLostError (infrastructure).
+    """
+    if traj.submission is not None:
+        return traj.submission
+    if traj.exit_status in ("agent_error", "infra_error"):
+        return None
+    try:
+        return await box.diff()
+    except BackendLostError:
+        raise
+    except (SandboxError, OutputLimitError) as exc:
+        traj.exit_message = f"{traj.exit_message}; then no diff: {_failure(exc)}".lstrip("; ")
+        traj.exit_status = "agent_error"
+        return None
 
 
 class _State:
@@ -147,11 +173,21 @@ async def _execute(traj: Trajectory, step: Step, box: Sandbox, config: AgentConf
     assert step.action is not None
     left = config.wall_time_s - (time.monotonic() - started)
     t0 = time.monotonic()
-    result = await box.exec(step.action, timeout=max(0.01, min(config.command_timeout, left)))
-    step.env_time_s = time.monotonic() - t0
-    traj.env_time_s += step.env_time_s
+    try:
+        result = await box.exec(step.action, timeout=max(0.01, min(config.command_timeout, left)))
+    except BackendLostError:
+        raise  # the node or engine, not the agent: infra_error
+    except (SandboxError, OutputLimitError) as exc:  # its own sandbox broke under its commands
+        raise _Finished("agent_error", f"the sandbox failed: {_failure(exc)}") from None
+    finally:
+        step.env_time_s = time.monotonic() - t0
+        traj.env_time_s += step.env_time_s
     step.returncode, step.timed_out = result.returncode, result.timed_out
     patch = submission(result.output) if result.returncode == 0 else None
+    if patch is not None and result.truncated:  # never graded cut
+        raise _Finished(
+            "agent_error", f"the submitted patch is over the output cap ({result.output_bytes} bytes)"
+        )
     if patch is not None:
         traj.submission = patch
         _observe(traj, step, "Submitted.")
@@ -179,6 +215,10 @@ def _render_observation(result: ExecResult, config: AgentConfig, remaining: int)
         remaining=remaining,
         command_timeout=config.command_timeout,
     )
+
+
+def _failure(exc: Exception) -> str:
+    return f"{type(exc).__name__}: {exc}"
 
 
 def _observe(traj: Trajectory, step: Step, text: str) -> None:

@@ -8,7 +8,11 @@ from pydantic import BaseModel, Field
 
 from swe_rl.llm.base import Completion, Message
 
-ExitStatus = Literal["submitted", "limits_exceeded", "format_error_limit", "timeout", "infra_error"]
+ExitStatus = Literal[
+    "submitted", "limits_exceeded", "format_error_limit", "timeout", "agent_error", "infra_error"
+]
+"""How a run ended. ``agent_error``: the agent's own commands broke its sandbox (scored as a failure);
+``infra_error``: something outside its control failed (never scored). docs/TRAINING.md has the table."""
 
 
 class Step(BaseModel):

@@ -25,6 +25,7 @@ STATUS_OF: dict[ExitStatus, SampleStatus] = {
     "limits_exceeded": "truncated",
     "timeout": "truncated",
     "format_error_limit": "aborted",
+    "agent_error": "aborted",  # the agent broke its own sandbox: scored with the failure reward
     "infra_error": "infra_error",
 }
 

@@ -3,7 +3,9 @@
 Each attempt: build (or find) the env, start a sandbox, run the agent, take the submitted patch (or the
 sandbox's diff when the agent never submitted), grade it in a pristine sandbox, write the artifacts,
 append one line to results.jsonl. An infrastructure failure ends only that attempt, as ``infra_error``;
-``--resume`` retries those and skips the rest.
+``--resume`` retries those and skips the rest. What the agent's commands did to its own sandbox (a
+deleted ``.git``, a killed container, an over-cap patch) is its outcome: ``agent_error``, an unresolved
+attempt, counted in the resolve rate (docs/TRAINING.md, "Outcome attribution").
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ from pydantic import BaseModel, Field
 
 from swe_rl.agent.config import AgentConfig
 from swe_rl.agent.context import ContextManager
-from swe_rl.agent.loop import run_agent
+from swe_rl.agent.loop import left_patch, run_agent
 from swe_rl.agent.trajectory import Trajectory
 from swe_rl.envs.cache import EnvCache
 from swe_rl.errors import SweRlError
@@ -218,18 +220,19 @@ async def attempt_outcome(
         context = ContextManager(settings.max_context, params.max_tokens) if settings.max_context else None
         async with await factory.create(env, settings.limits) as box:
             traj = await run_agent(task, box, llm, agent, params, context=context, workdir=env.workdir)
-            if traj.submission is not None:
-                patch, result.patch_source = traj.submission, "submission"
-            elif traj.exit_status != "infra_error":
-                patch = await box.diff()
-                result.patch_source = "diff_fallback" if patch.strip() else "none"
+            left = await left_patch(traj, box)  # None after agent_error: an unresolved attempt
+        patch = left or ""
+        if traj.submission is not None:
+            result.patch_source = "submission"
+        elif patch.strip():
+            result.patch_source = "diff_fallback"
         _fill(result, traj)
         if traj.exit_status == "infra_error":
             result.error = traj.exit_message
         else:
             t0 = time.monotonic()
             verdict = await grade_patch(
-                task, patch, factory, env, timeout=settings.grade_timeout, mode=settings.grading
+                task, left, factory, env, timeout=settings.grade_timeout, mode=settings.grading
             )
             result.eval_time_s = time.monotonic() - t0
             result.resolved, result.grade_status = verdict.resolved, verdict.status

@@ -19,7 +19,7 @@ from pydantic import BaseModel, Field
 
 from swe_rl.agent.config import AgentConfig
 from swe_rl.agent.context import ContextManager
-from swe_rl.agent.loop import run_agent
+from swe_rl.agent.loop import left_patch, run_agent
 from swe_rl.agent.trajectory import Trajectory
 from swe_rl.envs.cache import EnvCache
 from swe_rl.errors import SweRlError
@@ -67,6 +67,10 @@ async def run_rollout(
 ) -> RolloutResult:
     """Agent in a fresh sandbox, patch graded in another, samples built from ids. Never raises InfraError.
 
+    What the agent's commands did to its own sandbox is its outcome (``agent_error``, status aborted,
+    the failure reward); a failure outside its control (env build, sandbox creation, a lost backend, the
+    model, grading) is ``infra_error``, unscored. docs/TRAINING.md, "Outcome attribution".
+
     ``tokenizer``: for a text-only policy (an OpenAI endpoint that returns no ids), steps without ids are
     encoded with the fixed-base method; with ids from the server, it is not used. ``prm``: a judge and
     its settings (``runs.executor.ProcessReward``): the reward becomes outcome + coef * mean step score.
@@ -78,11 +82,7 @@ async def run_rollout(
         env = await asyncio.to_thread(cache.ensure, task)
         async with await factory.create(env) as box:
             traj = await run_agent(task, box, llm, config, params, context=context, workdir=env.workdir)
-            patch = (
-                traj.submission
-                if traj.submission is not None
-                else (await box.diff() if traj.exit_status != "infra_error" else "")
-            )
+            patch = await left_patch(traj, box)  # None after agent_error: graded as no patch, scored
         if traj.exit_status == "infra_error":
             return _failed(traj, traj.exit_message, started)
         t0 = time.monotonic()

@@ -5,7 +5,9 @@ Containers run an official evaluation image when the env names one (``EnvSpec.im
 /etc and the merged-/usr symlinks; the host's /usr, the env's interpreter prefix and venv are bound
 read-only, as in the ns backend) with the testbed copied in. Every container is labelled, limited
 (memory, pids, CPU, no network, all capabilities dropped, no-new-privileges, a size-limited /tmp), and
-always removed; a reaper removes leftovers of dead owners at start-up.
+always removed; a reaper removes leftovers of dead owners at start-up. A failed call asks the engine
+whether it still answers: if not, BackendLostError (the engine is gone); if so, SandboxError (this
+container failed, e.g. its commands stopped it).
 """
 
 from __future__ import annotations
@@ -22,7 +24,13 @@ import uuid
 from pathlib import Path
 from typing import Any, Self
 
-from swe_rl.errors import MissingExtraError, OutputLimitError, SandboxError, SandboxUnavailableError
+from swe_rl.errors import (
+    BackendLostError,
+    MissingExtraError,
+    OutputLimitError,
+    SandboxError,
+    SandboxUnavailableError,
+)
 from swe_rl.sandbox._output import CappedBuffer
 from swe_rl.sandbox._proc import boot_ticks, start_ticks
 from swe_rl.sandbox.base import EnvSpec, ExecResult, Limits
@@ -113,7 +121,7 @@ class DockerSandbox(ShellFileOps):
             raise
         except Exception as exc:
             await self._remove()
-            raise SandboxError(f"cannot start container for {self.id}: {type(exc).__name__}: {exc}") from exc
+            raise await self._failure(f"cannot start container for {self.id}", exc) from exc
 
     def _create(self) -> Any:
         env, limits = self.env, self.limits
@@ -158,6 +166,17 @@ class DockerSandbox(ShellFileOps):
             with contextlib.suppress(Exception):
                 await asyncio.to_thread(container.remove, force=True)
 
+    async def _failure(self, what: str, exc: Exception) -> SandboxError:
+        """Where a failed engine call failed: the engine (it no longer answers) or this container."""
+        cause = f"{type(exc).__name__}: {exc}"
+        try:
+            await asyncio.to_thread(self._client.ping)
+        except Exception as lost:  # requests' ConnectionError, docker's APIError, a timeout...
+            return BackendLostError(
+                f"{what}: the Docker engine does not answer ({type(lost).__name__}: {lost}); {cause}"
+            )
+        return SandboxError(f"{what}: {cause}")
+
     def _check_open(self) -> Any:
         if self._closed:
             raise SandboxError(f"sandbox {self.id} is closed")
@@ -180,7 +199,7 @@ class DockerSandbox(ShellFileOps):
         except SandboxError:
             raise
         except Exception as exc:
-            raise SandboxError(f"docker exec failed in {self.id}: {type(exc).__name__}: {exc}") from exc
+            raise await self._failure(f"docker exec failed in {self.id}", exc) from exc
         timed_out = code == 137 and time.monotonic() - started >= timeout * 0.98
         if timed_out:  # a setsid child left the process group that timeout killed
             await asyncio.to_thread(_kill_started_since, container, since)
@@ -225,7 +244,7 @@ class DockerSandbox(ShellFileOps):
         try:
             ok = await asyncio.to_thread(container.put_archive, "/", buf.getvalue())
         except Exception as exc:
-            raise SandboxError(f"cannot copy into {self.id}: {type(exc).__name__}: {exc}") from exc
+            raise await self._failure(f"cannot copy into {self.id}", exc) from exc
         quoted = shlex.quote(path)
         moved = await self._run(
             f'mkdir -p -- "$(dirname -- {quoted})" && mv -f /{staged} {quoted}',

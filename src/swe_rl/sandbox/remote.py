@@ -3,7 +3,9 @@
 One pooled aiohttp session per factory and event loop (:class:`swe_rl.httpsession.LoopSession`). Every
 call carries an ``X-Request-ID`` that stays the same across retries, so a retried exec returns the first
 result and never runs twice. Transient failures (connection errors, 502/503/504) are retried with
-backoff; what still fails is a SandboxError.
+backoff. What still fails is charged by where it happened: an answer about the sandbox itself
+(``sandbox_error``, ``bad_request``) is a SandboxError; a pool or node that cannot be reached, is down
+or answers anything else is a BackendLostError (never the agent's doing).
 """
 
 from __future__ import annotations
@@ -16,12 +18,13 @@ import random
 import uuid
 from typing import Any, Self
 
-from swe_rl.errors import OutputLimitError, SandboxError, SandboxUnavailableError
+from swe_rl.errors import BackendLostError, OutputLimitError, SandboxError, SandboxUnavailableError
 from swe_rl.httpsession import LoopSession
 from swe_rl.sandbox.base import EnvSpec, ExecResult, Limits
 from swe_rl.sandbox.wire import AllocateResponse
 
 RETRYABLE = {502, 503, 504}
+SANDBOX_KINDS = {"sandbox_error", "bad_request"}  # the node answered about this sandbox or this request
 
 
 class RemoteClient:
@@ -59,8 +62,10 @@ class RemoteClient:
                     last = f"HTTP {resp.status} {kind}: {message}"
                     if kind == "too_large":
                         raise OutputLimitError(f"{self.url}{path}: {message}")
-                    if resp.status not in RETRYABLE or kind in ("node_down", "sandbox_error"):
+                    if kind in SANDBOX_KINDS:
                         raise SandboxError(f"{self.url}{path}: {last}")
+                    if resp.status not in RETRYABLE or kind == "node_down":
+                        raise BackendLostError(f"{self.url}{path}: {last}")
                     retry_after = float(resp.headers.get("Retry-After") or 0) or None
             except OutputLimitError:
                 raise  # an OSError, but an answer: not a transport fault to retry
@@ -68,7 +73,7 @@ class RemoteClient:
                 last = f"{type(exc).__name__}: {exc}"
             if attempt < self.retries:
                 await asyncio.sleep(retry_after or self.backoff_s * 2**attempt * (0.5 + random.random() / 2))
-        raise SandboxError(f"{self.url}{path} failed after {self.retries + 1} attempts: {last}")
+        raise BackendLostError(f"{self.url}{path} failed after {self.retries + 1} attempts: {last}")
 
     async def close(self) -> None:
         await self._sessions.close()
