@@ -25,7 +25,13 @@ from typing import Any
 from swe_rl.errors import OutputLimitError
 from swe_rl.harness.evalscript import CANDIDATE_PATCH, EVAL_SCRIPT, TEST_PATCH, eval_script
 from swe_rl.harness.guard import STEERING_MARK, Guard
-from swe_rl.harness.official import APPLY_PATCH_FAIL, APPLY_PATCH_PASS, official_report
+from swe_rl.harness.official import (
+    APPLY_PATCH_FAIL,
+    APPLY_PATCH_PASS,
+    official_report,
+    parse_test_log,
+    parser_name,
+)
 from swe_rl.harness.verdict import ApplyMethod, GradeStatus, GradingMode, Verdict
 from swe_rl.sandbox.base import EnvSpec, Limits, Sandbox, SandboxFactory
 from swe_rl.tasks.model import Task
@@ -178,6 +184,8 @@ class _Grading:
             status = "apply_failed"
         elif timeout_hit and not resolved:
             status = "test_timeout"
+        elif not resolved and not parse_test_log(parsed, parser_name(self.task)):
+            status = "unparseable_log"
         else:
             status = "resolved" if resolved else "unresolved"
         lines = self.guard.log_lines() if self.guard else []

@@ -9,7 +9,11 @@ from pydantic import BaseModel, Field
 from swe_rl.harness.steering import SteeringFile
 
 ApplyMethod = Literal["git apply --verbose", "git apply --verbose --reject", "patch --batch --fuzz=5 -p1"]
-GradeStatus = Literal["resolved", "unresolved", "apply_failed", "empty_patch", "test_timeout", "refused"]
+GradeStatus = Literal[
+    "resolved", "unresolved", "unparseable_log", "apply_failed", "empty_patch", "test_timeout", "refused"
+]
+"""``unparseable_log``: the tests ran but their log parses to no test at all (e.g. a pytest too old to print
+the ``-rA`` summary): not resolved, and said so rather than shown as an ordinary failure."""
 GradingMode = Literal["official", "strict"]
 
 
