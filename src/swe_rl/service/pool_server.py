@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import itertools
 import os
 import time
 import uuid
@@ -94,9 +93,7 @@ class LeasePool:
         self.health_period = health_period
         self.reap_period = reap_period
         self.leases: dict[str, Lease] = {}
-        self._cond = asyncio.Condition()
-        self._queue: deque[int] = deque()
-        self._tickets = itertools.count()
+        self._waiters: deque[asyncio.Future[Node]] = deque()  # FIFO; a timed-out waiter is cancelled in place
         self._session: Any = None
         self.draining = False
         self.reaped = 0
@@ -154,8 +151,7 @@ class LeasePool:
             node.healthy = True
             node.failures = 0
             await self.reconcile(node)
-            async with self._cond:
-                self._cond.notify_all()
+        self._grant()  # a node came back, or reports more capacity
 
     async def reconcile(self, node: Node) -> None:
         """Destroy the node's sandboxes that no live lease owns (after a node or pool restart)."""
@@ -186,35 +182,23 @@ class LeasePool:
     async def allocate(self, req: AllocateRequest, request_id: str | None) -> AllocateResponse:
         if self.draining:
             raise ServiceError("draining", "the pool is shutting down", retry_after=5)
-        deadline = time.monotonic() + (self.wait if req.wait is None else req.wait)
-        ticket = next(self._tickets)
-        async with self._cond:
-            self._queue.append(ticket)
-            try:
-                while True:
-                    node = self._pick() if self._queue[0] == ticket else None
-                    if node is not None:
-                        node.reserved += 1
-                        break
-                    left = deadline - time.monotonic()
-                    if left <= 0:
-                        raise ServiceError(
-                            "capacity",
-                            f"no free sandbox slot within {req.wait or self.wait:.0f}s",
-                            retry_after=max(1.0, self.reap_period),
-                        )
-                    with contextlib.suppress(TimeoutError):
-                        await asyncio.wait_for(self._cond.wait(), left)
-            finally:
-                self._queue.remove(ticket)
-                self._cond.notify_all()
+        wait = self.wait if req.wait is None else req.wait
+        node = await self._slot(time.monotonic() + wait)
+        if node is None:
+            raise ServiceError(
+                "capacity",
+                f"no free sandbox slot within {wait:g}s",
+                retry_after=max(1.0, self.reap_period),
+            )
+        status, body = 0, b""
         try:
             create = {"image": req.image, "limits": req.limits.model_dump() if req.limits else None}
             status, body = await self.call(node, "/container/create", create, request_id, timeout=600)
         finally:
             node.reserved -= 1
+            if status != 200:
+                self._grant()  # the slot is free again
         if status != 200:
-            await self._wake()
             return _relay(status, body)  # type: ignore[return-value]
         import json
 
@@ -226,6 +210,51 @@ class LeasePool:
         return AllocateResponse(
             lease_id=lease.lease_id, container_id=container_id, node_url=node.url, expires_in=lease.ttl
         )
+
+    async def _slot(self, deadline: float) -> Node | None:
+        """A node with a slot reserved for the caller, in arrival order, or None once ``deadline`` passes.
+
+        A freed slot is handed to the head waiter directly (``_grant``): no waiter wakes only to find
+        it is not its turn, so a long queue costs nothing per release and every waiter leaves on time.
+        """
+        while self._waiters and self._waiters[0].done():
+            self._waiters.popleft()
+        if not self._waiters:  # nobody is ahead: take a free slot at once
+            node = self._pick()
+            if node is not None:
+                node.reserved += 1
+                return node
+        granted: asyncio.Future[Node] = asyncio.get_running_loop().create_future()
+        self._waiters.append(granted)
+        try:
+            await asyncio.wait([granted], timeout=max(0.0, deadline - time.monotonic()))
+        except BaseException:  # the caller went away
+            if granted.done():
+                granted.result().reserved -= 1  # granted meanwhile: give the slot back
+                self._grant()
+            granted.cancel()
+            raise
+        if granted.done():
+            return granted.result()
+        granted.cancel()  # left in the queue; _grant skips it
+        return None
+
+    def _grant(self) -> None:
+        """Hand free slots to the waiters at the head of the queue, first come first served."""
+        while self._waiters:
+            head = self._waiters[0]
+            if head.done():  # timed out or went away
+                self._waiters.popleft()
+                continue
+            node = self._pick()
+            if node is None:
+                return
+            node.reserved += 1
+            self._waiters.popleft()
+            head.set_result(node)
+
+    def _queued(self) -> int:
+        return sum(not w.done() for w in self._waiters)
 
     def get(self, lease_id: str) -> Lease:
         lease = self.leases.get(lease_id)
@@ -245,11 +274,7 @@ class LeasePool:
                 await self.call(
                     lease.node, "/container/destroy", {"container_id": lease.container_id}, request_id
                 )
-        await self._wake()
-
-    async def _wake(self) -> None:
-        async with self._cond:
-            self._cond.notify_all()
+        self._grant()
 
     async def reap(self) -> None:
         now = time.monotonic()
@@ -273,7 +298,7 @@ class LeasePool:
                 for n in self.nodes
             ],
             "leases": len(self.leases),
-            "queue": len(self._queue),
+            "queue": self._queued(),
             "max_concurrent": self.max_concurrent,
             "per_node_cap": self.per_node,
             "reaped": self.reaped,
@@ -310,7 +335,7 @@ def create_app(
     )
     metrics = Metrics("swe_rl_pool")
     metrics.gauge("leases", lambda: len(pool.leases))
-    metrics.gauge("queue_length", lambda: len(pool._queue))
+    metrics.gauge("queue_length", lambda: pool._queued())
     metrics.gauge("healthy_nodes", lambda: sum(n.healthy for n in pool.nodes))
     idem = Idempotency()
 
