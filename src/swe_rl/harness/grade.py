@@ -22,7 +22,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from swe_rl.errors import OutputLimitError
+from swe_rl.errors import BackendLostError, OutputLimitError, SandboxError
 from swe_rl.harness.evalscript import CANDIDATE_PATCH, EVAL_SCRIPT, TEST_PATCH, eval_script
 from swe_rl.harness.guard import STEERING_MARK, Guard
 from swe_rl.harness.official import (
@@ -111,7 +111,17 @@ async def grade_in(
     staged = await _stage(
         box, {TEST_PATCH: task.test_patch.encode(), EVAL_SCRIPT: eval_script(task).encode()}
     )
-    result = await box.exec(f"{staged}bash {EVAL_SCRIPT}", timeout=timeout)
+    try:
+        result = await box.exec(f"{staged}bash {EVAL_SCRIPT}", timeout=timeout)
+    except BackendLostError:
+        raise
+    except SandboxError as exc:
+        if patch is None:  # the repository's own tests broke it: the env's fault
+            raise
+        # the pristine env's tests do not break their sandbox (validated): the patched code did, so it is
+        # the patch's outcome, scored as unresolved, never an infra error a policy could learn to reach
+        grading.log.append(f"the sandbox broke while the patched code's tests ran: {exc}")
+        return grading.broken()
     grading.log.append(result.output)
     return grading.verdict(result.output, timeout_hit=result.timed_out)
 
@@ -168,6 +178,11 @@ class _Grading:
             },
             "\n".join([*self.log, *lines]),
         )
+
+    def broken(self) -> Verdict:
+        """The patched code's tests broke the grading sandbox (killed its init, its shell): not resolved."""
+        report = {"patch_is_None": False, "patch_exists": True, "patch_successfully_applied": True}
+        return self._make("sandbox_broken", False, {**report, "resolved": False}, "\n".join(self.log))
 
     def verdict(self, test_output: str, *, timeout_hit: bool) -> Verdict:
         """swebench's report on ``test_output`` (the eval script's output, what the official harness's

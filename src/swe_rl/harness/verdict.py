@@ -10,10 +10,19 @@ from swe_rl.harness.steering import SteeringFile
 
 ApplyMethod = Literal["git apply --verbose", "git apply --verbose --reject", "patch --batch --fuzz=5 -p1"]
 GradeStatus = Literal[
-    "resolved", "unresolved", "unparseable_log", "apply_failed", "empty_patch", "test_timeout", "refused"
+    "resolved",
+    "unresolved",
+    "unparseable_log",
+    "apply_failed",
+    "empty_patch",
+    "test_timeout",
+    "refused",
+    "sandbox_broken",
 ]
 """``unparseable_log``: the tests ran but their log parses to no test at all (e.g. a pytest too old to print
-the ``-rA`` summary): not resolved, and said so rather than shown as an ordinary failure."""
+the ``-rA`` summary): not resolved, and said so rather than shown as an ordinary failure.
+``sandbox_broken``: the patched code's tests broke the grading sandbox (killed its init or shell): not
+resolved, and scored, never an infrastructure error."""
 GradingMode = Literal["official", "strict"]
 
 
