@@ -288,3 +288,12 @@ async def test_huge_command_output_is_capped_with_bounded_memory(hostile_factory
         assert result.output_bytes > 150_000_000, result.output_bytes  # control: it really printed that much
         assert "output capped at 1000000 bytes" in result.output
         assert _peak_growth_mib() < 64
+
+
+async def test_an_env_missing_from_the_cache_is_a_typed_error(textkit_env, tmp_path):
+    factory = available_factory("ns")
+    gone = textkit_env.model_copy(update={"testbed": tmp_path / "no-such-testbed"})
+    async with await factory.create(textkit_env) as box:  # control: the same env with its testbed starts
+        assert (await box.exec("echo up", timeout=10)).output == "up\n"
+    with pytest.raises(SandboxError, match="no-such-testbed"):
+        await factory.create(gone)

@@ -134,7 +134,10 @@ class NsSandbox:
         pipes = [os.pipe() for _ in range(4)]  # requests, statuses, stderr, seccomp program
         (in_r, in_w), (out_r, out_w), (err_r, err_w), (bpf_r, bpf_w) = pipes
         try:
-            binds = await asyncio.to_thread(self._host_binds)
+            try:
+                binds = await asyncio.to_thread(self._host_binds)
+            except OSError as exc:  # a testbed or venv gone from the cache: the env's fault, typed
+                raise SandboxError(f"cannot start sandbox {self.id}: {exc}") from exc
             os.write(bpf_w, seccomp_bpf())  # small: fits the pipe buffer
             os.close(bpf_w)
             pid = await asyncio.to_thread(
