@@ -14,6 +14,7 @@ from starlette.routing import Route
 from starlette.testclient import TestClient
 
 from swe_rl.errors import (
+    BackendLostError,
     ConfigError,
     EnvBuildError,
     MissingExtraError,
@@ -28,6 +29,7 @@ from swe_rl.service.common import Metrics, endpoint
 CASES = [
     (SandboxError("the shell died"), 502, "sandbox_error"),
     (SandboxUnavailableError("no overlayfs"), 502, "sandbox_error"),
+    (BackendLostError("dockerd does not answer"), 502, "node_down"),
     (EnvBuildError("pip failed"), 502, "sandbox_error"),
     (OutputLimitError("file over 64 MiB"), 413, "too_large"),
     (ConfigError("the record has no test_cmd"), 400, "bad_request"),

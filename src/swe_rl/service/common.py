@@ -16,6 +16,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, PlainTextResponse, Response
 
 from swe_rl.errors import (
+    BackendLostError,
     ConfigError,
     InfraError,
     MissingExtraError,
@@ -87,6 +88,8 @@ def error_kind(exc: SweRlError) -> ErrorKind:
         return "internal"  # the node lacks a dependency: not the request's fault
     if isinstance(exc, (ConfigError, PatchApplyError)):
         return "bad_request"
+    if isinstance(exc, BackendLostError):
+        return "node_down"  # what runs the sandboxes is gone: never the sandbox's (or its agent's) doing
     if isinstance(exc, InfraError):
         return "sandbox_error"
     return "internal"

@@ -21,7 +21,7 @@ from starlette.routing import Route
 
 from swe_rl.envs.cache import EnvCache
 from swe_rl.envs.images import ImageEntry, image_inventory
-from swe_rl.errors import ConfigError, InfraError, OutputLimitError
+from swe_rl.errors import BackendLostError, ConfigError, InfraError, OutputLimitError
 from swe_rl.sandbox.base import EnvSpec, Limits, Sandbox, SandboxFactory
 from swe_rl.sandbox.capacity import machine_capacity
 from swe_rl.sandbox.wire import (
@@ -135,6 +135,8 @@ class ExecNode:
                 raise ServiceError("bad_request", str(exc)) from None
             try:
                 box = await self.factory.create(env, self.capped(limits))
+            except BackendLostError as exc:
+                raise ServiceError("node_down", str(exc)) from None
             except InfraError as exc:
                 raise ServiceError("sandbox_error", str(exc)) from None
         finally:
@@ -164,6 +166,10 @@ class ExecNode:
 async def _sandbox_call(coro: Any) -> Any:
     try:
         return await coro
+    except (
+        BackendLostError
+    ) as exc:  # the engine behind the sandbox, not the sandbox: the client's BackendLostError
+        raise ServiceError("node_down", str(exc)) from None
     except InfraError as exc:
         raise ServiceError("sandbox_error", str(exc)) from None
     except OutputLimitError as exc:  # refused whole: the client raises OutputLimitError again
