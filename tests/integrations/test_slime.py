@@ -31,7 +31,8 @@ async def test_generate_returns_exact_step_samples_with_rewards(task_by_id, envs
         samples = await generate(args, prompt, {"max_new_tokens": 256, "temperature": 1.0})
     assert len(samples) == 3 and all(isinstance(s, Sample) for s in samples)
     for s in samples:
-        assert s.index == 7 and s.status == Sample.Status.COMPLETED and s.reward == 1.0
+        assert s.index == 7 and s.status == Sample.Status.COMPLETED
+        assert s.reward == {"score": 1.0, "acc": 1.0}  # the seed's reward, for --reward-key score
         assert len(s.loss_mask) == s.response_length == len(s.rollout_log_probs) and all(
             m == 1 for m in s.loss_mask
         )
@@ -40,8 +41,8 @@ async def test_generate_returns_exact_step_samples_with_rewards(task_by_id, envs
     # each sample's prompt part is exactly what the server received for that step
     sent = [r["input_ids"] for r in server.requests]
     assert [s.tokens[: len(s.tokens) - s.response_length] for s in samples] == sent
-    assert await reward_func(args, samples) == [1.0, 1.0, 1.0]
-    assert await reward_func(args, samples[0]) == 1.0
+    assert await reward_func(args, samples) == [{"score": 1.0, "acc": 1.0}] * 3
+    assert await reward_func(args, samples[0]) == {"score": 1.0, "acc": 1.0}
 
 
 async def test_infra_failure_is_removed_not_scored(task_by_id, envs, monkeypatch):

@@ -36,6 +36,7 @@ class TrainingSample(BaseModel):
     loss_mask: list[int] = Field(description="One per response id: 1 where the model generated it.")
     rollout_logprobs: list[float] = Field(description="One per response id; 0.0 where not generated.")
     reward: float | None = None
+    resolved: bool | None = Field(default=None, description="Whether the rollout's patch resolved the task.")
     advantage: float | None = None
     status: SampleStatus
     instance_id: str

@@ -106,6 +106,8 @@ async def run_rollout(
     if tokenizer is not None:
         fill_ids_fixed_base(traj, tokenizer)
     samples = build(traj, trajectory_id, reward=reward) if traj.steps else []
+    for sample in samples:
+        sample.resolved = verdict.resolved
     return RolloutResult(
         status=status_of(traj),
         exit_status=traj.exit_status or "infra_error",
