@@ -134,11 +134,19 @@ async def parse(request: Request, model: type[M], cap: int | None = None) -> M:
 
 
 class Idempotency:
-    """Remembers responses by ``X-Request-ID``: a retry gets the first answer; a concurrent duplicate waits for it."""
+    """Remembers responses by ``X-Request-ID``: a retry gets the first answer; a concurrent duplicate waits for it.
 
-    def __init__(self, ttl_s: float = 900.0, max_entries: int = 100_000) -> None:
+    Bounded three ways, oldest answers first: age (``ttl_s``), count and bytes (``max_bytes``: a client
+    that tags every call, file reads included, must not grow the server without limit).
+    """
+
+    def __init__(
+        self, ttl_s: float = 900.0, max_entries: int = 100_000, max_bytes: int = 256 * 1024 * 1024
+    ) -> None:
         self.ttl_s = ttl_s
         self.max_entries = max_entries
+        self.max_bytes = max_bytes
+        self.bytes = 0  # held in finished answers
         self._entries: OrderedDict[str, tuple[float, asyncio.Future[tuple[int, bytes]]]] = OrderedDict()
         self._waiting: dict[str, int] = {}
         self.replays = 0
@@ -177,15 +185,21 @@ class Idempotency:
             future.exception()  # mark retrieved
             raise
         future.set_result((response.status_code, bytes(response.body)))
+        self.bytes += len(response.body)
+        self._expire()
         return response
 
     def _expire(self) -> None:
+        """Drop finished answers, oldest first, that are too old or over the count or byte budget (one
+        still running is kept and skipped: a long command must not pin everything after it)."""
         now = time.monotonic()
-        while self._entries:
-            _, (stamp, future) = next(iter(self._entries.items()))
-            if (now - stamp < self.ttl_s and len(self._entries) <= self.max_entries) or not future.done():
+        for request_id, (stamp, future) in list(self._entries.items()):
+            within = len(self._entries) <= self.max_entries and self.bytes <= self.max_bytes
+            if now - stamp < self.ttl_s and within:
                 break
-            self._entries.popitem(last=False)
+            if future.done():
+                del self._entries[request_id]
+                self.bytes -= len(future.result()[1])
 
 
 class Metrics:
