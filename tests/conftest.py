@@ -90,10 +90,9 @@ def remote_service():  # type: ignore[no-untyped-def]
     node.stop()
 
 
-@pytest.fixture(params=_backends())
-def factory(request: pytest.FixtureRequest):  # type: ignore[no-untyped-def]
-    """Every sandbox backend, one after the other: the contract suite runs on each (remote: pool -> exec -> ns)."""
-    if request.param == "remote":
+def factory_of(request: pytest.FixtureRequest, backend: str):  # type: ignore[no-untyped-def]
+    """A generator for a fixture: the factory of ``backend``; remote is a pool -> exec -> ns service."""
+    if backend == "remote":
         import asyncio
 
         from swe_rl.sandbox.remote import RemoteFactory
@@ -102,4 +101,10 @@ def factory(request: pytest.FixtureRequest):  # type: ignore[no-untyped-def]
         yield remote
         asyncio.run(remote.close())
         return
-    yield available_factory(request.param)
+    yield available_factory(backend)
+
+
+@pytest.fixture(params=_backends())
+def factory(request: pytest.FixtureRequest):  # type: ignore[no-untyped-def]
+    """Every sandbox backend, one after the other: the contract suite runs on each (remote: pool -> exec -> ns)."""
+    yield from factory_of(request, request.param)

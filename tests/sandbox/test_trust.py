@@ -11,7 +11,7 @@ import os
 from pathlib import Path
 
 import pytest
-from tests.conftest import available_factory
+from tests.conftest import available_factory, factory_of
 
 from swe_rl.errors import OutputLimitError, SandboxError
 from swe_rl.sandbox.base import Limits
@@ -70,14 +70,7 @@ print(json.dumps({"found": len(found), "opened": opened}))
 
 @pytest.fixture(params=["ns", "docker", "remote"])
 def hostile_factory(request):
-    if request.param == "remote":
-        from swe_rl.sandbox.remote import RemoteFactory
-
-        remote = RemoteFactory(request.getfixturevalue("remote_service").url)
-        yield remote
-        asyncio.run(remote.close())
-        return
-    yield available_factory(request.param)
+    yield from factory_of(request, request.param)
 
 
 def _host_writable(paths: list[str]) -> list[str]:
