@@ -143,6 +143,8 @@ def test_data_prepare_and_export(tasks, tmp_path):
     assert out.returncode == 0, out.stderr
     images = (tmp_path / "docker_images.txt").read_text().split()
     assert images[0].startswith("xingyaoww/sweb.eval.x86_64.swe-rl-builtin_s_statkit")
+    exported = [json.loads(line) for line in (tmp_path / "eval.jsonl").read_text().splitlines()]
+    assert [row["image_name"] for row in exported] == images  # every row names its image (#23 item 1)
     assert (tmp_path / "instance_ids.txt").read_text().split() == [
         t.instance_id for t in tasks if "statkit" in t.instance_id
     ]

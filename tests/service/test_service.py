@@ -302,3 +302,22 @@ def _descendants(pid: int) -> list[int]:
         found += children
         todo += children
     return found
+
+
+async def test_registry_prefixed_image_names_are_the_same_image(nodes, task_by_id, envs):
+    """The seed names images docker.io/swebench/... and docker.io/xingyaoww/... (#23 item 1)."""
+    from swe_rl.tasks.images import image_name
+
+    node = nodes[2]
+    task = task_by_id["swe-rl-builtin__textkit-3"]
+    envs.ensure(task)
+    for name in (
+        image_name(task.instance_id),  # control: the plain name is known to the node
+        "docker.io/" + image_name(task.instance_id),
+        "docker.io/" + image_name(task.instance_id, "swegym").removesuffix(":latest"),
+    ):
+        status, created, _ = await _post(node.url, "/container/create", {"image": name})
+        assert status == 200 and created["ok"], (name, created)
+        await _post(node.url, "/container/destroy", {"container_id": created["container_id"]})
+    status, _, _ = await _post(node.url, "/container/create", {"image": "docker.io/swebench/no-such:latest"})
+    assert status == 404

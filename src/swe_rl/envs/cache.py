@@ -44,7 +44,7 @@ from swe_rl.errors import EnvBuildError
 from swe_rl.paths import cache_dir
 from swe_rl.sandbox.base import TESTBED, EnvSpec
 from swe_rl.sandbox.identity import SANDBOX_UID, own_testbed
-from swe_rl.tasks.images import image_name
+from swe_rl.tasks.images import canonical_image, image_name
 from swe_rl.tasks.io import atomic_write_json, atomic_write_text
 from swe_rl.tasks.model import Task
 
@@ -137,13 +137,15 @@ class EnvCache:
         return None
 
     def image_key(self, image: str) -> str | None:
-        index = self.root / "images" / f"{_digest(image)}.json"
+        index = self.root / "images" / f"{_digest(canonical_image(image))}.json"
         if not index.is_file():
             return None
         return str(json.loads(index.read_text())["key"])
 
     def index_image(self, image: str, key: str) -> None:
-        atomic_write_json(self.root / "images" / f"{_digest(image)}.json", {"image": image, "key": key})
+        atomic_write_json(
+            self.root / "images" / f"{_digest(canonical_image(image))}.json", {"image": image, "key": key}
+        )
 
     def records(self) -> list[EnvSpec]:
         return [

@@ -23,6 +23,7 @@ from swe_rl.envs.testbed import make_testbed
 from swe_rl.errors import ConfigError, EnvBuildError
 from swe_rl.gitutil import git
 from swe_rl.sandbox.base import TESTBED, EnvSpec
+from swe_rl.tasks.images import canonical_image
 from swe_rl.tasks.io import atomic_write_json
 
 # Where official images keep the task's Python environment (SWE-bench: conda env "testbed").
@@ -37,7 +38,7 @@ _SKIP = ("dev/*", "proc/*", "sys/*")
 
 def instance_from_image(image: str) -> str | None:
     """The instance id an official image name encodes (SWE-bench ``_1776_``, SWE-Gym ``_s_``), or None."""
-    match = re.match(r"^(?:[^/]+/)*sweb\.eval\.[^.]+\.(?P<iid>[^:]+)(?::.*)?$", image)
+    match = re.match(r"^(?:[^/]+/)*sweb\.eval\.[^.]+\.(?P<iid>[^:]+)(?::.*)?$", canonical_image(image))
     if match is None:
         return None
     iid = match.group("iid")

@@ -40,7 +40,7 @@ from swe_rl.sandbox.wire import (
 )
 from swe_rl.service.common import Idempotency, Metrics, ServiceError, endpoint, parse
 from swe_rl.service.evaluate import grade_officially, run_eval_script, unresolved
-from swe_rl.tasks.images import image_name
+from swe_rl.tasks.images import canonical_image, image_name
 from swe_rl.tasks.model import Task, parse_task
 
 
@@ -72,11 +72,12 @@ class ExecNode:
         self.by_name = {t.instance_id: t for t in tasks}
         self.by_name.update({image_name(t.instance_id): t for t in tasks})
         self.by_name.update({image_name(t.instance_id, "swegym"): t for t in tasks})
+        self.by_name.update({canonical_image(t.image_name): t for t in tasks if t.image_name})
         self.draining = False
         self._creating = 0
 
     def resolve(self, image: str) -> tuple[EnvSpec, Task | None]:
-        task = self.by_name.get(image)
+        task = self.by_name.get(image) or self.by_name.get(canonical_image(image))
         if task is not None:
             return self.cache.ensure(task), task
         spec = self.cache.get(image) or self.cache.get(self.cache.image_key(image) or "")

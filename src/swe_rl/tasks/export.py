@@ -60,9 +60,9 @@ def write_exports(tasks: Sequence[Task], out: Path, flavor: ImageFlavor) -> dict
         "eval": out / "eval.jsonl",
     }
     atomic_write_text(files["instance_ids"], "".join(t.instance_id + "\n" for t in tasks))
-    atomic_write_text(
-        files["docker_images"],
-        "".join((t.image_name or image_name(t.instance_id, flavor)) + "\n" for t in tasks),
-    )
-    atomic_write_text(files["eval"], "".join(json.dumps(t.to_record()) + "\n" for t in tasks))
+    images = [t.image_name or image_name(t.instance_id, flavor) for t in tasks]
+    atomic_write_text(files["docker_images"], "".join(name + "\n" for name in images))
+    # every row names its image, as the seed's eval script reads it
+    rows = [{**t.to_record(), "image_name": name} for t, name in zip(tasks, images, strict=True)]
+    atomic_write_text(files["eval"], "".join(json.dumps(row) + "\n" for row in rows))
     return files
