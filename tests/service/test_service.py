@@ -321,3 +321,69 @@ async def test_registry_prefixed_image_names_are_the_same_image(nodes, task_by_i
         await _post(node.url, "/container/destroy", {"container_id": created["container_id"]})
     status, _, _ = await _post(node.url, "/container/create", {"image": "docker.io/swebench/no-such:latest"})
     assert status == 404
+
+
+class _SeedShaped:
+    """A node as the seed's exec server shows itself to a pool: /healthz without 'capacity', no
+    GET /containers; everything else is a real exec server behind it."""
+
+    def __init__(self, target: str) -> None:
+        self.target = target
+        self.url = ""
+
+    async def __aenter__(self):
+        from aiohttp import web
+
+        async def healthz(request):
+            return web.json_response({"ok": True, "running_containers": "0"})
+
+        async def forward(request):
+            async with (
+                aiohttp.ClientSession() as session,
+                session.request(
+                    request.method,
+                    self.target + request.path,
+                    data=await request.read(),
+                    headers={"Content-Type": "application/json"},
+                ) as resp,
+            ):
+                return web.Response(
+                    body=await resp.read(), status=resp.status, content_type="application/json"
+                )
+
+        app = web.Application()
+        app.router.add_get("/healthz", healthz)
+        app.router.add_post("/{tail:.*}", forward)
+        self.runner = web.AppRunner(app)
+        await self.runner.setup()
+        site = web.TCPSite(self.runner, "127.0.0.1", 0)
+        await site.start()
+        self.url = f"http://127.0.0.1:{site._server.sockets[0].getsockname()[1]}"  # type: ignore[union-attr]
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.runner.cleanup()
+
+
+async def test_the_pool_fronts_a_seed_shaped_exec_server(nodes, textkit_env):
+    """#23 item 2: a node that reports no capacity and has no GET /containers still takes leases."""
+    import types
+
+    async with _SeedShaped(nodes[1].url) as seed, aiohttp.ClientSession() as session:
+        # control: the node really looks like the seed's
+        async with session.get(seed.url + "/healthz") as resp:
+            assert "capacity" not in await resp.json()
+        async with session.get(seed.url + "/containers") as resp:
+            assert resp.status in (404, 405)
+        pool = pool_server([types.SimpleNamespace(url=seed.url)]).start()  # type: ignore[list-item]
+        try:
+            await asyncio.sleep(1.5)  # a health round
+            status, lease, _ = await _post(pool.url, "/allocate", {"image": textkit_env.key, "wait": 10})
+            assert status == 200 and lease["ok"], lease
+            _, ran, _ = await _post(
+                pool.url, "/exec", {"lease_id": lease["lease_id"], "command": "echo via seed"}
+            )
+            assert ran["output"] == "via seed\n"
+            await _post(pool.url, "/close", {"lease_id": lease["lease_id"]})
+        finally:
+            pool.stop()

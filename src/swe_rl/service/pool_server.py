@@ -40,6 +40,9 @@ from swe_rl.service.common import Idempotency, Metrics, ServiceError, endpoint, 
 LeaseRequest = ExecRequest | IdRequest | EvaluateRequest | FileReadRequest
 
 
+SEED_NODE_CAPACITY = 15  # the seed's SWE_MAX_CONTAINERS_PER_NODE default, for a node that reports none
+
+
 @dataclass
 class Node:
     url: str
@@ -146,7 +149,8 @@ class LeasePool:
         import json
 
         info = json.loads(body)
-        node.capacity = int(info.get("capacity") or 0)
+        # the seed's exec server reports no capacity: take the cap if one is set, else the seed's own default
+        node.capacity = int(info["capacity"]) if "capacity" in info else (self.per_node or SEED_NODE_CAPACITY)
         if not node.healthy:
             node.healthy = True
             node.failures = 0
