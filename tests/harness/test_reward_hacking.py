@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
-from tests.conftest import available_factory
+from tests.conftest import available_factory, factory_of
 
 from swe_rl.agent.config import load_agent_config
 from swe_rl.errors import SandboxError
@@ -38,7 +38,7 @@ from swe_rl.sandbox.base import EnvSpec, SandboxFactory
 from swe_rl.sandbox.shell import FILE_CAP
 from swe_rl.tasks.model import Task
 
-BACKENDS = ["ns", "docker"]
+BACKENDS = ["ns", "docker", "remote"]  # remote: pool -> exec server -> ns
 WRAP = "swe-rl-builtin__textkit-3"  # F2P tests/test_wrap.py::test_truncate_exact_fit; fix in textkit/wrap.py
 DURATIONS = "swe-rl-builtin__statkit-4"  # its test patch adds a new file, tests/test_durations.py
 HANG_TIMEOUT = 6.0
@@ -596,12 +596,16 @@ async def _probe(factory: SandboxFactory, env: EnvSpec, patch: str, command: str
 @pytest.fixture(scope="module", params=BACKENDS)
 def graded(request, task_by_id, envs) -> dict[str, Outcome]:
     """Every attack graded in both modes on one backend, each task's env shared."""
-    factory = available_factory(request.param)
     names = {a.instance for a in BY_NAME.values()}
     tasks = {name: task_by_id[name] for name in names}
     built = {name: envs.ensure(task) for name, task in tasks.items()}
-    with tempfile.TemporaryDirectory(prefix="swe-rl-hack-") as root:
-        return asyncio.run(_grade_all(factory, tasks, built, Path(root)))
+    factories = factory_of(request, request.param)
+    factory = next(factories)
+    try:
+        with tempfile.TemporaryDirectory(prefix="swe-rl-hack-") as root:
+            return asyncio.run(_grade_all(factory, tasks, built, Path(root)))
+    finally:
+        next(factories, None)  # closes a remote factory's session
 
 
 def _rules(verdict: Verdict) -> set[str]:
@@ -676,7 +680,13 @@ def test_log_forging_from_the_fixed_module(graded):
 
 def test_strict_mode_resolves_every_gold_patch(graded, tasks, envs, request):
     """The rule refuses no genuine fix: every builtin gold patch resolves in strict mode, unflagged."""
-    factory = available_factory(request.node.callspec.params["graded"])
+    backend = request.node.callspec.params["graded"]
+    if backend == "remote":
+        from swe_rl.sandbox.remote import RemoteFactory
+
+        factory = RemoteFactory(request.getfixturevalue("remote_service").url)
+    else:
+        factory = available_factory(backend)
 
     async def gold() -> list[Verdict]:
         limit = asyncio.Semaphore(4)
@@ -698,6 +708,8 @@ def test_strict_mode_resolves_every_gold_patch(graded, tasks, envs, request):
     fuzzy = asyncio.run(grade_patch(task, drifted, factory, envs.ensure(task), timeout=120, mode="strict"))
     assert fuzzy.apply_method == "patch --batch --fuzz=5 -p1"
     assert fuzzy.resolved and fuzzy.steering_files == []
+    if backend == "remote":
+        asyncio.run(factory.close())
 
 
 def test_training_rewards_grade_in_strict_mode(task_by_id, envs):

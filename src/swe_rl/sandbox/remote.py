@@ -21,6 +21,7 @@ from typing import Any, Self
 from swe_rl.errors import BackendLostError, OutputLimitError, SandboxError, SandboxUnavailableError
 from swe_rl.httpsession import LoopSession
 from swe_rl.sandbox.base import EnvSpec, ExecResult, Limits
+from swe_rl.sandbox.shell import FILE_CAP
 from swe_rl.sandbox.wire import AllocateResponse
 
 RETRYABLE = {502, 503, 504}
@@ -145,6 +146,8 @@ class RemoteSandbox:
 
     async def write_file(self, path: str, data: bytes) -> None:
         self._check()
+        if len(data) > FILE_CAP:  # refused here, as every backend refuses it, not after sending it
+            raise OutputLimitError(f"{self.id}: refusing to write {len(data)} bytes (limit {FILE_CAP})")
         await self._client.post(
             "/write_file",
             {"lease_id": self.lease_id, "path": path, "data_b64": base64.b64encode(data).decode()},
