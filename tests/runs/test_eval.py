@@ -55,12 +55,12 @@ async def test_oracle_resolves_every_builtin_task(tmp_path, tasks, envs):
     for r in results:
         folder = Path(r["artifacts"])
         assert folder.name.startswith(r["instance_id"] + "__")
-        assert {p.name for p in folder.iterdir()} == {"traj.json", "patch.diff", "meta.json"}
+        mini = f"{r['instance_id']}.traj.json"  # the episode in mini-swe-agent's format, for its tools
+        assert {p.name for p in folder.iterdir()} == {"traj.json", mini, "patch.diff", "meta.json"}
         assert r["patch_source"] == "submission"
-    preds = json.loads((run / "preds.json").read_text())
-    assert {p["instance_id"] for p in preds} == {t.instance_id for t in tasks} and all(
-        p["model_patch"] for p in preds
-    )
+    preds = json.loads((run / "preds.json").read_text())  # a dict keyed by instance id
+    assert set(preds) == {p["instance_id"] for p in preds.values()} == {t.instance_id for t in tasks}
+    assert all(p["model_patch"] for p in preds.values())
     metrics = json.loads((run / "metrics.jsonl").read_text().splitlines()[-1])
     assert metrics["agent/turns_mean"] == 3.0 and "agent/model_time_ratio" in metrics
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
@@ -55,3 +55,23 @@ class Trajectory(BaseModel):
     def format_errors(self) -> int:
         """Replies that did not hold exactly one bash block."""
         return sum(1 for s in self.steps if s.error == "format_error")
+
+
+MINI_FORMAT = "mini-swe-agent-1.1"
+
+
+def mini_swe_agent_record(traj: Trajectory, submission: str, config: dict[str, Any]) -> dict[str, Any]:
+    """``traj`` as mini-swe-agent 2.x writes ``<id>.traj.json`` (its inspector reads swe-rl runs so)."""
+    from swe_rl import __version__
+
+    return {
+        "info": {
+            "config": config,
+            "exit_status": traj.exit_status,
+            "mini_version": f"swe-rl {__version__}",
+            "model_stats": {"instance_cost": traj.cost_usd, "api_calls": len(traj.steps)},
+            "submission": submission,
+        },
+        "messages": [m.model_dump() for m in traj.messages],
+        "trajectory_format": MINI_FORMAT,
+    }

@@ -23,7 +23,7 @@ from pydantic import BaseModel, Field
 from swe_rl.agent.config import AgentConfig
 from swe_rl.agent.context import ContextManager
 from swe_rl.agent.loop import left_patch, run_agent
-from swe_rl.agent.trajectory import Trajectory
+from swe_rl.agent.trajectory import Trajectory, mini_swe_agent_record
 from swe_rl.envs.cache import EnvCache
 from swe_rl.errors import SweRlError
 from swe_rl.harness.grade import grade_patch
@@ -258,6 +258,9 @@ def _write_artifacts(
 ) -> None:
     if traj is not None:
         atomic_write_text(folder / "traj.json", traj.model_dump_json(indent=1))
+        # the same episode in mini-swe-agent's format: its inspector finds runs by *.traj.json
+        record = mini_swe_agent_record(traj, patch, {"model": traj.model, "swe_rl": "traj.json"})
+        atomic_write_json(folder / f"{task.instance_id}.traj.json", record)
     atomic_write_text(folder / "patch.diff", patch)
     atomic_write_json(
         folder / "meta.json",

@@ -104,7 +104,9 @@ class RunDir:
         return summary
 
     def write_preds(self, preds: dict[str, dict[str, Any]]) -> None:
-        atomic_write_json(self.path / "preds.json", list(preds.values()))
+        atomic_write_json(
+            self.path / "preds.json", preds
+        )  # keyed by instance id, as swebench and mini-swe-agent
 
 
 def pass_at_k(results: Sequence[InstanceResult], k: int) -> float:
