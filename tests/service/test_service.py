@@ -387,3 +387,27 @@ async def test_the_pool_fronts_a_seed_shaped_exec_server(nodes, textkit_env):
             await _post(pool.url, "/close", {"lease_id": lease["lease_id"]})
         finally:
             pool.stop()
+
+
+async def test_seed_visible_fields_timeout_status_and_images(nodes, textkit_env):
+    """#23 item 8: what a seed client reads of a timed-out exec, GET /status and GET /images."""
+    node = nodes[0]
+    _, created, _ = await _post(node.url, "/container/create", {"image": textkit_env.key})
+    cid = created["container_id"]
+    try:
+        _, ran, _ = await _post(
+            node.url,
+            "/container/exec",
+            {"container_id": cid, "command": "echo started; sleep 30", "timeout": 1},
+        )
+        # the seed's -1 and sentence, after what the command printed; our own flag beside them
+        assert ran["returncode"] == -1 and ran["timed_out"] is True
+        assert ran["output"].startswith("started\n") and ran["output"].endswith("Command timed out after 1s")
+        status = node.get("/status")
+        assert status["ok"] and status["active_containers"] >= 1 and cid in status["containers"]
+        images = node.get("/images")
+        assert (
+            images["ok"] and textkit_env.key in images["images"] and images["count"] == len(images["images"])
+        )
+    finally:
+        await _post(node.url, "/container/destroy", {"container_id": cid})

@@ -22,7 +22,7 @@ from swe_rl.errors import BackendLostError, OutputLimitError, SandboxError, Sand
 from swe_rl.httpsession import LoopSession
 from swe_rl.sandbox.base import EnvSpec, ExecResult, Limits
 from swe_rl.sandbox.shell import FILE_CAP
-from swe_rl.sandbox.wire import AllocateResponse
+from swe_rl.sandbox.wire import AllocateResponse, timeout_note
 
 RETRYABLE = {502, 503, 504}
 SANDBOX_KINDS = {"sandbox_error", "bad_request"}  # the node answered about this sandbox or this request
@@ -126,10 +126,14 @@ class RemoteSandbox:
             {"lease_id": self.lease_id, "command": command, "cwd": cwd, "timeout": timeout, "env": env},
             timeout=timeout + 60,
         )
+        timed_out = bool(data.get("timed_out", False))
+        output = str(data["output"])
+        if timed_out:  # the wire speaks the seed's -1 and sentence; the Sandbox contract's timeout is 124
+            output = output.removesuffix(timeout_note(timeout))
         return ExecResult(
-            returncode=data["returncode"],
-            output=data["output"],
-            timed_out=data.get("timed_out", False),
+            returncode=124 if timed_out else data["returncode"],
+            output=output,
+            timed_out=timed_out,
             duration=data.get("duration", 0.0),
             output_bytes=data.get("output_bytes", 0),
         )

@@ -67,6 +67,11 @@ class ExecRequest(_Model):
     env: dict[str, str] | None = None
 
 
+def timeout_note(seconds: float) -> str:
+    """What the seed's exec server answers for a timed-out command (with returncode -1)."""
+    return f"\nCommand timed out after {seconds:g}s"
+
+
 class ExecResponse(_Model):
     ok: bool = True
     returncode: int

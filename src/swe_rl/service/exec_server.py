@@ -37,6 +37,7 @@ from swe_rl.sandbox.wire import (
     FileWriteRequest,
     IdRequest,
     OkResponse,
+    timeout_note,
 )
 from swe_rl.service.common import Idempotency, Metrics, ServiceError, endpoint, parse
 from swe_rl.service.evaluate import grade_officially, run_eval_script, unresolved
@@ -201,7 +202,20 @@ def create_app(
         names = sorted(
             {s.key for s in node.cache.records()} | set(node.by_name) | {e.name for e in inventory}
         )
-        return {"images": names, "count": len(names), "inventory": [e.model_dump() for e in inventory]}
+        return {
+            "ok": True,
+            "images": names,
+            "count": len(names),
+            "inventory": [e.model_dump() for e in inventory],
+        }
+
+    async def status(request: Request) -> dict[str, Any]:
+        """The seed's GET /status: the live sandboxes, by id."""
+        boxes = {
+            cid: {"env": held.env.key, "instance_id": held.task.instance_id if held.task else None}
+            for cid, held in node.boxes.items()
+        }
+        return {"ok": True, "active_containers": len(boxes), "containers": boxes}
 
     async def containers(request: Request) -> dict[str, Any]:
         return {"ok": True, "containers": sorted(node.boxes)}
@@ -220,7 +234,10 @@ def create_app(
                 held.sandbox.exec(req.command, timeout=req.timeout, cwd=req.cwd, env=req.env)
             )
         metrics.observe("exec_inner_seconds", time.monotonic() - started)
-        return ExecResponse(**result.model_dump(exclude={"truncated"}))
+        reply = ExecResponse(**result.model_dump(exclude={"truncated"}))
+        if result.timed_out:  # as the seed answers a timeout: -1 and its sentence (after what ran)
+            reply.returncode, reply.output = -1, reply.output + timeout_note(req.timeout)
+        return reply
 
     async def diff(request: Request) -> DiffResponse:
         req = await parse(request, IdRequest)
@@ -304,6 +321,7 @@ def create_app(
                 "/metrics", endpoint(metrics_, token=None, metrics=metrics, idempotency=None, name="metrics")
             ),
             route("/images", images, ["GET"]),
+            route("/status", status, ["GET"]),
             route("/containers", containers, ["GET"]),
             route("/container/create", create, ["POST"]),
             route("/container/exec", exec_, ["POST"]),
