@@ -411,3 +411,32 @@ async def test_seed_visible_fields_timeout_status_and_images(nodes, textkit_env)
         )
     finally:
         await _post(node.url, "/container/destroy", {"container_id": cid})
+
+
+async def test_an_allow_list_serves_headerless_seed_clients_off_loopback(textkit_env):
+    """#23 item 3: off loopback the token stays the default; --allow opens named networks to clients that
+    send no header (the seed's), and says so loudly."""
+    body = {"image": textkit_env.key}
+    # control: with a token alone, a headerless client is refused
+    guarded = exec_server(None, "--host", "0.0.0.0", "--token", "s3cret").start()
+    try:
+        status, reply, _ = await _post(guarded.url, "/container/create", body)
+        assert status == 401 and reply["error"]["kind"] == "unauthorized"
+    finally:
+        guarded.stop()
+    for extra in (["--token", "s3cret", "--allow", "127.0.0.0/8"], ["--allow", "127.0.0.1/32,10.0.0.0/8"]):
+        node = exec_server(None, "--host", "0.0.0.0", *extra).start()
+        try:
+            status, created, _ = await _post(node.url, "/container/create", body)  # no Authorization header
+            assert status == 200 and created["ok"], created
+            await _post(node.url, "/container/destroy", {"container_id": created["container_id"]})
+            assert "WITHOUT A TOKEN" in node.log.read_text()
+        finally:
+            node.stop()
+    # an allow-list that does not hold the client's address: refused like any headerless client
+    other = exec_server(None, "--host", "0.0.0.0", "--allow", "10.0.0.0/8").start()
+    try:
+        status, _, _ = await _post(other.url, "/container/create", body)
+        assert status == 401
+    finally:
+        other.stop()

@@ -5,12 +5,15 @@ from __future__ import annotations
 import ipaddress
 import os
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
 from swe_rl.cli.common import BackendOpt, CacheOpt, RepoCacheOpt, env_cache, note, resolve_backend
 from swe_rl.errors import ConfigError
+
+if TYPE_CHECKING:
+    from swe_rl.service.common import Access
 
 app = typer.Typer(help="Run the execution service (seed-compatible wire protocol).", no_args_is_help=True)
 
@@ -22,16 +25,43 @@ TokenOpt = Annotated[
 ]
 
 
-def _auth(host: str, token: str | None) -> str | None:
+AllowOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--allow",
+        envvar="SWE_RL_ALLOW",
+        help="Comma-separated networks (CIDR) whose clients need no token: for the seed's clients, which "
+        "send none, on a private network. Logged loudly; prefer --token.",
+    ),
+]
+
+
+def _auth(host: str, token: str | None, allow: str | None = None) -> Access:
+    """The server's access policy. Off loopback a token or an explicit allow-list is required."""
+    from swe_rl.service.common import Access
+
+    try:
+        nets = tuple(
+            ipaddress.ip_network(n.strip(), strict=False) for n in (allow or "").split(",") if n.strip()
+        )
+    except ValueError as exc:
+        raise ConfigError(f"--allow: {exc}") from None
     try:
         loopback = ipaddress.ip_address(host).is_loopback
     except ValueError:
         loopback = host == "localhost"
-    if not token and not loopback:
+    if not token and not nets and not loopback:
         raise ConfigError(
-            f"binding {host} needs --token (or SWE_RL_TOKEN); auth is optional on loopback only"
+            f"binding {host} needs --token (or SWE_RL_TOKEN), or --allow NETWORKS for clients that send "
+            "none; auth is optional on loopback only"
         )
-    return token
+    if nets:
+        who = ", ".join(str(n) for n in nets)
+        note(
+            f"WARNING: clients from {who} are served WITHOUT A TOKEN: any process there can run commands "
+            "in this node's sandboxes" + (" (others need the token)" if token else "")
+        )
+    return Access(token=token, allow=nets)
 
 
 @app.command("exec")
@@ -51,15 +81,16 @@ def serve_exec(
         int | None, typer.Option(help="Max sandboxes [default: from CPUs and memory].")
     ] = None,
     token: TokenOpt = None,
+    allow: AllowOpt = None,
     cache_dir: CacheOpt = None,
     repo_cache: RepoCacheOpt = None,
 ) -> None:
     """One exec server per sandbox node: /container/{create,exec,diff,evaluate,reset,destroy,...}."""
     from swe_rl.service.exec_server import create_app
 
-    token = _auth(host, token)
+    access = _auth(host, token, allow)
     factory, cache, known = _node(backend, tasks, cache_dir, repo_cache)
-    app_ = create_app(factory, cache, known, token=token, capacity=capacity)
+    app_ = create_app(factory, cache, known, token=access, capacity=capacity)
     _run(app_, host, port, f"exec server ({factory.backend} backend, capacity {app_.state.node.capacity})")
 
 
@@ -80,6 +111,7 @@ def serve_pool(
     health_period: Annotated[float, typer.Option(help="Seconds between node health checks.")] = 2.0,
     reap_period: Annotated[float, typer.Option(help="Seconds between expired-lease sweeps.")] = 1.0,
     token: TokenOpt = None,
+    allow: AllowOpt = None,
     node_token: Annotated[
         str | None, typer.Option(envvar="SWE_RL_NODE_TOKEN", help="Token for the exec servers.")
     ] = None,
@@ -92,7 +124,7 @@ def serve_pool(
         raise ConfigError("no exec servers: pass --nodes or set SWE_EXEC_SERVER_URLS")
     app_ = create_app(
         urls,
-        token=_auth(host, token),
+        token=_auth(host, token, allow),
         node_token=node_token or token,
         ttl=ttl,
         wait=wait,
@@ -128,15 +160,16 @@ def serve_rollout(
     ] = None,
     wait: Annotated[float, typer.Option(help="Seconds a request may queue before a 503.")] = 300.0,
     token: TokenOpt = None,
+    allow: AllowOpt = None,
     cache_dir: CacheOpt = None,
     repo_cache: RepoCacheOpt = None,
 ) -> None:
     """A whole agent rollout per POST /run: the policy's token ids in, graded token-level samples out."""
     from swe_rl.service.rollout_server import create_app
 
-    token = _auth(host, token)
+    access = _auth(host, token, allow)
     factory, cache, known = _node(backend, tasks, cache_dir, repo_cache)
-    app_ = create_app(factory, cache, known, capacity=capacity, wait=wait, token=token)
+    app_ = create_app(factory, cache, known, capacity=capacity, wait=wait, token=access)
     capacity = app_.state.node.capacity
     _run(app_, host, port, f"rollout server ({factory.backend} backend, capacity {capacity})")
 

@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import asyncio
 import hmac
+import ipaddress
 import json
 import logging
 import time
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from pydantic import BaseModel, ValidationError
@@ -247,18 +249,42 @@ class Metrics:
         return PlainTextResponse(self.render(), media_type="text/plain; version=0.0.4")
 
 
-def check_token(request: Request, token: str | None) -> None:
-    if not token:
+@dataclass(frozen=True)
+class Access:
+    """Who may call a server: a bearer token, and/or clients from an explicit address allow-list (for the
+    seed's clients, which send no header, on a private network). Neither: anyone (loopback binds only)."""
+
+    token: str | None = None
+    allow: tuple[ipaddress.IPv4Network | ipaddress.IPv6Network, ...] = ()
+
+    @classmethod
+    def of(cls, token: str | Access | None) -> Access:
+        return token if isinstance(token, Access) else cls(token=token)
+
+    def allowed_address(self, host: str | None) -> bool:
+        try:
+            address = ipaddress.ip_address(host or "")
+        except ValueError:
+            return False
+        return any(address in net for net in self.allow)
+
+
+def check_token(request: Request, token: str | Access | None) -> None:
+    access = Access.of(token)
+    if not access.token and not access.allow:
         return
     given = request.headers.get("authorization", "")
-    if not hmac.compare_digest(given.encode(), f"Bearer {token}".encode()):
-        raise ServiceError("unauthorized", "missing or wrong bearer token")
+    if access.token and hmac.compare_digest(given.encode(), f"Bearer {access.token}".encode()):
+        return
+    if access.allowed_address(request.client.host if request.client else None):
+        return
+    raise ServiceError("unauthorized", "missing or wrong bearer token (and not an allowed address)")
 
 
 def endpoint(
     handler: Callable[[Request], Awaitable[Any]],
     *,
-    token: str | None,
+    token: str | Access | None,
     metrics: Metrics,
     idempotency: Idempotency | None,
     name: str,

@@ -39,7 +39,7 @@ from swe_rl.sandbox.wire import (
     OkResponse,
     timeout_note,
 )
-from swe_rl.service.common import Idempotency, Metrics, ServiceError, endpoint, parse
+from swe_rl.service.common import Access, Idempotency, Metrics, ServiceError, endpoint, parse
 from swe_rl.service.evaluate import grade_officially, run_eval_script, unresolved
 from swe_rl.tasks.images import canonical_image, image_name
 from swe_rl.tasks.model import Task, parse_task
@@ -185,7 +185,7 @@ def create_app(
     cache: EnvCache,
     tasks: list[Task] | None = None,
     *,
-    token: str | None = None,
+    token: str | Access | None = None,
     capacity: int | None = None,
     limits: Limits | None = None,
 ) -> Starlette:

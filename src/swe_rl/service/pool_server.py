@@ -35,7 +35,7 @@ from swe_rl.sandbox.wire import (
     IdRequest,
     OkResponse,
 )
-from swe_rl.service.common import Idempotency, Metrics, ServiceError, endpoint, parse
+from swe_rl.service.common import Access, Idempotency, Metrics, ServiceError, endpoint, parse
 
 LeaseRequest = ExecRequest | IdRequest | EvaluateRequest | FileReadRequest
 
@@ -317,7 +317,7 @@ def _relay(status: int, body: bytes) -> Response:
 def create_app(
     urls: list[str],
     *,
-    token: str | None = None,
+    token: str | Access | None = None,
     node_token: str | None = None,
     max_concurrent: int | None = None,
     per_node: int | None = None,

@@ -29,7 +29,7 @@ from swe_rl.errors import ConfigError
 from swe_rl.runs.executor import LocalExecutor, RolloutRequest, default_capacity, policy_tokenizer
 from swe_rl.runs.rollout import RolloutResult
 from swe_rl.sandbox.base import SandboxFactory
-from swe_rl.service.common import Idempotency, Metrics, ServiceError, endpoint, parse
+from swe_rl.service.common import Access, Idempotency, Metrics, ServiceError, endpoint, parse
 from swe_rl.tasks.model import Task
 
 RunRequest = RolloutRequest  # the wire body of POST /run
@@ -141,7 +141,7 @@ def create_app(
     *,
     capacity: int | None = None,
     wait: float = 300.0,
-    token: str | None = None,
+    token: str | Access | None = None,
 ) -> Starlette:
     """``capacity`` defaults to what the machine's CPUs and memory allow (runs/executor.default_capacity)."""
     node = RolloutNode(factory, cache, tasks or [], capacity or default_capacity(), wait)
