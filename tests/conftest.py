@@ -108,3 +108,17 @@ def factory_of(request: pytest.FixtureRequest, backend: str):  # type: ignore[no
 def factory(request: pytest.FixtureRequest):  # type: ignore[no-untyped-def]
     """Every sandbox backend, one after the other: the contract suite runs on each (remote: pool -> exec -> ns)."""
     yield from factory_of(request, request.param)
+
+
+def unbuildable_task():  # type: ignore[no-untyped-def]
+    """A task whose environment cannot be built: its repository exists nowhere."""
+    from swe_rl.tasks.model import Task
+
+    return Task(
+        instance_id="nobody__nothing-1",
+        repo="nobody/nothing",
+        base_commit="deadbeef",
+        install="true",
+        test_cmd="pytest",
+        FAIL_TO_PASS=["t"],
+    )

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from tests.conftest import available_factory
+from tests.conftest import available_factory, unbuildable_task
 from tests.service.servers import exec_server, pool_server
 
 from swe_rl.agent.config import load_agent_config
@@ -126,14 +126,7 @@ async def test_a_sandbox_that_cannot_be_created_is_infra(task_by_id, envs, tok):
 
 
 async def test_an_env_that_cannot_be_built_is_infra(envs, tok):
-    broken = Task(
-        instance_id="nobody__nothing-1",
-        repo="nobody/nothing",
-        base_commit="deadbeef",
-        install="true",
-        test_cmd="pytest",
-        FAIL_TO_PASS=["t"],
-    )
+    broken = unbuildable_task()
     llm = _scripted(["ls"])
     result = await _rollout(broken, llm, available_factory("ns"), envs, tok, 1)
     _assert_unscored(result)

@@ -11,7 +11,7 @@ import sys
 import time
 from pathlib import Path
 
-from tests.conftest import available_factory
+from tests.conftest import available_factory, unbuildable_task
 from tests.service.servers import serve_in_thread
 
 from swe_rl.agent.config import load_agent_config
@@ -20,7 +20,6 @@ from swe_rl.llm.fake_server import FakeLLMServer
 from swe_rl.llm.openai import OpenAIClient
 from swe_rl.llm.scripted import oracle_policy, scripted_for
 from swe_rl.runs.evaluation import EvalSettings, run_eval
-from swe_rl.tasks.model import Task
 
 PARAMS = SamplingParams(max_tokens=512)
 
@@ -105,14 +104,7 @@ async def test_endpoint_down_is_counted_not_crashed(tmp_path, tasks, envs):
 
 
 async def test_env_that_fails_to_build_is_an_error_for_that_task_only(tmp_path, tasks, envs):
-    broken = Task(
-        instance_id="nobody__nothing-1",
-        repo="nobody/nothing",
-        base_commit="deadbeef",
-        install="true",
-        test_cmd="pytest",
-        FAIL_TO_PASS=["t"],
-    )
+    broken = unbuildable_task()
     summary = await run_eval(
         [broken, tasks[0]],
         lambda t: scripted_for("oracle", t),
