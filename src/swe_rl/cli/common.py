@@ -33,7 +33,8 @@ BackendOpt = Annotated[
 CacheOpt = Annotated[
     Path | None,
     typer.Option(
-        "--cache-dir", help="Environment cache root [default: $SWE_RL_CACHE/envs or ~/.cache/swe-rl/envs]."
+        "--cache-dir",
+        help="Environment cache root (default: $SWE_RL_CACHE/envs, else ~/.cache/swe-rl/envs).",
     ),
 ]
 RepoCacheOpt = Annotated[

@@ -82,7 +82,7 @@ def choose_installer(wanted: Installer, recipe: EnvRecipe) -> tuple[Installer, s
     if recipe.exclude_newer:
         raise ConfigError(
             "resolving packages as of the task's date needs uv (`pip install uv`); "
-            "or build with --no-as-of-date"
+            "or build with --latest (today's releases)"
         )
     return "pip", None
 

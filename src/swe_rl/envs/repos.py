@@ -22,7 +22,9 @@ def find_repo_source(repo: str, repo_cache: Path | None, *, allow_network: bool 
         for rel in (f"{owner}/{name}", f"{owner}__{name}", name):
             for candidate in (repo_cache / f"{rel}.git", repo_cache / rel):
                 if (candidate / "HEAD").is_file() or (candidate / ".git").exists():
-                    return str(candidate)
+                    return str(
+                        candidate.absolute()
+                    )  # git runs elsewhere: a relative path means nothing there
     if allow_network:
         return f"https://github.com/{repo}.git"
     where = f"in the repo cache {repo_cache}" if repo_cache else "(no --repo-cache given)"
