@@ -114,7 +114,13 @@ def test_eval_cli_on_three_nodes_resolves_all_within_each_nodes_slots(cluster, t
     assert summary["args"]["executor"].startswith("ray:")
     results = [json.loads(line) for line in (tmp_path / "run" / "results.jsonl").read_text().splitlines()]
     for r in results:  # artifacts written on the head, from attempts that ran on the nodes
-        assert {p.name for p in Path(r["artifacts"]).iterdir()} == {"traj.json", "patch.diff", "meta.json"}
+        mini = f"{r['instance_id']}.traj.json"  # mini-swe-agent's format of the same episode
+        assert {p.name for p in Path(r["artifacts"]).iterdir()} == {
+            "traj.json",
+            mini,
+            "patch.diff",
+            "meta.json",
+        }
 
     executor = _executor()
     hosts = asyncio.run(_hosts(executor))
