@@ -8,6 +8,7 @@ import os
 import select
 import signal
 import time
+from collections.abc import Iterable
 from pathlib import Path
 
 
@@ -95,3 +96,13 @@ def start_ticks(pid: int) -> int | None:
 def boot_ticks() -> int:
     """Now, in the unit of :func:`start_ticks`."""
     return int(time.clock_gettime(time.CLOCK_BOOTTIME) * os.sysconf("SC_CLK_TCK"))
+
+
+def kill_started_since(pids: Iterable[int], since: int) -> None:
+    """SIGKILL each of ``pids`` that started at or after ``since`` (a timed-out command's processes,
+    ``setsid`` ones included, and nothing that was running before it)."""
+    for pid in pids:
+        started = start_ticks(pid)
+        if started is not None and started >= since:
+            with contextlib.suppress(OSError):
+                os.kill(pid, signal.SIGKILL)

@@ -32,7 +32,7 @@ from swe_rl.errors import (
     SandboxUnavailableError,
 )
 from swe_rl.sandbox._output import CappedBuffer
-from swe_rl.sandbox._proc import boot_ticks, start_ticks
+from swe_rl.sandbox._proc import boot_ticks, kill_started_since
 from swe_rl.sandbox.base import EnvSpec, ExecResult, Limits
 from swe_rl.sandbox.runtime import HOST_ETC, runtime_etc
 from swe_rl.sandbox.shell import FILE_CAP, ShellFileOps, base_environment
@@ -280,18 +280,21 @@ def _kill_started_since(container: Any, since: int) -> None:
         container.reload()
     init = int(container.attrs.get("State", {}).get("Pid") or 0)
     try:
-        pid_ns = os.readlink(f"/proc/{init}/ns/pid") if init else None
-    except OSError:
+        pid_ns = os.readlink(f"/proc/{init}/ns/pid")
+    except OSError:  # no init (0) or it is gone: nothing of the container left to kill
         return
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit() or int(entry) == init:
-            continue
-        with contextlib.suppress(OSError):
-            if os.readlink(f"/proc/{entry}/ns/pid") != pid_ns:
-                continue
-            started = start_ticks(int(entry))
-            if started is not None and started >= since:
-                os.kill(int(entry), 9)
+    kill_started_since((pid for pid in _pids() if pid != init and _pid_ns(pid) == pid_ns), since)
+
+
+def _pids() -> list[int]:
+    return [int(entry) for entry in os.listdir("/proc") if entry.isdigit()]
+
+
+def _pid_ns(pid: int) -> str | None:
+    try:
+        return os.readlink(f"/proc/{pid}/ns/pid")
+    except OSError:
+        return None
 
 
 def _testbed_tar(testbed: Path, workdir: str) -> bytes:

@@ -42,7 +42,7 @@ from typing import Self
 
 from swe_rl.errors import OutputLimitError, SandboxError, SandboxUnavailableError
 from swe_rl.sandbox._output import CappedBuffer
-from swe_rl.sandbox._proc import SpawnedProcess, boot_ticks, start_ticks
+from swe_rl.sandbox._proc import SpawnedProcess, boot_ticks, kill_started_since
 from swe_rl.sandbox.base import EnvSpec, ExecResult, Limits
 from swe_rl.sandbox.cgroups import SandboxCgroup, cgroup_version, reap_stale_cgroups
 from swe_rl.sandbox.identity import SANDBOX_UID, exec_only_shell, own_testbed
@@ -393,15 +393,10 @@ class NsSandbox:
     def _kill_started_since(self, proc: SpawnedProcess, since: int) -> None:
         if self._cgroup is None:
             return
+        spare = {proc.pid}  # bwrap, and the shell when it is still there
         with contextlib.suppress(ProcessLookupError):
-            spare = {proc.pid, self._shell_pid(proc)}
-        for pid in self._cgroup.pids():
-            if pid in spare:
-                continue
-            started = start_ticks(pid)
-            if started is not None and started >= since:
-                with contextlib.suppress(OSError):
-                    os.kill(pid, signal.SIGKILL)
+            spare.add(self._shell_pid(proc))
+        kill_started_since((pid for pid in self._cgroup.pids() if pid not in spare), since)
 
     def _shell_pid(self, proc: SpawnedProcess) -> int:
         """Host pid of the shell: bwrap's only child (the shell is pid 1 inside with --as-pid-1)."""
