@@ -14,9 +14,6 @@ Every patch's changes are inventoried (:mod:`.inventory`) and checked against th
 
 from __future__ import annotations
 
-import base64
-import posixpath
-import shlex
 import tempfile
 import time
 from pathlib import Path
@@ -32,6 +29,7 @@ from swe_rl.harness.official import (
     parse_test_log,
     parser_name,
 )
+from swe_rl.harness.staging import stage
 from swe_rl.harness.verdict import ApplyMethod, GradeStatus, GradingMode, Verdict
 from swe_rl.sandbox.base import EnvSpec, Limits, Sandbox, SandboxFactory
 from swe_rl.tasks.model import Task
@@ -43,7 +41,6 @@ APPLY_METHODS: list[tuple[ApplyMethod, str]] = [
 ]
 _RESTORE = "git checkout -q -- . && git clean -fdq -e .git"
 DEFAULT_TEST_TIMEOUT = 1800.0
-_INLINE_BYTES = 48 * 1024  # under one argv string's limit (128 KiB) once in base64
 
 
 async def grade_patch(
@@ -89,7 +86,7 @@ async def grade_in(
     grading = _Grading(task, patch, mode)
     if patch is not None:
         try:
-            staged = await _stage(
+            staged = await stage(
                 box, {CANDIDATE_PATCH: (patch if patch.endswith("\n") else patch + "\n").encode()}
             )
         except OutputLimitError as exc:  # the agent's outcome, scored: never graded cut, never an infra error
@@ -108,9 +105,7 @@ async def grade_in(
         if guard.refusal:
             return grading.refused()
     grading.applied_at = time.monotonic()
-    staged = await _stage(
-        box, {TEST_PATCH: task.test_patch.encode(), EVAL_SCRIPT: eval_script(task).encode()}
-    )
+    staged = await stage(box, {TEST_PATCH: task.test_patch.encode(), EVAL_SCRIPT: eval_script(task).encode()})
     try:
         result = await box.exec(f"{staged}bash {EVAL_SCRIPT}", timeout=timeout)
     except BackendLostError:
@@ -124,20 +119,6 @@ async def grade_in(
         return grading.broken()
     grading.log.append(result.output)
     return grading.verdict(result.output, timeout_hit=result.timed_out)
-
-
-async def _stage(box: Sandbox, files: dict[str, bytes]) -> str:
-    """Small files travel inside the next command (a round trip less each, which a docker exec feels);
-    larger ones are written now. Returns the shell that writes them, silent when it works."""
-    if sum(len(data) for data in files.values()) > _INLINE_BYTES:
-        for path, data in files.items():
-            await box.write_file(path, data)
-        return ""
-    return "".join(
-        f"mkdir -p {shlex.quote(posixpath.dirname(path))} && "
-        f"printf %s {base64.b64encode(data).decode()} | base64 -d > {shlex.quote(path)}\n"
-        for path, data in files.items()
-    )
 
 
 async def _apply(box: Sandbox, log: list[str]) -> ApplyMethod | None:
@@ -167,22 +148,21 @@ class _Grading:
         """Strict mode refused the patch: the tests did not run, and it is not resolved."""
         self.applied_at = time.monotonic()
         lines = self.guard.log_lines() if self.guard else []
-        return self._make(
-            "refused",
-            False,
-            {
-                "patch_is_None": False,
-                "patch_exists": True,
-                "patch_successfully_applied": self.method is not None,
-                "resolved": False,
-            },
-            "\n".join([*self.log, *lines]),
-        )
+        return self._make("refused", False, self._unresolved(), "\n".join([*self.log, *lines]))
 
     def broken(self) -> Verdict:
         """The patched code's tests broke the grading sandbox (killed its init, its shell): not resolved."""
-        report = {"patch_is_None": False, "patch_exists": True, "patch_successfully_applied": True}
-        return self._make("sandbox_broken", False, {**report, "resolved": False}, "\n".join(self.log))
+        return self._make("sandbox_broken", False, self._unresolved(), "\n".join(self.log))
+
+    def _unresolved(self) -> dict[str, Any]:
+        """The report of a patch graded without a test log to read."""
+        applied = self.method is not None
+        return {
+            "patch_is_None": False,
+            "patch_exists": True,
+            "patch_successfully_applied": applied,
+            "resolved": False,
+        }
 
     def verdict(self, test_output: str, *, timeout_hit: bool) -> Verdict:
         """swebench's report on ``test_output`` (the eval script's output, what the official harness's

@@ -17,6 +17,7 @@ from pydantic import BaseModel, Field
 
 from swe_rl.errors import SandboxError
 from swe_rl.harness.evalscript import CANDIDATE_PATCH, SCRATCH
+from swe_rl.harness.staging import stage
 from swe_rl.sandbox.base import ExecResult, Sandbox
 
 _GIT = (
@@ -25,7 +26,6 @@ _GIT = (
 )
 _BUNDLE = f"{SCRATCH}/inventory"
 _BUNDLE_MARK = "swe-rl-inventory:"
-_INLINE_LIST = 32 * 1024  # a revert list up to this size travels in the command itself
 _PREAMBLE = f"""set -u
 S={SCRATCH}
 for t in find sort sha1sum xargs wc cat base64; do  # a minimal image may lack them: say so, never guess
@@ -168,11 +168,7 @@ async def revert(box: Sandbox, inventory: Inventory, paths: list[str]) -> list[C
     (None: the reverted tree could not be snapshot)."""
     new = {c.path for c in inventory.changes if c.new}
     entries = b"".join((b"-" if p in new else b"+") + _encode(p) + b"\0" for p in paths)
-    if len(entries) <= _INLINE_LIST:
-        write = f"printf %s {base64.b64encode(entries).decode()} | base64 -d > {_REVERT_LIST}\n"
-    else:
-        await box.write_file(_REVERT_LIST, entries)
-        write = ""
+    write = await stage(box, {_REVERT_LIST: entries})
     result = await box.exec(write + REVERT, timeout=300)
     if "snapshot-failed" in result.output or result.returncode != 0:
         return None
