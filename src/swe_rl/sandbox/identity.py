@@ -82,7 +82,9 @@ def exec_only_shell(rootfs: Path | None) -> Path:
     target = cache_dir() / "runtime" / "shells" / f"bash-{hashlib.sha256(data).hexdigest()[:16]}"
     if not target.exists():
         target.parent.mkdir(parents=True, exist_ok=True)
-        partial = target.with_name(f".{target.name}.{uuid.uuid4().hex}")  # creates race in threads too
+        partial = target.with_name(
+            f".{target.name}.{uuid.uuid4().hex}"
+        )  # unique: threads may write it at once
         partial.write_bytes(data)
         os.chmod(partial, 0o111)
         os.replace(partial, target)

@@ -21,7 +21,7 @@ from starlette.routing import Route
 
 from swe_rl.envs.cache import EnvCache
 from swe_rl.envs.images import ImageEntry, image_inventory
-from swe_rl.errors import BackendLostError, ConfigError, InfraError, OutputLimitError
+from swe_rl.errors import ConfigError, SweRlError
 from swe_rl.sandbox.base import EnvSpec, Limits, Sandbox, SandboxFactory
 from swe_rl.sandbox.capacity import machine_capacity
 from swe_rl.sandbox.wire import (
@@ -135,12 +135,7 @@ class ExecNode:
                 env, task = await asyncio.to_thread(self.resolve, image)
             except ConfigError as exc:
                 raise ServiceError("bad_request", str(exc)) from None
-            try:
-                box = await self.factory.create(env, self.capped(limits))
-            except BackendLostError as exc:
-                raise ServiceError("node_down", str(exc)) from None
-            except InfraError as exc:
-                raise ServiceError("sandbox_error", str(exc)) from None
+            box = await self.factory.create(env, self.capped(limits))  # its errors: by kind, at the endpoint
         finally:
             self._creating -= 1
         self.boxes[box.id] = Held(box, env, task)
@@ -166,16 +161,12 @@ class ExecNode:
 
 
 async def _sandbox_call(coro: Any) -> Any:
+    """A sandbox call; swe-rl's errors go on to the endpoint, which answers each by its kind
+    (``service.common.error_kind``: a lost engine is node_down, an over-cap file too_large, ...)."""
     try:
         return await coro
-    except (
-        BackendLostError
-    ) as exc:  # the engine behind the sandbox, not the sandbox: the client's BackendLostError
-        raise ServiceError("node_down", str(exc)) from None
-    except InfraError as exc:
-        raise ServiceError("sandbox_error", str(exc)) from None
-    except OutputLimitError as exc:  # refused whole: the client raises OutputLimitError again
-        raise ServiceError("too_large", str(exc)) from None
+    except SweRlError:
+        raise
     except OSError as exc:
         raise ServiceError("bad_request", str(exc)) from None
 
