@@ -137,15 +137,17 @@ class EnvCache:
         return None
 
     def image_key(self, image: str) -> str | None:
-        index = self.root / "images" / f"{_digest(canonical_image(image))}.json"
+        index = self._image_index(image)
         if not index.is_file():
             return None
         return str(json.loads(index.read_text())["key"])
 
     def index_image(self, image: str, key: str) -> None:
-        atomic_write_json(
-            self.root / "images" / f"{_digest(canonical_image(image))}.json", {"image": image, "key": key}
-        )
+        atomic_write_json(self._image_index(image), {"image": image, "key": key})
+
+    def _image_index(self, image: str) -> Path:
+        """Where an image's env key is kept: one file per image, whatever registry prefix names it."""
+        return self.root / "images" / f"{_digest(canonical_image(image))}.json"
 
     def records(self) -> list[EnvSpec]:
         return [
