@@ -9,6 +9,7 @@ from swe_rl.envs.cache import EnvCache
 from swe_rl.runs.grading import grade_predictions, instance_dir
 from swe_rl.runs.predictions import Prediction
 from swe_rl.sandbox import get_factory
+from tests.conftest import unbuildable_task
 
 
 def test_infra_failure_is_an_error_and_is_retried(tmp_path, tasks):
@@ -30,3 +31,25 @@ def test_infra_failure_is_an_error_and_is_retried(tmp_path, tasks):
         grade_predictions([pred], [task], cache, get_factory("local"), out=out, run_id="r", quiet=True)
     )
     assert report["resolved_ids"] == [task.instance_id] and report["error_ids"] == []
+
+
+def test_an_empty_prediction_is_not_graded_and_builds_no_env(tmp_path):
+    """swebench skips empty patches: no env, no test run, no error. The task's env cannot be built, so
+    grading it at all would show as an error (the control: the same task with a patch)."""
+    task = unbuildable_task()
+    cache = EnvCache(tmp_path / "envs")
+    out = tmp_path / "out"
+    patched = Prediction(instance_id=task.instance_id, model_name_or_path="m", model_patch="x")
+    _, control = asyncio.run(
+        grade_predictions([patched], [task], cache, get_factory("local"), out=out, run_id="c", quiet=True)
+    )
+    assert control["error_ids"] == [task.instance_id]
+
+    for patch in ("", None, "  \n"):
+        empty = Prediction(instance_id=task.instance_id, model_name_or_path="m", model_patch=patch)
+        _, report = asyncio.run(
+            grade_predictions([empty], [task], cache, get_factory("local"), out=out, run_id="e", quiet=True)
+        )
+        assert report["error_ids"] == [] and report["empty_patch_ids"] == [task.instance_id]
+        assert report["completed_ids"] == [] and report["resolved_ids"] == []
+        assert not instance_dir(out, "e", empty).exists()

@@ -29,7 +29,12 @@ async def validate_task(
         failing = gold.tests_status.get("FAIL_TO_PASS", {}).get("failure", []) + gold.tests_status.get(
             "PASS_TO_PASS", {}
         ).get("failure", [])
-        problems.append(f"gold patch not resolved ({gold.status}; failing: {', '.join(failing[:5]) or '-'})")
+        if gold.status == "unparseable_log":
+            problems.append(f"gold patch not resolved: {gold.summary()}")
+        else:
+            problems.append(
+                f"gold patch not resolved ({gold.status}; failing: {', '.join(failing[:5]) or '-'})"
+            )
     if empty.resolved:
         problems.append("the unchanged base commit already resolves the task")
     passing_at_base = empty.tests_status.get("FAIL_TO_PASS", {}).get("success", [])

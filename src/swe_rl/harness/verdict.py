@@ -6,6 +6,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
+from swe_rl.harness.official import START_TEST_OUTPUT
 from swe_rl.harness.steering import SteeringFile
 
 ApplyMethod = Literal["git apply --verbose", "git apply --verbose --reject", "patch --batch --fuzz=5 -p1"]
@@ -53,4 +54,13 @@ class Verdict(BaseModel):
             f"F2P {len(f2p.get('success', []))}/{len(f2p.get('success', [])) + len(f2p.get('failure', []))}"
             f" P2P {len(p2p.get('success', []))}/{len(p2p.get('success', [])) + len(p2p.get('failure', []))}"
         )
-        return f"{self.status} ({counts})" if self.tests_status else self.status
+        text = f"{self.status} ({counts})" if self.tests_status else self.status
+        if self.status == "unparseable_log":
+            text += "; the test log begins:\n" + "\n".join(f"    {line}" for line in self.log_head())
+        return text
+
+    def log_head(self, lines: int = 8) -> list[str]:
+        """The first non-blank lines of the test output (what an unparseable log is shown by)."""
+        _, marker, after = self.log.partition(START_TEST_OUTPUT)
+        text = after if marker else self.log
+        return [line[:200] for line in text.splitlines() if line.strip()][:lines]

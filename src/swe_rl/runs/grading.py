@@ -6,7 +6,9 @@ Writes the same layout as the official harness, so its tooling reads our output:
     <out>/<model>.<run_id>.json          the run report (schema_version 2 fields)
 
 An instance with a report.json is not graded again (resume). An infrastructure error writes no
-report.json for that instance, so the next run retries it; it is counted in ``error_ids``.
+report.json for that instance, so the next run retries it; it is counted in ``error_ids``. An empty
+prediction is not graded at all (no env is built for it): it counts in ``empty_patch_ids``, as in
+swebench's run report.
 """
 
 from __future__ import annotations
@@ -68,6 +70,8 @@ async def grade_predictions(
         if done.is_file():
             reports[pred.instance_id] = json.loads(done.read_text())[pred.instance_id]
             outcome = "cached"
+        elif is_empty(pred):
+            outcome = "empty patch: not graded (swebench counts it as empty, never resolved)"
         else:
             async with limit:
                 try:
@@ -116,6 +120,11 @@ async def _grade_one(
     return verdict.summary()
 
 
+def is_empty(pred: Prediction) -> bool:
+    """A prediction with no patch: swebench skips it (no env, no test run) and counts it as empty."""
+    return not (pred.model_patch or "").strip()
+
+
 def _check_resumed_mode(preds: Sequence[Prediction], out: Path, run_id: str, mode: GradingMode) -> None:
     """A run is graded in one mode: resuming it in the other would mix verdicts of both."""
     for pred in preds:
@@ -137,7 +146,7 @@ def run_report(
 ) -> dict[str, Any]:
     """The run-level report, with the fields of swebench's ``make_run_report``."""
     submitted = sorted(p.instance_id for p in preds)
-    empty = sorted(p.instance_id for p in preds if not (p.model_patch or "").strip())
+    empty = sorted(p.instance_id for p in preds if is_empty(p))
     completed = sorted(i for i in reports if i not in empty)
     resolved = sorted(i for i in completed if reports[i].get("resolved"))
     unresolved = sorted(i for i in completed if not reports[i].get("resolved"))
