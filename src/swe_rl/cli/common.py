@@ -34,7 +34,8 @@ CacheOpt = Annotated[
     Path | None,
     typer.Option(
         "--cache-dir",
-        help="Environment cache root (default: $SWE_RL_CACHE/envs, else ~/.cache/swe-rl/envs).",
+        help="Environment cache root (default: $SWE_RL_CACHE/envs, else ~/.cache/swe-rl/envs); "
+        "uv's package cache is its uv-cache/ unless UV_CACHE_DIR is set.",
     ),
 ]
 RepoCacheOpt = Annotated[

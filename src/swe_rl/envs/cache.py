@@ -9,6 +9,7 @@ Layout under the cache root (default ``~/.cache/swe-rl/envs``)::
     rootfs/<key>/          root filesystem of an env imported from an image (see imports.py)
     images/<digest>.json   image name -> key of the env imported from it
     locks/<key>.lock       flock held while building that key
+    uv-cache/              uv's download and build cache (UV_CACHE_DIR in the environment wins)
     .tmp/                  builds in progress; moved into place with rename(2) when complete
 
 A build that crashes leaves only a directory in ``.tmp`` (removed by ``gc``), never a half env.
@@ -222,7 +223,7 @@ class EnvCache:
                 testbed,
                 dest / "swe-rl-install.log",
                 installer=self.options.installer,
-                cache=self.root.parent / "uv-cache",
+                cache=self.root / "uv-cache",
             )
             installer = run.kind
             try:
