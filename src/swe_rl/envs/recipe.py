@@ -1,7 +1,8 @@
 """How an environment is built: the interpreter and the packages. One recipe per (repo, version, setup).
 
 A recipe comes from, in order: the builtin suite (pytest seeded from the host), the record's own
-``python`` / ``install`` fields (SWE-Gym / SWE-smith style), or swe-rl's spec table for known
+``python`` / ``install`` fields (SWE-Gym / SWE-smith style), the spec the row carries
+(SWE-rebench's ``install_config``, :mod:`swe_rl.tasks.rowspec`), or swe-rl's spec table for known
 SWE-bench repositories (:mod:`swe_rl.tasks.specs`). Options that change what gets installed (the
 date to resolve as of, user constraints) are part of the recipe and so of its cache key.
 """
@@ -18,6 +19,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from swe_rl.errors import ConfigError
 from swe_rl.tasks.builtin import BUILTIN_OWNER
 from swe_rl.tasks.model import Task
+from swe_rl.tasks.rowspec import row_spec
 from swe_rl.tasks.specs import spec_for
 
 Installer = Literal["uv", "pip"]
@@ -84,7 +86,8 @@ def recipe_for(task: Task, options: InstallOptions | None = None) -> EnvRecipe:
         "exclude_newer": resolve_date(task) if options.as_of_date else "",
         "constraints": list(options.constraints),
     }
-    spec = spec_for(task)
+    own = row_spec(task)
+    spec = own or spec_for(task)
     if task.install is not None:
         python = task.python or (spec.python if spec else "3")
         seed = list(task.env_seed or [])
@@ -98,7 +101,7 @@ def recipe_for(task: Task, options: InstallOptions | None = None) -> EnvRecipe:
             requirements_at=task.base_commit if spec.requirements else "",
             pre_install=list(spec.pre_install),
             install=spec.install,
-            source=f"spec:{task.repo}@{task.version}",
+            source=f"row:{task.instance_id}" if own else f"spec:{task.repo}@{task.version}",
             **common,
         )
     raise ConfigError(

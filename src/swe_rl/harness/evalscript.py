@@ -12,6 +12,7 @@ import shlex
 from swe_rl.errors import ConfigError
 from swe_rl.harness.official import END_TEST_OUTPUT, START_TEST_OUTPUT, TEST_EXIT_CODE
 from swe_rl.tasks.model import Task
+from swe_rl.tasks.rowspec import row_eval_setup, row_spec
 from swe_rl.tasks.specs import spec_for
 
 # Grading files live inside the repo's .git: every backend can write there and `git diff` ignores it.
@@ -25,7 +26,7 @@ def eval_script(task: Task) -> str:
     """The bash script whose output is the test log."""
     if task.eval_script:
         return task.eval_script
-    spec = spec_for(task)
+    spec = row_spec(task) or spec_for(task)
     test_cmd = task.test_cmd or (spec.test_cmd if spec else None)
     if not test_cmd:
         raise ConfigError(
@@ -48,6 +49,7 @@ def eval_script(task: Task) -> str:
             "set -uo pipefail",
             reset,
             f"git apply -v {TEST_PATCH}" if task.test_patch.strip() else ":",
+            *row_eval_setup(task),
             f"echo '{START_TEST_OUTPUT}'",
             f"{test_cmd} {files}",
             "swe_rl_rc=$?",

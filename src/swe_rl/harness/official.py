@@ -10,6 +10,7 @@ from typing import Any
 
 from swe_rl.errors import ConfigError, MissingExtraError
 from swe_rl.tasks.model import Task
+from swe_rl.tasks.rowspec import row_log_parser
 
 # Markers written by the eval script, identical to swebench.harness.constants.
 START_TEST_OUTPUT = ">>>>> Start Test Output"
@@ -30,15 +31,15 @@ def _swebench() -> tuple[Any, Any]:
 
 
 def parser_name(task: Task) -> str:
-    """The task's log parser: named by the record, else swebench's choice for its repo, else pytest's."""
+    """The task's log parser: named by the record (or its install_config), else swebench's for its repo, else pytest's."""
     _, registry = _swebench()
-    if task.log_parser:
-        if task.log_parser not in registry:
+    named = task.log_parser or row_log_parser(task)
+    if named:
+        if named not in registry:
             raise ConfigError(
-                f"{task.instance_id}: unknown log_parser {task.log_parser!r} "
-                "(not in swebench's PARSER_REGISTRY)"
+                f"{task.instance_id}: unknown log_parser {named!r} (not in swebench's PARSER_REGISTRY)"
             )
-        return task.log_parser
+        return named
     from swebench.harness.log_parsers import python as py_parsers
 
     by_repo = getattr(py_parsers, "MAP_REPO_TO_PARSER_PY", {})
