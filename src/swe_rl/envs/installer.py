@@ -19,6 +19,7 @@ from pathlib import Path
 from swe_rl.envs.recipe import EnvRecipe, Installer
 from swe_rl.errors import ConfigError, EnvBuildError
 from swe_rl.sandbox.shell import base_environment
+from swe_rl.tasks.specs import check_system, conda_env_packages
 
 LOCK_NAME = "swe-rl-lock.txt"
 # Requirements that no longer install, and what replaces them (types-pkg_resources was yanked from PyPI;
@@ -152,6 +153,7 @@ class InstallRun:
     def build(self, lock: list[str] | None) -> list[str]:
         """Install the recipe; with ``lock`` (a previous build's resolved set), under it. Returns the new lock."""
         recipe = self.recipe
+        check_system(recipe.system, f"this env ({recipe.source})")
         lines = [*recipe.constraints, *(_pinned(lock) if lock else [])]
         if lines:
             self.constraints.write_text("".join(f"{line}\n" for line in lines))
@@ -168,15 +170,25 @@ class InstallRun:
         return self.freeze()
 
     def _requirement_files(self) -> list[str]:
+        """The recipe's requirement file and conda environment file (each the first that exists), as lines."""
         found: list[str] = []
-        for name in self.recipe.requirements:
-            path = self.testbed / name
-            if not path.is_file():
-                raise EnvBuildError(
-                    f"requirements file {name} not found in the repo at {self.recipe.requirements_at[:12]}"
-                )
-            found += read_requirements(path)
+        if self.recipe.requirements:
+            found += read_requirements(self._first_file(self.recipe.requirements, "requirements file"))
+        if self.recipe.env_yml:
+            path = self._first_file(self.recipe.env_yml, "conda environment file")
+            try:
+                found += conda_env_packages(path.read_text())
+            except ValueError as exc:
+                raise EnvBuildError(f"{path.name}: {exc}") from None
         return found
+
+    def _first_file(self, names: list[str], what: str) -> Path:
+        for name in names:
+            if (self.testbed / name).is_file():
+                return self.testbed / name
+        raise EnvBuildError(
+            f"no {what} ({', '.join(names)}) in the repo at {self.recipe.requirements_at[:12]}"
+        )
 
     def freeze(self) -> list[str]:
         if self.kind == "uv":

@@ -60,7 +60,13 @@ class EnvRecipe(BaseModel):
     undated: list[str] = Field(
         default_factory=list, description="Packages not held to exclude_newer (exact pins never are)."
     )
-    requirements: list[str] = Field(default_factory=list, description="Requirement files in the repo.")
+    requirements: list[str] = Field(
+        default_factory=list, description="Requirement files in the repo: the first that exists."
+    )
+    env_yml: list[str] = Field(
+        default_factory=list, description="Conda environment files in the repo: the first that exists."
+    )
+    system: list[str] = Field(default_factory=list, description="Host commands the build needs.")
     requirements_at: str = Field(default="", description="Commit the requirement files are read at.")
     pre_install: list[str] = Field(default_factory=list, description="Shell commands run before install.")
     install: str = Field(default="", description="Shell command run in the testbed with the venv active.")
@@ -74,7 +80,7 @@ class EnvRecipe(BaseModel):
 
     @property
     def installs(self) -> bool:
-        return bool(self.pip or self.requirements or self.pre_install or self.install)
+        return bool(self.pip or self.requirements or self.env_yml or self.pre_install or self.install)
 
 
 def recipe_for(task: Task, options: InstallOptions | None = None) -> EnvRecipe:
@@ -98,7 +104,9 @@ def recipe_for(task: Task, options: InstallOptions | None = None) -> EnvRecipe:
             pip=list(spec.packages),
             undated=list(spec.undated),
             requirements=list(spec.requirements),
-            requirements_at=task.base_commit if spec.requirements else "",
+            env_yml=list(spec.env_yml),
+            system=list(spec.system),
+            requirements_at=task.base_commit if spec.requirements or spec.env_yml else "",
             pre_install=list(spec.pre_install),
             install=spec.install,
             source=f"row:{task.instance_id}" if own else f"spec:{task.repo}@{task.version}",

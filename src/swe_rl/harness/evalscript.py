@@ -1,8 +1,9 @@
 """The eval script run after the candidate patch is applied, as the official harness writes it.
 
 swebench 5 rows carry their own ``eval_script``. Other rows get one composed here the way swebench
-4's ``make_eval_script_list`` does: reset the test files, apply the test patch, run the test command
-on those files between the log markers, record its exit code, reset the test files again.
+4's ``make_eval_script_list`` does: reset the test files, apply the test patch, set the spec's eval
+environment, run the test command on the test directives (the test files less data files; django's
+as dotted modules) between the log markers, record its exit code, reset the test files again.
 """
 
 from __future__ import annotations
@@ -13,13 +14,20 @@ from swe_rl.errors import ConfigError
 from swe_rl.harness.official import END_TEST_OUTPUT, START_TEST_OUTPUT, TEST_EXIT_CODE
 from swe_rl.tasks.model import Task
 from swe_rl.tasks.rowspec import row_eval_setup, row_spec
-from swe_rl.tasks.specs import spec_for
+from swe_rl.tasks.specs import spec_for, test_directives
 
 # Grading files live inside the repo's .git: every backend can write there and `git diff` ignores it.
 SCRATCH = ".git/swe-rl"
 CANDIDATE_PATCH = f"{SCRATCH}/candidate.diff"
 TEST_PATCH = f"{SCRATCH}/test.diff"
 EVAL_SCRIPT = f"{SCRATCH}/eval.sh"
+# Files of a test patch that are data, not tests to run (swebench's NON_TEST_EXTS; "csv" without its dot there).
+NON_TEST_EXTS = (".json", ".png", "csv", ".txt", ".md", ".jpg", ".jpeg", ".pkl", ".yml", ".yaml", ".toml")
+
+
+def runnable(files: list[str]) -> list[str]:
+    """The test patch's files that are tests, as the official harness picks its test directives."""
+    return [f for f in files if not f.endswith(NON_TEST_EXTS)]
 
 
 def eval_script(task: Task) -> str:
@@ -35,6 +43,7 @@ def eval_script(task: Task) -> str:
         )
     base = shlex.quote(task.base_commit)
     files = " ".join(shlex.quote(f) for f in task.test_files)
+    directives = " ".join(shlex.quote(d) for d in test_directives(spec, runnable(task.test_files)))
     reset = (
         (
             f'for f in {files}; do git cat-file -e {base}:"$f" 2>/dev/null && git checkout -q {base} -- "$f"; '
@@ -49,9 +58,10 @@ def eval_script(task: Task) -> str:
             "set -uo pipefail",
             reset,
             f"git apply -v {TEST_PATCH}" if task.test_patch.strip() else ":",
+            *(spec.eval_commands if spec else ()),
             *row_eval_setup(task),
             f"echo '{START_TEST_OUTPUT}'",
-            f"{test_cmd} {files}",
+            f"{test_cmd} {directives}",
             "swe_rl_rc=$?",
             f"echo '{END_TEST_OUTPUT}'",
             f"echo '{TEST_EXIT_CODE}: '$swe_rl_rc",

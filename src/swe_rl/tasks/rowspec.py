@@ -18,11 +18,9 @@ import re
 import shlex
 from typing import Any
 
-import yaml
-
 from swe_rl.errors import TaskFormatError
 from swe_rl.tasks.model import Task
-from swe_rl.tasks.specs import RepoSpec
+from swe_rl.tasks.specs import RepoSpec, conda_env_packages, conda_to_pip
 
 INSTALL_CONFIG = "install_config"
 _APT = re.compile(r"^\s*(sudo\s+)?apt(-get)?\s")
@@ -91,31 +89,16 @@ def _base_packages(task: Task, config: dict[str, Any]) -> list[str]:
         return _requirement_lines(text) if text else []
     if kind == "environment.yml":
         return _environment_packages(task, _row_text(task, "environment"))
-    return [_conda_to_pip(word) for word in _words(kind)]
+    return [conda_to_pip(word) for word in _words(kind)]
 
 
 def _environment_packages(task: Task, text: str) -> list[str]:
     if not text:
         return []  # the file is read from the repo by the row's own install, as in its image
     try:
-        doc = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        raise TaskFormatError(f"{task.instance_id}: the row's environment is not YAML: {exc}") from None
-    out: list[str] = []
-    for dep in (doc or {}).get("dependencies", []) if isinstance(doc, dict) else []:
-        if isinstance(dep, dict):
-            out += [str(p) for p in dep.get("pip", [])]
-        elif isinstance(dep, str) and re.split(r"[=<> ]", dep, maxsplit=1)[0] not in ("python", "pip"):
-            out.append(_conda_to_pip(dep))
-    return out
-
-
-def _conda_to_pip(spec: str) -> str:
-    """``numpy=1.21`` (conda's one '=') as pip's ``numpy==1.21``; other specs as written."""
-    name, sep, version = spec.partition("=")
-    if sep and not version.startswith("="):
-        return f"{name}=={version.split('=')[0]}"
-    return spec
+        return conda_env_packages(text)
+    except ValueError as exc:
+        raise TaskFormatError(f"{task.instance_id}: the row's environment: {exc}") from None
 
 
 def _requirement_lines(text: str) -> list[str]:

@@ -1,0 +1,145 @@
+"""The spec table covers every repository and version of the official SWE-bench specs, as facts we can run."""
+
+from __future__ import annotations
+
+import pytest
+
+from swe_rl.envs.interpreters import find_python
+from swe_rl.errors import ConfigError, EnvBuildError
+from swe_rl.harness.evalscript import eval_script
+from swe_rl.harness.official import _swebench, parser_name
+from swe_rl.tasks.model import Task
+from swe_rl.tasks.spec_table import SPECS
+from swe_rl.tasks.specs import check_system, conda_env_packages, spec_for
+
+# The keys of MAP_REPO_VERSION_TO_SPECS_PY in swebench 4.1.0 (swebench/harness/constants/python.py, read from
+# its wheel on PyPI), less swe-bench/humaneval, which is not a repository.
+OFFICIAL = {
+    "astropy/astropy": "3.0 3.1 3.2 4.1 4.2 4.3 5.0 5.1 5.2 v5.3 0.1 0.2 0.3 0.4 1.1 1.2 1.3",
+    "dbt-labs/dbt-core": "0.13 0.14 0.15 0.16 0.17 0.18 0.19 0.20 0.21 1.0 1.1 1.2 1.3 1.4 1.5 1.6 1.7",
+    "django/django": "1.7 1.8 1.9 1.10 1.11 2.0 2.1 2.2 1.4 1.5 1.6 3.0 3.1 3.2 4.0 4.1 4.2 5.0 5.1 5.2",
+    "matplotlib/matplotlib": "3.5 3.6 3.7 3.8 3.9 3.1 3.2 3.3 3.4 3.0 2.0 2.1 2.2 1.0 1.1 1.2 1.3 1.4 1.5",
+    "marshmallow-code/marshmallow": "2.18 2.19 2.20 3.0 3.1 3.10 3.11 3.12 3.13 3.15 3.16 3.19 3.2 3.4 3.8 3.9",
+    "mwaskom/seaborn": "0.11 0.12 0.13 0.14",
+    "pallets/flask": "2.0 2.1 2.2 2.3 3.0 3.1",
+    "psf/requests": "0.7 0.8 0.9 0.11 0.13 0.14 1.1 1.2 2.0 2.2 2.3 2.4 2.5 2.7 2.8 2.9 2.10 2.11 2.12 2.17 2.18 "
+    "2.19 2.22 2.26 2.25 2.27 2.31 3.0",
+    "pvlib/pvlib-python": "0.1 0.2 0.3 0.4 0.5 0.6 0.7 0.8 0.9",
+    "pydata/xarray": "0.12 0.18 0.19 0.20 2022.03 2022.06 2022.09 2023.07 2024.05",
+    "pydicom/pydicom": "1.0 1.1 1.2 1.3 1.4 2.0 2.1 2.2 2.3 2.4 3.0",
+    "pylint-dev/astroid": "2.10 2.12 2.13 2.14 2.15 2.16 2.5 2.6 2.7 2.8 2.9 3.0",
+    "pylint-dev/pylint": "2.10 2.11 2.13 2.14 2.15 2.16 2.17 2.8 2.9 3.0 3.1 3.2 3.3 4.0",
+    "pytest-dev/pytest": "4.4 4.5 4.6 5.0 5.1 5.2 5.3 5.4 6.0 6.2 6.3 7.0 7.1 7.2 7.4 8.0 8.1 8.2 8.3 8.4",
+    "pyvista/pyvista": "0.20 0.21 0.22 0.23 0.24 0.25 0.26 0.27 0.28 0.29 0.30 0.31 0.32 0.33 0.34 0.35 0.36 0.37 "
+    "0.38 0.39 0.40 0.41 0.42 0.43",
+    "scikit-learn/scikit-learn": "0.20 0.21 0.22 1.3 1.4 1.5 1.6",
+    "sphinx-doc/sphinx": "1.5 1.6 1.7 1.8 2.0 2.1 2.2 2.3 2.4 3.0 3.1 3.2 3.3 3.4 3.5 4.0 4.1 4.2 4.3 4.4 4.5 5.0 "
+    "5.1 5.2 5.3 6.0 6.2 7.0 7.1 7.2 7.3 7.4 8.0 8.1",
+    "sqlfluff/sqlfluff": "0.10 0.11 0.12 0.13 0.4 0.5 0.6 0.8 0.9 1.0 1.1 1.2 1.3 1.4 2.0 2.1 2.2",
+    "sympy/sympy": "0.7 1.0 1.1 1.10 1.11 1.12 1.2 1.4 1.5 1.6 1.7 1.8 1.9 1.13 1.14",
+}
+# Pythons that the official specs name and that these machines lack (EOL: pyenv cannot fetch it offline).
+NOT_ON_THIS_MACHINE = {"3.5"}
+
+
+def task(repo: str, version: str, **fields: object) -> Task:
+    return Task.model_validate(
+        {
+            "instance_id": f"{repo.replace('/', '__')}-1",
+            "repo": repo,
+            "base_commit": "abc123",
+            "version": version,
+        }
+        | fields
+    )
+
+
+def test_every_official_repo_and_version_has_a_spec():
+    missing = [(r, v) for r, vs in OFFICIAL.items() for v in vs.split() if spec_for(task(r, v)) is None]
+    assert missing == []
+    assert set(SPECS) == set(OFFICIAL)
+    # and nothing the official specs do not know (a version typo would hide here)
+    extra = [
+        (r, v)
+        for r, entries in SPECS.items()
+        for vs, _ in entries
+        for v in vs.split()
+        if v not in OFFICIAL[r]
+    ]
+    assert extra == []
+
+
+def test_every_spec_runs_here_as_data():
+    _, registry = _swebench()
+    pythons = {spec.python for entries in SPECS.values() for _, spec in entries}
+    for version in sorted(pythons):
+        if version in NOT_ON_THIS_MACHINE:
+            try:
+                find_python(version)
+            except ConfigError as exc:  # a clear error that says how to provide it
+                assert f"Python {version} is needed" in str(exc)
+            continue
+        exe, _ = find_python(version)
+        assert exe.is_file(), version
+    for repo, entries in SPECS.items():
+        for versions, spec in entries:
+            assert spec.test_cmd.strip() and spec.install.strip()
+            assert parser_name(task(repo, versions.split()[0])) in registry
+
+
+def test_known_facts():
+    def python(repo: str, version: str) -> str:
+        spec = spec_for(task(repo, version))
+        assert spec is not None
+        return spec.python
+
+    assert [python("django/django", v) for v in ("2.2", "3.0", "3.2", "4.0", "4.1", "4.2", "5.0")] == [
+        "3.6",
+        "3.6",
+        "3.6",
+        "3.8",
+        "3.9",
+        "3.9",
+        "3.11",
+    ]
+    assert (
+        python("pvlib/pvlib-python", "0.6") == "3.9" and python("scikit-learn/scikit-learn", "0.20") == "3.6"
+    )
+    sympy = spec_for(task("sympy/sympy", "1.12"))
+    assert sympy is not None and "bin/test -C --verbose" in sympy.test_cmd
+    sphinx = spec_for(task("sphinx-doc/sphinx", "3.5"))
+    assert sphinx is not None and sphinx.test_cmd.startswith("tox --current-env")
+    assert any("pytest -rA" in line for line in sphinx.pre_install)
+
+
+def test_django_runs_dotted_modules_in_a_utf8_locale():
+    patch = (
+        "diff --git a/tests/admin_views/test_forms.py b/tests/admin_views/test_forms.py\n"
+        "diff --git a/tests/i18n/data/fixture.json b/tests/i18n/data/fixture.json\n"
+    )
+    script = eval_script(task("django/django", "3.0", test_patch=patch))
+    assert (
+        "./tests/runtests.py --verbosity 2 --settings=test_sqlite --parallel 1 admin_views.test_forms\n"
+        in script
+    )
+    assert "export LANG=C.UTF-8" in script and "export LC_ALL=C.UTF-8" in script
+    assert "fixture.json" in script.split("\n")[2]  # data files are still reset, only not run
+    # a pytest repo keeps paths
+    script = eval_script(task("pallets/flask", "2.3", test_patch=patch.replace("tests/admin_views", "tests")))
+    assert "pytest -rA tests/test_forms.py\n" in script
+
+
+def test_a_build_that_needs_a_missing_compiler_names_the_package():
+    check_system(["bash", "git"], "control")  # present commands pass
+    with pytest.raises(EnvBuildError, match=r"needs swe-rl-no-such-cc .*apt-get install swe-rl-no-such-cc"):
+        check_system(["bash", "swe-rl-no-such-cc"], "scikit-learn")
+
+
+def test_conda_environment_files_read_as_pip_requirements():
+    text = (
+        "name: x\nchannels: [conda-forge]\ndependencies:\n  - python=3.10\n  - numpy=1.23\n  - scipy>=1.5\n"
+    )
+    text += "  - pip\n  - pip:\n      - pytest-env\n"
+    assert conda_env_packages(text) == ["numpy==1.23", "scipy>=1.5", "pytest-env"]
+    with pytest.raises(ValueError, match="not a conda environment file"):
+        conda_env_packages("dependencies: [unclosed")
