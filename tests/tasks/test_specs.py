@@ -143,3 +143,15 @@ def test_conda_environment_files_read_as_pip_requirements():
     assert conda_env_packages(text) == ["numpy==1.23", "scipy>=1.5", "pytest-env"]
     with pytest.raises(ValueError, match="not a conda environment file"):
         conda_env_packages("dependencies: [unclosed")
+
+
+def test_an_eval_script_written_for_the_official_image_is_composed_again_outside_it():
+    official = "#!/bin/bash\nsource /opt/miniconda3/bin/activate\nconda activate testbed\ncd /testbed\n./tests/runtests.py\n"
+    patch = "diff --git a/tests/admin_views/tests.py b/tests/admin_views/tests.py\n"
+    row = task("django/django", "3.0", test_patch=patch, eval_script=official)
+    assert "admin_views.tests" in eval_script(row) and "conda" not in eval_script(row)
+    assert eval_script(row, image_env=True) == official  # in the image it was written for: as written
+    own = "#!/bin/bash\necho '>>>>> Start Test Output'\npytest -rA\n"
+    assert eval_script(task("django/django", "3.0", eval_script=own)) == own  # not image-bound: as written
+    unknown = task("acme/widget", "1.0", eval_script=official)
+    assert eval_script(unknown) == official  # nothing to compose it from: as written

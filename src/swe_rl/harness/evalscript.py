@@ -25,16 +25,30 @@ EVAL_SCRIPT = f"{SCRATCH}/eval.sh"
 NON_TEST_EXTS = (".json", ".png", "csv", ".txt", ".md", ".jpg", ".jpeg", ".pkl", ".yml", ".yaml", ".toml")
 
 
+def image_bound(script: str) -> bool:
+    """Whether an eval script needs the official image's conda env."""
+    return any(mark in script for mark in _IMAGE_BOUND)
+
+
 def runnable(files: list[str]) -> list[str]:
     """The test patch's files that are tests, as the official harness picks its test directives."""
     return [f for f in files if not f.endswith(NON_TEST_EXTS)]
 
 
-def eval_script(task: Task) -> str:
-    """The bash script whose output is the test log."""
-    if task.eval_script:
-        return task.eval_script
+# An eval script written for the official images: it activates their conda env and reinstalls the repo there.
+_IMAGE_BOUND = ("/opt/miniconda3", "conda activate")
+
+
+def eval_script(task: Task, *, image_env: bool = False) -> str:
+    """The bash script whose output is the test log.
+
+    A row's own ``eval_script`` (swebench 5) is used as written, except where it was written for the official
+    image and the env is not one (``image_env``: imported from that image): then it is composed from the spec
+    the row or the table gives, as for a classic row.
+    """
     spec = row_spec(task) or spec_for(task)
+    if task.eval_script and (image_env or spec is None or not image_bound(task.eval_script)):
+        return task.eval_script
     test_cmd = task.test_cmd or (spec.test_cmd if spec else None)
     if not test_cmd:
         raise ConfigError(

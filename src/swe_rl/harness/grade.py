@@ -63,7 +63,7 @@ async def grade_patch(
             grading=mode,
         )
     async with await factory.create(env, limits) as box:
-        return await grade_in(box, task, patch, timeout=timeout, mode=mode)
+        return await grade_in(box, task, patch, timeout=timeout, mode=mode, image_env=env.rootfs is not None)
 
 
 async def run_tests(
@@ -76,13 +76,20 @@ async def run_tests(
 ) -> Verdict:
     """Run the task's tests on the unchanged base commit (what an empty patch scores, without the shortcut)."""
     async with await factory.create(env, limits) as box:
-        return await grade_in(box, task, None, timeout=timeout)
+        return await grade_in(box, task, None, timeout=timeout, image_env=env.rootfs is not None)
 
 
 async def grade_in(
-    box: Sandbox, task: Task, patch: str | None, *, timeout: float, mode: GradingMode = "official"
+    box: Sandbox,
+    task: Task,
+    patch: str | None,
+    *,
+    timeout: float,
+    mode: GradingMode = "official",
+    image_env: bool = False,
 ) -> Verdict:
-    """Grade in an existing pristine sandbox (fresh or just reset). ``patch=None`` runs the tests as they are."""
+    """Grade in an existing pristine sandbox (fresh or just reset). ``patch=None`` runs the tests as they are.
+    ``image_env``: the sandbox runs an env imported from the official image (its eval scripts apply as written)."""
     grading = _Grading(task, patch, mode)
     if patch is not None:
         try:
@@ -105,7 +112,10 @@ async def grade_in(
         if guard.refusal:
             return grading.refused()
     grading.applied_at = time.monotonic()
-    staged = await stage(box, {TEST_PATCH: task.test_patch.encode(), EVAL_SCRIPT: eval_script(task).encode()})
+    staged = await stage(
+        box,
+        {TEST_PATCH: task.test_patch.encode(), EVAL_SCRIPT: eval_script(task, image_env=image_env).encode()},
+    )
     try:
         result = await box.exec(f"{staged}bash {EVAL_SCRIPT}", timeout=timeout)
     except BackendLostError:
