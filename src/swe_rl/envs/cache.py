@@ -27,7 +27,9 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import TypeVar
 
+from swe_rl.envs.dating import Widening
 from swe_rl.envs.installer import LOCK_NAME, InstallRun, lock_difference
 from swe_rl.envs.interpreters import find_python, provider
 from swe_rl.envs.recipe import EnvRecipe, InstallOptions, recipe_for
@@ -48,6 +50,8 @@ from swe_rl.sandbox.identity import SANDBOX_UID, own_testbed
 from swe_rl.tasks.images import canonical_image, image_name
 from swe_rl.tasks.io import atomic_write_json, atomic_write_text
 from swe_rl.tasks.model import Task
+
+_T = TypeVar("_T")
 
 
 def _digest(*parts: str) -> str:
@@ -215,23 +219,24 @@ class EnvCache:
         installer = None
         lock_file = self.root / "resolved" / f"{final.name}.txt"
         previous = lock_file.read_text().splitlines() if lock_file.is_file() else None
+        run: InstallRun | None = None
         if recipe.installs:
             ensure_pip(dest)
-            run = InstallRun(
-                recipe,
-                dest,
-                testbed,
-                dest / "swe-rl-install.log",
-                installer=self.options.installer,
-                cache=self.root / "uv-cache",
-            )
+            first = run = self._install(recipe, dest, testbed, final, previous)
             installer = run.kind
-            try:
-                lock = run.build(previous)
-            except EnvBuildError as exc:
-                raise EnvBuildError(
-                    _keep_log(exc, dest / "swe-rl-install.log", self.root / "logs" / final.name)
-                ) from None
+            lock = run.lock
+            if previous is None and (widen := self._guard(run, lambda: first.widening(lock), final)):
+                # the dated resolution fell back for lack of releases the index no longer has: build again
+                log = (dest / "swe-rl-install.log").read_bytes()
+                shutil.rmtree(dest)
+                create_venv(python, dest)
+                seeded = seed_from_host(dest, recipe.seed) if recipe.seed else []
+                ensure_pip(dest)
+                (dest / "swe-rl-install.log").write_bytes(
+                    log + b"\nswe-rl: building again with the widening\n"
+                )
+                run = self._install(recipe, dest, testbed, final, previous, widen=tuple(widen))
+                lock = run.lock
             point_editables_at(dest, testbed, TESTBED)
             if testbed.lstat().st_uid == SANDBOX_UID:  # ns sandboxes own it: so must what this build wrote
                 own_testbed(testbed, again=True)
@@ -251,11 +256,42 @@ class EnvCache:
                 "installer": installer,
                 "locked_from": str(lock_file) if previous is not None else None,
                 "seeded": seeded,
+                "widened": [w.model_dump() for w in run.widened] if run else [],
+                "pip_fallbacks": list(run.fallbacks) if run else [],
                 "build_seconds": round(time.monotonic() - started, 3),
             },
         )
         compile_venv(dest)
         relocate_venv(dest, final)
+
+    def _install(
+        self,
+        recipe: EnvRecipe,
+        dest: Path,
+        testbed: Path,
+        final: Path,
+        previous: list[str] | None,
+        *,
+        widen: tuple[Widening, ...] = (),
+    ) -> InstallRun:
+        """The recipe installed into ``dest`` (its lock in ``run.lock``); a failure keeps the log."""
+        run = InstallRun(
+            recipe,
+            dest,
+            testbed,
+            dest / "swe-rl-install.log",
+            installer=self.options.installer,
+            cache=self.root / "uv-cache",
+            widen=widen,
+        )
+        self._guard(run, lambda: run.build(previous), final)
+        return run
+
+    def _guard(self, run: InstallRun, step: Callable[[], _T], final: Path) -> _T:
+        try:
+            return step()
+        except EnvBuildError as exc:
+            raise EnvBuildError(_keep_log(exc, run.log, self.root / "logs" / final.name)) from None
 
     @contextmanager
     def _lock(self, key: str, *, blocking: bool = True) -> Iterator[bool]:

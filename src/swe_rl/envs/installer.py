@@ -16,6 +16,7 @@ import shutil
 import subprocess
 from pathlib import Path
 
+from swe_rl.envs.dating import WIDENED, Resolver, Widening, unreachable, widened_in
 from swe_rl.envs.recipe import EnvRecipe, Installer
 from swe_rl.errors import ConfigError, EnvBuildError
 from swe_rl.sandbox.shell import base_environment
@@ -32,6 +33,12 @@ BUILD_TOOLS_AS_OF = "2024-06-01T00:00:00Z"  # setuptools 70.0 (the SWE-bench spe
 BUILD_TOOLS = ("setuptools", "wheel")
 
 UNDATED = "2100-01-01T00:00:00Z"
+PYTEST_RA_FLOOR = "pytest>=4.6"  # 4.5 (2019-05) first listed passed tests under -rA; 4.6 is its LTS line
+PYTEST_RA_AS_OF = "2019-06-01T00:00:00Z"
+FALLBACK = "# swe-rl: pip fallback: "  # a lock line: an install command that uv could not build and pip ran
+# uv's failure on a build backend without PEP 660 editable support (setuptools < 64)
+_FILTERED = re.compile(r"`([A-Za-z0-9._-]+)` was filtered by `exclude-newer`")
+_NO_PEP660 = re.compile(r"build_editable|does not support editable|Editable installs? .*not supported")
 
 _PASS_VARS = {
     "PIP_CERT",
@@ -92,12 +99,23 @@ class InstallRun:
     """Runs install commands for one venv build; everything goes to one log file."""
 
     def __init__(
-        self, recipe: EnvRecipe, venv: Path, testbed: Path, log: Path, *, installer: Installer, cache: Path
+        self,
+        recipe: EnvRecipe,
+        venv: Path,
+        testbed: Path,
+        log: Path,
+        *,
+        installer: Installer,
+        cache: Path,
+        widen: tuple[Widening, ...] = (),
     ) -> None:
         self.recipe, self.venv, self.testbed, self.log = recipe, venv, testbed, log
         self.kind, self.uv = choose_installer(installer, recipe)
         self.cache = cache
         self.constraints = venv / "swe-rl-constraints.txt"
+        self.widened: list[Widening] = list(widen)
+        self.fallbacks: list[str] = []  # install commands that uv could not build and pip ran
+        self.lock: list[str] = []  # the resolved set of the last build, with the widening and fallback notes
 
     def install_command(self) -> str:
         opts: list[str] = []
@@ -112,14 +130,14 @@ class InstallRun:
                     for tool in BUILD_TOOLS:
                         opts += ["--exclude-newer-package", f"{tool}={BUILD_TOOLS_AS_OF}"]
                 # a spec's exact pins name versions on purpose, sometimes newer than the task
-                for name in undated_packages(self.recipe):
+                for name in [*undated_packages(self.recipe), *(w.package for w in self.widened)]:
                     opts += ["--exclude-newer-package", f"{name}={UNDATED}"]
         else:
             head = [str(self.venv / "bin" / "python"), "-m", "pip", "install"]
         return " ".join(shlex.quote(p) for p in [*head, *opts])
 
-    def run(self, command: str) -> None:
-        """Run ``command`` in the testbed with the venv first on PATH and the install shims defined."""
+    def environ(self) -> dict[str, str]:
+        """The environment of install commands: the venv first on PATH, the host's network settings."""
         from swe_rl.sandbox.base import EnvSpec
 
         spec = EnvSpec(key="build", repo="", base_commit="", testbed=self.testbed, venv=self.venv)
@@ -131,12 +149,40 @@ class InstallRun:
         # the testbed may belong to the ns sandboxes' uid already: git (setuptools-scm, versioneer) must
         # still answer here, where root runs the install
         environ.update(GIT_CONFIG_COUNT="1", GIT_CONFIG_KEY_0="safe.directory", GIT_CONFIG_VALUE_0="*")
-        environ["SWE_RL_INSTALL"] = self.install_command()
         # the host's network settings (proxy, CA bundle, index) are needed to reach an index at all
         environ.update({k: v for k, v in os.environ.items() if k in _PASS_VARS or k.startswith("UV_")})
+        return environ
+
+    def run(self, command: str) -> None:
+        """Run ``command`` in the testbed with the venv first on PATH and the install shims defined.
+
+        An editable install that uv cannot build because the project's build backend predates PEP 660
+        (setuptools < 64 pinned in its build-system, e.g. astroid's ``setuptools~=62.6``) is run again with
+        pip, whose legacy ``setup.py develop`` path builds it, as the official images' pip did.
+        """
+        code, output = self._run(command, self.install_command())
+        while code != 0 and self.kind == "uv" and (gone := self._filtered_out(output)):
+            # uv says no release old enough satisfies a requirement: take that one package from today
+            self.widened.append(Widening(package=gone, needed_by=f"`{command}`"))
+            self._note(f"swe-rl: widened {gone}: no release as old as the date satisfies `{command}`")
+            code, output = self._run(command, self.install_command())
+        if code != 0 and self.kind == "uv" and _NO_PEP660.search(output):
+            self._note(
+                f"swe-rl: uv cannot build `{command}` (the build backend has no build_editable); pip runs it"
+            )
+            self.fallbacks.append(command)
+            code, output = self._run(command, self._pip_command())
+        if code != 0:
+            tail = self.log.read_text(errors="replace")[-3000:]
+            raise EnvBuildError(f"install command exited {code} (log {self.log}):\n{tail}")
+
+    def _run(self, command: str, install: str) -> tuple[int, str]:
+        environ = self.environ()
+        environ["SWE_RL_INSTALL"] = install
         with self.log.open("ab") as out:
             out.write(f"\n$ {command}\n".encode())
             out.flush()
+            start = out.tell()
             proc = subprocess.run(
                 ["bash", "-c", _SHIMS + command],
                 cwd=self.testbed,
@@ -146,28 +192,87 @@ class InstallRun:
                 stdin=subprocess.DEVNULL,
                 check=False,
             )
-        if proc.returncode != 0:
-            tail = self.log.read_text(errors="replace")[-3000:]
-            raise EnvBuildError(f"install command exited {proc.returncode} (log {self.log}):\n{tail}")
+        with self.log.open("rb") as log:
+            log.seek(start)
+            return proc.returncode, log.read().decode(errors="replace")
+
+    def _runner_floor(self) -> list[str]:
+        """pytest >= 4.6 for a date before it: older pytest lists no passed test under ``-rA``, and SWE-bench's
+        log parsers read that list (the official images ran pytest from their own build time, 2023-24).
+        Not when the recipe pins pytest itself."""
+        if not self.recipe.exclude_newer or self.recipe.exclude_newer >= PYTEST_RA_AS_OF:
+            return []
+        named = [p for p in [*self.recipe.pip, *self.recipe.constraints] if re.match(r"pytest\s*[=<>!~]", p)]
+        if named:
+            return []
+        self._note(f"swe-rl: {PYTEST_RA_FLOOR} (older pytest lists no passed test under -rA)")
+        return [PYTEST_RA_FLOOR]
+
+    def _filtered_out(self, output: str) -> str | None:
+        """The package uv's error says the date cut-off filtered out (once per package)."""
+        if not self.recipe.exclude_newer:
+            return None
+        done = {w.package for w in self.widened} | set(undated_packages(self.recipe))
+        for name in _FILTERED.findall(output):
+            if name not in done:
+                return str(name)
+        return None
+
+    def _pip_command(self) -> str:
+        """pip in the venv, held to what is installed already (pip cannot resolve as of a date)."""
+        held = self.venv / "swe-rl-pip-constraints.txt"
+        held.write_text("".join(f"{line}\n" for line in _pinned(self.freeze())))
+        python = str(self.venv / "bin" / "python")
+        head = [python, "-m", "pip", "install", "--disable-pip-version-check", "-c", str(held)]
+        if self.constraints.is_file():
+            head += ["-c", str(self.constraints)]
+        return " ".join(shlex.quote(p) for p in head)
+
+    def _note(self, line: str) -> None:
+        with self.log.open("a") as out:
+            out.write(line + "\n")
+
+    def widening(self, lock: list[str]) -> list[Widening]:
+        """Dependencies a dated build must take from today's index (:mod:`swe_rl.envs.dating`)."""
+        if self.kind != "uv" or not self.recipe.exclude_newer or self.uv is None:
+            return []
+        resolver = Resolver(self.uv, self.venv / "bin" / "python", self.recipe.exclude_newer, self.environ())
+        found = unreachable(
+            resolver, lock, set(undated_packages(self.recipe)) | {w.package for w in self.widened}
+        )
+        for item in found:
+            self._note(f"swe-rl: widened {item.package}: {item.lock_line()[len(WIDENED) :]}")
+        return found
 
     def build(self, lock: list[str] | None) -> list[str]:
         """Install the recipe; with ``lock`` (a previous build's resolved set), under it. Returns the new lock."""
         recipe = self.recipe
         check_system(recipe.system, f"this env ({recipe.source})")
-        lines = [*recipe.constraints, *(_pinned(lock) if lock else [])]
+        known = {w.package for w in self.widened}
+        self.widened += [
+            Widening(package=name, needed_by="the lock")
+            for name in widened_in(lock or [])
+            if name not in known
+        ]
+        lines = [*recipe.constraints, *(_pinned(lock) if lock else []), *self._runner_floor()]
         if lines:
             self.constraints.write_text("".join(f"{line}\n" for line in lines))
         if self.kind == "pip":
             # an old interpreter's bundled pip may not read today's wheels (Python 3.6's pip 18)
             self.run("python -m pip install -q --upgrade 'pip<25'")
-        packages = [*recipe.pip, *self._requirement_files()]
-        if packages:
-            self.run("python -m pip install " + " ".join(shlex.quote(p) for p in packages))
+        # the repo's requirements, then the spec's packages, which win where both pin (as the official
+        # env scripts install requirement files before pip_packages)
+        for packages in (self._requirement_files(), recipe.pip):
+            if packages:
+                self.run("python -m pip install " + " ".join(shlex.quote(p) for p in packages))
         for command in recipe.pre_install:
             self.run(command)
         if recipe.install:
             self.run(recipe.install)
-        return self.freeze()
+        notes = [w.lock_line() for w in self.widened]
+        notes += [f"{FALLBACK}{command}" for command in self.fallbacks]
+        self.lock = [*self.freeze(), *notes]
+        return self.lock
 
     def _requirement_files(self) -> list[str]:
         """The recipe's requirement file and conda environment file (each the first that exists), as lines."""
@@ -239,7 +344,7 @@ def undated_packages(recipe: EnvRecipe) -> list[str]:
 
 def _pinned(lock: list[str]) -> list[str]:
     """The lock's ``name==version`` lines (editable and local installs are rebuilt from the repo)."""
-    return [line for line in lock if "==" in line and " @ " not in line and not line.startswith("-")]
+    return [line for line in lock if "==" in line and " @ " not in line and not line.startswith(("-", "#"))]
 
 
 def lock_difference(expected: list[str], got: list[str]) -> list[str]:

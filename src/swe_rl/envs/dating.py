@@ -1,0 +1,119 @@
+"""Resolving as of a date on today's index, which no longer holds everything that existed then.
+
+A dated resolution (uv ``--exclude-newer``) can fall back silently. Every pytest from 3.6 to 5.3 requires
+``atomicwrites``, whose releases before 2020 were deleted from PyPI: as of a 2019 date no atomicwrites
+survives, so the resolver settles on pytest 3.5.1, which predates that requirement and prints no ``-rA``
+summary. After a dated build, :func:`unreachable` finds such cases: an installed package older than its
+newest release as of the date, whose newest release needs a dependency with no release as old as the
+date. Only that dependency is then taken from today's index (``--exclude-newer-package``), recorded
+in the build log, the env's record and its lock (``# swe-rl: widened ...`` lines).
+"""
+
+from __future__ import annotations
+
+import re
+import subprocess
+from pathlib import Path
+
+from packaging.version import InvalidVersion, Version
+from pydantic import BaseModel, Field
+
+WIDENED = "# swe-rl: widened "
+
+
+class Widening(BaseModel):
+    """A dependency taken from today's index because nothing as old as the date survives."""
+
+    package: str = Field(description="The dependency with no release as old as the date.")
+    needed_by: str = Field(description="The release (as of the date) that requires it, e.g. pytest==4.3.1.")
+
+    def lock_line(self) -> str:
+        return f"{WIDENED}{self.package} (needed by {self.needed_by}; no release as old as the date survives)"
+
+
+def widened_in(lock: list[str]) -> list[str]:
+    """Package names a lock records as widened."""
+    return [line[len(WIDENED) :].split()[0] for line in lock if line.startswith(WIDENED)]
+
+
+class Resolver:
+    """``uv pip compile`` queries for one venv's Python, as of one date."""
+
+    def __init__(self, uv: str, python: Path, date: str, environ: dict[str, str]) -> None:
+        self.uv, self.python, self.date, self.environ = uv, python, date, environ
+        self._newest: dict[str, str | None] = {}
+
+    def compile(self, requirements: list[str], *, dated: bool, deps: bool) -> dict[str, str] | None:
+        """name -> version of a resolution (None when it has no solution)."""
+        cmd = [self.uv, "pip", "compile", "-", "--python", str(self.python), "--quiet", "--no-header"]
+        cmd += ["--no-annotate", "--no-strip-extras"]
+        if dated:
+            cmd += ["--exclude-newer", self.date]
+        if not deps:
+            cmd.append("--no-deps")
+        proc = subprocess.run(
+            cmd,
+            input="\n".join(requirements) + "\n",
+            capture_output=True,
+            text=True,
+            env=self.environ,
+            check=False,
+        )
+        if proc.returncode != 0:
+            return None
+        pins = (line.split("==", 1) for line in proc.stdout.splitlines() if "==" in line)
+        return {_norm(name.split("[")[0]): version.split(";")[0].strip() for name, version in pins}
+
+    def newest(self, names: list[str]) -> dict[str, str | None]:
+        """Each package's newest release as of the date (None: no release that old survives)."""
+        todo = [n for n in names if n not in self._newest]
+        if todo:
+            found = self.compile(todo, dated=True, deps=False)
+            for name in todo:
+                if found is not None:
+                    self._newest[name] = found.get(name)
+                else:  # one of them has no release as old as the date: ask one by one
+                    alone = self.compile([name], dated=True, deps=False)
+                    self._newest[name] = alone.get(name) if alone else None
+        return {n: self._newest[n] for n in names}
+
+
+def unreachable(resolver: Resolver, lock: list[str], undated: set[str]) -> list[Widening]:
+    """Dependencies to widen so that the lock's held-back packages can have their dated newest release."""
+    installed = {_norm(n): v for n, v in _pins(lock)}
+    candidates = [n for n in installed if n not in undated]
+    newest = resolver.newest(candidates)
+    out: dict[str, Widening] = {}
+    for name in candidates:
+        best = newest.get(name)
+        if best is None or not _older(installed[name], best):
+            continue
+        if resolver.compile([f"{name}=={best}"], dated=True, deps=True) is not None:
+            continue  # reachable as of the date: held back by the other pins, on purpose
+        needs = resolver.compile([f"{name}=={best}"], dated=False, deps=True) or {}
+        deps = [d for d in needs if d != name and d not in installed and d not in undated]
+        for dep, version in resolver.newest(deps).items():
+            if version is None and dep not in out:
+                out[dep] = Widening(package=dep, needed_by=f"{name}=={best}")
+    return list(out.values())
+
+
+def _pins(lock: list[str]) -> list[tuple[str, str]]:
+    pairs = []
+    for line in lock:
+        if line.startswith(("#", "-")) or " @ " in line or "==" not in line:
+            continue
+        name, version = line.split("==", 1)
+        pairs.append((name.strip(), version.strip()))
+    return pairs
+
+
+def _older(have: str, best: str) -> bool:
+    try:
+        return Version(have) < Version(best)
+    except InvalidVersion:
+        return False
+
+
+def _norm(name: str) -> str:
+    return re.sub(r"[-_.]+", "-", name).lower()
