@@ -97,7 +97,9 @@ class EnvCache:
             return built
         testbed = self._ensure_dir("testbeds", testbed_key, lambda d, _: self._build_testbed(task, d))
         venv = self._ensure_dir(
-            "venvs", venv_key, lambda d, final: self._build_venv(recipe, python, d, final, testbed)
+            "venvs",
+            venv_key,
+            lambda d, final: self._build_venv(recipe, python, d, final, testbed, self._source(task)),
         )
         spec = EnvSpec(
             key=key,
@@ -207,12 +209,16 @@ class EnvCache:
         return final
 
     def _build_testbed(self, task: Task, dest: Path) -> None:
-        source = task.repo_source or find_repo_source(
+        make_testbed(self._source(task), task.base_commit, dest)
+
+    def _source(self, task: Task) -> str:
+        return task.repo_source or find_repo_source(
             task.repo, self.repo_cache, allow_network=self.allow_network
         )
-        make_testbed(source, task.base_commit, dest)
 
-    def _build_venv(self, recipe: EnvRecipe, python: Path, dest: Path, final: Path, testbed: Path) -> None:
+    def _build_venv(
+        self, recipe: EnvRecipe, python: Path, dest: Path, final: Path, testbed: Path, source: str | None
+    ) -> None:
         started = time.monotonic()
         create_venv(python, dest)
         seeded = seed_from_host(dest, recipe.seed) if recipe.seed else []
@@ -222,7 +228,7 @@ class EnvCache:
         run: InstallRun | None = None
         if recipe.installs:
             ensure_pip(dest)
-            first = run = self._install(recipe, dest, testbed, final, previous)
+            first = run = self._install(recipe, dest, testbed, final, previous, source=source)
             installer = run.kind
             lock = run.lock
             if previous is None and (widen := self._guard(run, lambda: first.widening(lock), final)):
@@ -235,7 +241,7 @@ class EnvCache:
                 (dest / "swe-rl-install.log").write_bytes(
                     log + b"\nswe-rl: building again with the widening\n"
                 )
-                run = self._install(recipe, dest, testbed, final, previous, widen=tuple(widen))
+                run = self._install(recipe, dest, testbed, final, previous, source=source, widen=tuple(widen))
                 lock = run.lock
             point_editables_at(dest, testbed, TESTBED)
             if testbed.lstat().st_uid == SANDBOX_UID:  # ns sandboxes own it: so must what this build wrote
@@ -258,6 +264,7 @@ class EnvCache:
                 "seeded": seeded,
                 "widened": [w.model_dump() for w in run.widened] if run else [],
                 "pip_fallbacks": list(run.fallbacks) if run else [],
+                "skipped_conda_packages": list(run.skipped) if run else [],
                 "build_seconds": round(time.monotonic() - started, 3),
             },
         )
@@ -272,6 +279,7 @@ class EnvCache:
         final: Path,
         previous: list[str] | None,
         *,
+        source: str | None,
         widen: tuple[Widening, ...] = (),
     ) -> InstallRun:
         """The recipe installed into ``dest`` (its lock in ``run.lock``); a failure keeps the log."""
@@ -283,6 +291,7 @@ class EnvCache:
             installer=self.options.installer,
             cache=self.root / "uv-cache",
             widen=widen,
+            source=source,
         )
         self._guard(run, lambda: run.build(previous), final)
         return run

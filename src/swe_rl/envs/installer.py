@@ -10,10 +10,12 @@ written as a lock (``pip freeze`` format); a rebuild of the same recipe installs
 from __future__ import annotations
 
 import os
+import posixpath
 import re
 import shlex
 import shutil
 import subprocess
+from collections.abc import Callable
 from pathlib import Path
 
 from swe_rl.envs.dating import WIDENED, Resolver, Widening, unreachable, widened_in
@@ -35,6 +37,9 @@ BUILD_TOOLS = ("setuptools", "wheel")
 UNDATED = "2100-01-01T00:00:00Z"
 PYTEST_RA_FLOOR = "pytest>=4.6"  # 4.5 (2019-05) first listed passed tests under -rA; 4.6 is its LTS line
 PYTEST_RA_AS_OF = "2019-06-01T00:00:00Z"
+SKIPPED = (
+    "# swe-rl: skipped conda package: "  # a lock line: a conda environment's package pip could not install
+)
 FALLBACK = "# swe-rl: pip fallback: "  # a lock line: an install command that uv could not build and pip ran
 # uv's failure on a build backend without PEP 660 editable support (setuptools < 64)
 _FILTERED = re.compile(r"`([A-Za-z0-9._-]+)` was filtered by `exclude-newer`")
@@ -108,6 +113,7 @@ class InstallRun:
         installer: Installer,
         cache: Path,
         widen: tuple[Widening, ...] = (),
+        source: str | None = None,
     ) -> None:
         self.recipe, self.venv, self.testbed, self.log = recipe, venv, testbed, log
         self.kind, self.uv = choose_installer(installer, recipe)
@@ -115,6 +121,8 @@ class InstallRun:
         self.constraints = venv / "swe-rl-constraints.txt"
         self.widened: list[Widening] = list(widen)
         self.fallbacks: list[str] = []  # install commands that uv could not build and pip ran
+        self.source = source  # the repo's git source: requirement files are read from it
+        self.skipped: list[str] = []  # conda packages pip could not install
         self.lock: list[str] = []  # the resolved set of the last build, with the widening and fallback notes
 
     def install_command(self) -> str:
@@ -262,35 +270,85 @@ class InstallRun:
             self.run("python -m pip install -q --upgrade 'pip<25'")
         # the repo's requirements, then the spec's packages, which win where both pin (as the official
         # env scripts install requirement files before pip_packages)
-        for packages in (self._requirement_files(), recipe.pip):
-            if packages:
-                self.run("python -m pip install " + " ".join(shlex.quote(p) for p in packages))
+        requirements = self._requirement_files()
+        if requirements:
+            self.run("python -m pip install " + " ".join(shlex.quote(p) for p in requirements))
+        self._install_best_effort(self._conda_packages())
+        if recipe.pip:
+            self.run("python -m pip install " + " ".join(shlex.quote(p) for p in recipe.pip))
         for command in recipe.pre_install:
             self.run(command)
         if recipe.install:
             self.run(recipe.install)
         notes = [w.lock_line() for w in self.widened]
         notes += [f"{FALLBACK}{command}" for command in self.fallbacks]
+        notes += [f"{SKIPPED}{package}" for package in self.skipped]
         self.lock = [*self.freeze(), *notes]
         return self.lock
 
     def _requirement_files(self) -> list[str]:
-        """The recipe's requirement file and conda environment file (each the first that exists), as lines."""
-        found: list[str] = []
-        if self.recipe.requirements:
-            found += read_requirements(self._first_file(self.recipe.requirements, "requirements file"))
-        if self.recipe.env_yml:
-            path = self._first_file(self.recipe.env_yml, "conda environment file")
-            try:
-                found += conda_env_packages(path.read_text())
-            except ValueError as exc:
-                raise EnvBuildError(f"{path.name}: {exc}") from None
-        return found
+        """The lines of the recipe's requirement file (the first of its names that exists)."""
+        if not self.recipe.requirements:
+            return []
+        name = self._first_file(self.recipe.requirements, "requirements file")
+        return read_requirements(name, self._read)
 
-    def _first_file(self, names: list[str], what: str) -> Path:
+    def _conda_packages(self) -> list[str]:
+        """The dependencies of the recipe's conda environment file, as pip requirements."""
+        if not self.recipe.env_yml:
+            return []
+        name = self._first_file(self.recipe.env_yml, "conda environment file")
+        try:
+            return conda_env_packages(self._read(name) or "")
+        except ValueError as exc:
+            raise EnvBuildError(f"{name}: {exc}") from None
+
+    def _install_best_effort(self, packages: list[str]) -> None:
+        """Conda's packages with pip: all at once, else one by one, skipping (and logging) what pip cannot install
+        (conda-only names, libraries pip would have to build without their C dependencies)."""
+        if not packages:
+            return
+        try:
+            self.run("python -m pip install " + " ".join(shlex.quote(p) for p in packages))
+            return
+        except EnvBuildError:
+            self._note(
+                "swe-rl: the conda environment's packages do not install together with pip; one by one"
+            )
+        for package in packages:
+            try:
+                self.run(f"python -m pip install {shlex.quote(package)}")
+            except EnvBuildError:
+                self.skipped.append(package)
+                self._note(f"swe-rl: skipped conda package {package}: pip cannot install it here")
+
+    def _read(self, name: str) -> str | None:
+        """A file of the repo at the commit the recipe reads requirements at (swebench reads them at the
+        environment setup commit), from the repo's source; else the testbed's copy."""
+        if self.source and self.recipe.requirements_at:
+            proc = subprocess.run(
+                [
+                    "git",
+                    "-c",
+                    "safe.directory=*",
+                    "-C",
+                    self.source,
+                    "show",
+                    f"{self.recipe.requirements_at}:{name}",
+                ],
+                capture_output=True,
+                text=True,
+                check=False,
+            )
+            if proc.returncode == 0:
+                return proc.stdout
+        path = self.testbed / name
+        return path.read_text() if path.is_file() else None
+
+    def _first_file(self, names: list[str], what: str) -> str:
         for name in names:
-            if (self.testbed / name).is_file():
-                return self.testbed / name
+            if self._read(name) is not None:
+                return name
         raise EnvBuildError(
             f"no {what} ({', '.join(names)}) in the repo at {self.recipe.requirements_at[:12]}"
         )
@@ -315,15 +373,20 @@ class InstallRun:
         return sorted(line.strip() for line in proc.stdout.splitlines() if line.strip())
 
 
-def read_requirements(path: Path) -> list[str]:
+def read_requirements(name: str, read: Callable[[str], str | None]) -> list[str]:
     """Requirement lines of a file (comments, options and nested files resolved), with replacements."""
+    text = read(name)
+    if text is None:
+        raise EnvBuildError(f"requirements file {name} not found in the repo")
     out: list[str] = []
-    for raw in path.read_text().splitlines():
+    for raw in text.splitlines():
         line = raw.split(" #")[0].strip()
         if not line or line.startswith("#"):
             continue
         if line.startswith(("-r ", "--requirement ")):
-            out += read_requirements(path.parent / line.split(maxsplit=1)[1])
+            out += read_requirements(
+                posixpath.normpath(posixpath.join(posixpath.dirname(name), line.split()[1])), read
+            )
             continue
         if line.startswith("-"):
             continue  # index options and editable installs: the spec's install covers the repo itself

@@ -106,7 +106,9 @@ def recipe_for(task: Task, options: InstallOptions | None = None) -> EnvRecipe:
             requirements=list(spec.requirements),
             env_yml=list(spec.env_yml),
             system=list(spec.system),
-            requirements_at=task.base_commit if spec.requirements or spec.env_yml else "",
+            requirements_at=(task.environment_setup_commit or task.base_commit)
+            if spec.requirements or spec.env_yml
+            else "",
             pre_install=list(spec.pre_install),
             install=spec.install,
             source=f"row:{task.instance_id}" if own else f"spec:{task.repo}@{task.version}",
