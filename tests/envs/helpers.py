@@ -31,13 +31,14 @@ def make_repo(repo_cache: Path, repo: str = "acme/widget") -> str:
     return git(path, "rev-parse", "HEAD")
 
 
-def make_wheel(index: Path, name: str, version: str) -> Path:
-    """A pure-Python wheel of module ``name`` whose ``VERSION`` is ``version``."""
+def make_wheel(index: Path, name: str, version: str, requires: tuple[str, ...] = ()) -> Path:
+    """A pure-Python wheel of module ``name`` whose ``VERSION`` is ``version``, depending on ``requires``."""
     index.mkdir(parents=True, exist_ok=True)
     dist = f"{name}-{version}.dist-info"
+    needs = "".join(f"Requires-Dist: {r}\n" for r in requires)
     files = {
         f"{name}.py": f"VERSION = {version!r}\n",
-        f"{dist}/METADATA": f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n",
+        f"{dist}/METADATA": f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n{needs}",
         f"{dist}/WHEEL": "Wheel-Version: 1.0\nGenerator: swe-rl-tests\nRoot-Is-Purelib: true\nTag: py3-none-any\n",
     }
     record = []

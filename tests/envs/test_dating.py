@@ -1,0 +1,246 @@
+"""Dated builds on an index that lost releases, and editable installs uv cannot build.
+
+A real package index on loopback (PEP 691 JSON with PEP 700 upload times) serves wheels built here, so
+uv's ``--exclude-newer`` sees the dates it would see on PyPI. Every test shows the failure first: the
+silent fallback, the refusal, the build error; then what the installer does about it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import subprocess
+import threading
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+import pytest
+from tests.envs.helpers import git, make_repo, make_wheel, widget_task
+
+from swe_rl.envs.cache import EnvCache
+from swe_rl.envs.dating import widened_in
+from swe_rl.envs.installer import LOCK_NAME, uv_binary
+from swe_rl.envs.recipe import InstallOptions
+from swe_rl.envs.venv import create_venv, host_interpreter
+
+pytestmark = pytest.mark.skipif(uv_binary() is None, reason="uv is not installed (pip install uv)")
+
+TASK_DATE = "2019-01-01T00:00:00Z"
+BEFORE, AFTER = "2018-06-01T00:00:00Z", "2020-01-01T00:00:00Z"
+
+
+class Index:
+    """Wheels with upload times, served as a simple index (JSON) on 127.0.0.1."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self.files: dict[str, list[dict[str, object]]] = {}
+
+    def add(self, name: str, version: str, uploaded: str, requires: tuple[str, ...] = ()) -> None:
+        wheel = make_wheel(self.root, name, version, requires)
+        digest = hashlib.sha256(wheel.read_bytes()).hexdigest()
+        entry = {"filename": wheel.name, "url": f"/files/{wheel.name}", "hashes": {"sha256": digest}}
+        self.files.setdefault(name, []).append({**entry, "upload-time": uploaded})
+
+    def handler(self) -> type[BaseHTTPRequestHandler]:
+        index = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_HEAD(self) -> None:
+                self.answer(body=False)
+
+            def do_GET(self) -> None:
+                self.answer(body=True)
+
+            def answer(self, *, body: bool) -> None:
+                parts = [p for p in self.path.split("/") if p]
+                if len(parts) == 2 and parts[0] == "simple" and parts[1] in index.files:
+                    data = json.dumps(
+                        {"meta": {"api-version": "1.1"}, "name": parts[1], "files": index.files[parts[1]]}
+                    ).encode()
+                    kind = "application/vnd.pypi.simple.v1+json"
+                elif len(parts) == 2 and parts[0] == "files" and (index.root / parts[1]).is_file():
+                    data, kind = (index.root / parts[1]).read_bytes(), "application/octet-stream"
+                else:
+                    self.send_error(404)
+                    return
+                self.send_response(200)
+                self.send_header("Content-Type", kind)
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                if body:
+                    self.wfile.write(data)
+
+            def log_message(self, *args: object) -> None:
+                pass
+
+        return Handler
+
+
+@pytest.fixture
+def index(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Index]:
+    served = Index(tmp_path / "wheels")
+    server = ThreadingHTTPServer(("127.0.0.1", 0), served.handler())
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    monkeypatch.setenv("UV_INDEX_URL", f"http://127.0.0.1:{server.server_port}/simple")
+    monkeypatch.setenv("UV_CACHE_DIR", str(tmp_path / "uv-cache"))
+    monkeypatch.delenv("UV_FIND_LINKS", raising=False)
+    monkeypatch.delenv("PIP_FIND_LINKS", raising=False)
+    yield served
+    server.shutdown()
+    thread.join()
+
+
+def build(tmp_path: Path, install: str, *, as_of_date: bool = True, name: str = "envs") -> tuple[Path, dict]:
+    repo_cache = tmp_path / "mirrors"
+    commit = (
+        make_repo(repo_cache)
+        if not repo_cache.exists()
+        else git(repo_cache / "acme/widget", "rev-parse", "HEAD")
+    )
+    task = widget_task(commit, install=install, created_at=TASK_DATE)
+    options = InstallOptions(as_of_date=as_of_date)
+    env = EnvCache(tmp_path / name, repo_cache=repo_cache, options=options).ensure(task)
+    assert env.venv is not None
+    return env.venv, json.loads((env.venv / "swe-rl-env.json").read_text())
+
+
+def pins(venv: Path) -> set[str]:
+    return {
+        line
+        for line in (venv / LOCK_NAME).read_text().splitlines()
+        if "==" in line and not line.startswith("#")
+    }
+
+
+def test_a_dependency_no_release_of_which_is_as_old_as_the_date_is_widened(tmp_path, index):
+    index.add("toolpkg", "1.0", BEFORE)
+    index.add("toolpkg", "2.0", BEFORE, requires=("deppkg",))
+    index.add("deppkg", "1.0", AFTER)  # the releases before the date were deleted from the index
+    # the attack on the reward's meaning: the dated resolution falls back silently to the old release
+    # (control: what uv alone does, seen here with the widening switched off by building undated)
+    venv, record = build(tmp_path, "python -m pip install toolpkg")
+    assert "toolpkg==2.0" in pins(venv) and "deppkg==1.0" in pins(venv)
+    assert record["widened"] == [{"package": "deppkg", "needed_by": "toolpkg==2.0"}]
+    lock = (venv / LOCK_NAME).read_text().splitlines()
+    assert widened_in(lock) == ["deppkg"]
+    assert "swe-rl: widened deppkg" in (venv / "swe-rl-install.log").read_text()
+
+
+def test_without_the_widening_uv_lands_silently_on_the_old_release(tmp_path, index):
+    """The positive control of the test above: the same index and date, resolved by uv alone."""
+
+    index.add("toolpkg", "1.0", BEFORE)
+    index.add("toolpkg", "2.0", BEFORE, requires=("deppkg",))
+    index.add("deppkg", "1.0", AFTER)
+    venv = tmp_path / "bare"
+    create_venv(host_interpreter()[0], venv)
+    uv = uv_binary()
+    assert uv is not None
+    proc = subprocess.run(
+        [
+            uv,
+            "pip",
+            "install",
+            "--python",
+            str(venv / "bin" / "python"),
+            "--exclude-newer",
+            TASK_DATE,
+            "toolpkg",
+        ],
+        capture_output=True,
+        text=True,
+        env=dict(os.environ),
+        check=True,
+    )
+    freeze = subprocess.run(
+        [uv, "pip", "freeze", "--python", str(venv / "bin" / "python")],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert "toolpkg==1.0" in freeze.stdout.split(), proc.stderr
+
+
+def test_a_requirement_only_newer_releases_satisfy_is_widened(tmp_path, index):
+    index.add("gadget", "1.0", BEFORE)
+    index.add("gadget", "2.0", AFTER)
+    venv, record = build(tmp_path, "python -m pip install 'gadget>=2'")
+    assert "gadget==2.0" in pins(venv)
+    assert [w["package"] for w in record["widened"]] == ["gadget"]
+    assert "was filtered by `exclude-newer`" in (venv / "swe-rl-install.log").read_text()  # uv refused first
+
+
+def test_pytest_is_held_to_a_release_that_lists_passed_tests(tmp_path, index):
+    index.add("pytest", "3.5.1", BEFORE)  # prints no passed test under -rA
+    index.add("pytest", "4.6.11", AFTER)
+    venv, _ = build(tmp_path, "python -m pip install pytest")
+    assert "pytest==4.6.11" in pins(venv)
+    log = (venv / "swe-rl-install.log").read_text()
+    assert "pytest>=4.6" in log and "widened pytest" in log
+    # control: resolved from today's index (no date), the floor is not needed and not applied
+    venv, _ = build(tmp_path, "python -m pip install pytest", as_of_date=False, name="undated")
+    assert "pytest>=4.6" not in (venv / "swe-rl-install.log").read_text()
+
+
+OLD_BACKEND = '''"""A build backend as setuptools < 64 was: no PEP 660 hook (build_editable)."""
+import os
+
+
+def get_requires_for_build_wheel(config_settings=None):
+    return []
+
+
+def prepare_metadata_for_build_wheel(metadata_directory, config_settings=None):
+    info = os.path.join(metadata_directory, "oldpkg-1.0.dist-info")
+    os.makedirs(info)
+    with open(os.path.join(info, "METADATA"), "w") as f:
+        f.write("Metadata-Version: 2.1\\nName: oldpkg\\nVersion: 1.0\\n")
+    return "oldpkg-1.0.dist-info"
+
+
+def build_wheel(wheel_directory, config_settings=None, metadata_directory=None):
+    raise NotImplementedError("installed editable only")
+'''
+
+
+def test_an_editable_install_uv_cannot_build_falls_back_to_pip(tmp_path, index, monkeypatch):
+    import ensurepip
+
+    bundled = Path(ensurepip.__file__).parent / "_bundled"
+    setuptools = next(bundled.glob("setuptools-*.whl"), None)
+    if setuptools is None:
+        pytest.skip("this interpreter bundles no setuptools wheel for pip's build environment")
+    links = tmp_path / "links"
+    links.mkdir()
+    (links / setuptools.name).write_bytes(setuptools.read_bytes())
+    monkeypatch.setenv("PIP_FIND_LINKS", str(links))
+    monkeypatch.setenv("UV_FIND_LINKS", str(links))
+    monkeypatch.setenv("PIP_NO_INDEX", "1")
+    repo_cache = tmp_path / "mirrors"
+    make_repo(repo_cache)
+    repo = repo_cache / "acme/widget"
+    (repo / "oldpkg").mkdir()
+    (repo / "oldpkg" / "__init__.py").write_text("VALUE = 1\n")
+    (repo / "oldbackend.py").write_text(OLD_BACKEND)
+    (repo / "setup.py").write_text(
+        'from setuptools import setup\nsetup(name="oldpkg", version="1.0", packages=["oldpkg"])\n'
+    )
+    (repo / "pyproject.toml").write_text(
+        '[build-system]\nrequires = ["setuptools"]\nbuild-backend = "oldbackend"\nbackend-path = ["."]\n'
+    )
+    git(repo, "add", "-A")
+    git(repo, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "-m", "old build backend")
+    venv, record = build(tmp_path, "python -m pip install -e .", as_of_date=False)
+    log = (venv / "swe-rl-install.log").read_text()
+    assert "build_editable" in log  # uv tried first and could not: the failure is real
+    assert record["pip_fallbacks"] == ["python -m pip install -e ."]
+    assert any(
+        line.startswith("# swe-rl: pip fallback: ") for line in (venv / LOCK_NAME).read_text().splitlines()
+    )
+    # installed editable (setup.py develop): the venv's path entry is the sandbox's testbed
+    (pth,) = venv.glob("lib/python*/site-packages/easy-install.pth")
+    assert "/testbed" in pth.read_text().split()
