@@ -155,3 +155,14 @@ def test_an_eval_script_written_for_the_official_image_is_composed_again_outside
     assert eval_script(task("django/django", "3.0", eval_script=own)) == own  # not image-bound: as written
     unknown = task("acme/widget", "1.0", eval_script=official)
     assert eval_script(unknown) == official  # nothing to compose it from: as written
+
+
+def test_a_date_before_the_specs_python_moves_up_to_its_release():
+    from swe_rl.envs.recipe import recipe_for
+
+    early = task(
+        "marshmallow-code/marshmallow", "3.0", created_at="2019-08-21T00:00:00Z"
+    )  # its spec: Python 3.9
+    assert recipe_for(early).exclude_newer == "2020-10-05T00:00:00Z"
+    late = task("django/django", "4.1", created_at="2022-05-24T10:00:00Z")  # 3.9 existed by then
+    assert recipe_for(late).exclude_newer == "2022-05-24T10:00:00Z"

@@ -88,19 +88,19 @@ def recipe_for(task: Task, options: InstallOptions | None = None) -> EnvRecipe:
     options = options or InstallOptions()
     if task.repo.partition("/")[0] == BUILTIN_OWNER:
         return EnvRecipe(python="3", seed=["pytest"], source="builtin")
-    common = {
-        "exclude_newer": resolve_date(task) if options.as_of_date else "",
-        "constraints": list(options.constraints),
-    }
     own = row_spec(task)
     spec = own or spec_for(task)
+    python = task.python or (spec.python if spec else "3")
+    common = {
+        "exclude_newer": dated(resolve_date(task), python) if options.as_of_date else "",
+        "constraints": list(options.constraints),
+    }
     if task.install is not None:
-        python = task.python or (spec.python if spec else "3")
         seed = list(task.env_seed or [])
         return EnvRecipe(python=python, seed=seed, install=task.install, source="record", **common)
     if spec is not None:
         return EnvRecipe(
-            python=task.python or spec.python,
+            python=python,
             pip=list(spec.packages),
             undated=list(spec.undated),
             requirements=list(spec.requirements),
@@ -118,6 +118,30 @@ def recipe_for(task: Task, options: InstallOptions | None = None) -> EnvRecipe:
         f"{task.instance_id}: no install recipe for {task.repo} version {task.version!r}; give the record an "
         "'install' field (a shell command run in the repo with the env's venv active) and a 'python' field"
     )
+
+
+# First releases of CPython x.y: nothing published before them was made to run on them.
+PYTHON_RELEASED = {
+    "2.7": "2010-07-03T00:00:00Z",
+    "3.5": "2015-09-13T00:00:00Z",
+    "3.6": "2016-12-23T00:00:00Z",
+    "3.7": "2018-06-27T00:00:00Z",
+    "3.8": "2019-10-14T00:00:00Z",
+    "3.9": "2020-10-05T00:00:00Z",
+    "3.10": "2021-10-04T00:00:00Z",
+    "3.11": "2022-10-24T00:00:00Z",
+    "3.12": "2023-10-02T00:00:00Z",
+    "3.13": "2024-10-07T00:00:00Z",
+}
+
+
+def dated(task_date: str, python: str) -> str:
+    """The date to resolve as of: the task's, or the first release of its Python when that is later.
+
+    The official specs run 2019 tasks on Python 3.9 (2020): packages as of 2019 do not run there (an
+    importlib_metadata of 2019 breaks 3.9's importlib.metadata, and pytest with it)."""
+    released = PYTHON_RELEASED.get(".".join(python.split(".")[:2]), "")
+    return max(task_date, released) if task_date else ""
 
 
 def resolve_date(task: Task) -> str:
