@@ -31,6 +31,8 @@ REPLACED_REQUIREMENTS = {"types-pkg_resources": "types-setuptools", "types-pkg-r
 
 # Build tools are not resolved as of the task's date: setuptools older than 64 cannot make the editable
 # installs (PEP 660) that uv performs, and the official images built every repo with a 2024 setuptools.
+# An sdist that builds only with the setuptools of its time (setuptools.Feature, gone in 46) makes the
+# build retry with the task date's build tools (recorded).
 BUILD_TOOLS_AS_OF = "2024-06-01T00:00:00Z"  # setuptools 70.0 (the SWE-bench specs' own pin), wheel 0.43
 BUILD_TOOLS = ("setuptools", "wheel")
 
@@ -40,6 +42,7 @@ PYTEST_RA_AS_OF = "2019-06-01T00:00:00Z"
 SKIPPED = (
     "# swe-rl: skipped conda package: "  # a lock line: a conda environment's package pip could not install
 )
+DATED_BUILD_TOOLS = "# swe-rl: build tools as of the task's date (a build failed with 2024's)"
 FALLBACK = "# swe-rl: pip fallback: "  # a lock line: an install command that uv could not build and pip ran
 # uv's failure on a build backend without PEP 660 editable support (setuptools < 64)
 _FILTERED = re.compile(r"`([A-Za-z0-9._-]+)` was filtered by `exclude-newer`")
@@ -122,6 +125,7 @@ class InstallRun:
         self.widened: list[Widening] = list(widen)
         self.fallbacks: list[str] = []  # install commands that uv could not build and pip ran
         self.source = source  # the repo's git source: requirement files are read from it
+        self.dated_build_tools = False  # build tools as of the task's date (after a build failed with 2024's)
         self.skipped: list[str] = []  # conda packages pip could not install
         self.lock: list[str] = []  # the resolved set of the last build, with the widening and fallback notes
 
@@ -134,7 +138,7 @@ class InstallRun:
             head = [self.uv, "pip", "install", "--python", str(self.venv / "bin" / "python")]
             if self.recipe.exclude_newer:
                 opts += ["--exclude-newer", self.recipe.exclude_newer]
-                if self.recipe.exclude_newer < BUILD_TOOLS_AS_OF:
+                if self.recipe.exclude_newer < BUILD_TOOLS_AS_OF and not self.dated_build_tools:
                     for tool in BUILD_TOOLS:
                         opts += ["--exclude-newer-package", f"{tool}={BUILD_TOOLS_AS_OF}"]
                 # a spec's exact pins name versions on purpose, sometimes newer than the task
@@ -173,6 +177,13 @@ class InstallRun:
             # uv says no release old enough satisfies a requirement: take that one package from today
             self.widened.append(Widening(package=gone, needed_by=f"`{command}`"))
             self._note(f"swe-rl: widened {gone}: no release as old as the date satisfies `{command}`")
+            code, output = self._run(command, self.install_command())
+        if code != 0 and self._build_tools_too_new(output):
+            # an sdist of the task's time builds only with the setuptools of its time (setuptools.Feature, ...)
+            self.dated_build_tools = True
+            self._note(
+                f"swe-rl: a build failed with 2024's build tools; `{command}` again with the task date's"
+            )
             code, output = self._run(command, self.install_command())
         if code != 0 and self.kind == "uv" and _NO_PEP660.search(output):
             self._note(
@@ -215,6 +226,15 @@ class InstallRun:
             return []
         self._note(f"swe-rl: {PYTEST_RA_FLOOR} (older pytest lists no passed test under -rA)")
         return [PYTEST_RA_FLOOR]
+
+    def _build_tools_too_new(self, output: str) -> bool:
+        return (
+            self.kind == "uv"
+            and not self.dated_build_tools
+            and BUILD_TOOLS_AS_OF > self.recipe.exclude_newer > ""
+            and "Failed to build" in output
+            and not _NO_PEP660.search(output)
+        )
 
     def _filtered_out(self, output: str) -> str | None:
         """The package uv's error says the date cut-off filtered out (once per package)."""
@@ -283,6 +303,7 @@ class InstallRun:
         notes = [w.lock_line() for w in self.widened]
         notes += [f"{FALLBACK}{command}" for command in self.fallbacks]
         notes += [f"{SKIPPED}{package}" for package in self.skipped]
+        notes += [DATED_BUILD_TOOLS] if self.dated_build_tools else []
         self.lock = [*self.freeze(), *notes]
         return self.lock
 

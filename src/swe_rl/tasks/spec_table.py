@@ -258,6 +258,13 @@ _SPHINX_PINS_4 = (
     "sed -i 's/sphinxcontrib-htmlhelp/sphinxcontrib-htmlhelp<=2.0.4/' setup.py",
     "sed -i 's/sphinxcontrib-serializinghtml/sphinxcontrib-serializinghtml<=1.1.9/' setup.py",
 )
+# swe-rl's: tox-current-env links .tox/<env>/bin/python to the running interpreter, which works for the
+# images' conda python but not for a venv's (a link to a venv's python starts outside the venv). A script
+# there instead, made before tox runs (tox keeps what exists), runs the python first on tox's PATH: the venv's.
+_TOX_VENV_PYTHON = (
+    "for e in py39 py310; do mkdir -p .tox/$e/bin; for n in python python3 python3.9 python3.10; do "
+    "printf '#!/bin/sh\\nexec python \"$@\"\\n' > .tox/$e/bin/$n; chmod +x .tox/$e/bin/$n; done; done"
+)
 _SPHINX = {"install": "python -m pip install -e .[test]", "packages": _SPHINX_TOX, "test_cmd": _SPHINX_TEST}
 
 _SYMPY_TEST = "PYTHONWARNINGS='ignore::UserWarning,ignore::SyntaxWarning' bin/test -C --verbose"
@@ -505,13 +512,13 @@ SPECS: dict[str, list[tuple[str, RepoSpec]]] = {
     "sphinx-doc/sphinx": [
         (
             "1.5 1.6 1.7 1.8 2.0 2.1 2.2 2.3 2.4 4.5 5.0 5.1 5.2 5.3 6.0 6.2 7.0 7.1",
-            _spec(_SPHINX, python="3.9", pre_install=(_SPHINX_RA,)),
+            _spec(_SPHINX, python="3.9", pre_install=(_SPHINX_RA, _TOX_VENV_PYTHON)),
         ),
-        ("3.0 3.1 3.2 3.3 3.4 3.5 4.0", _spec(_SPHINX, python="3.9", pre_install=_SPHINX_PINS_3)),
-        ("4.1 4.2 4.3 4.4", _spec(_SPHINX, python="3.9", pre_install=_SPHINX_PINS_4)),
+        ("3.0 3.1 3.2 3.3 3.4 3.5 4.0", _spec(_SPHINX, python="3.9", pre_install=(*_SPHINX_PINS_3, _TOX_VENV_PYTHON))),
+        ("4.1 4.2 4.3 4.4", _spec(_SPHINX, python="3.9", pre_install=(*_SPHINX_PINS_4, _TOX_VENV_PYTHON))),
         # + graphviz (apt) in the images: the host's `dot`, when present, serves the tests that need it
-        ("7.2 7.3 7.4", _spec(_SPHINX, python="3.9", pre_install=(_SPHINX_RA,))),
-        ("8.0 8.1", _spec(_SPHINX, python="3.10", pre_install=(_SPHINX_RA,))),
+        ("7.2 7.3 7.4", _spec(_SPHINX, python="3.9", pre_install=(_SPHINX_RA, _TOX_VENV_PYTHON))),
+        ("8.0 8.1", _spec(_SPHINX, python="3.10", pre_install=(_SPHINX_RA, _TOX_VENV_PYTHON))),
     ],
     "sqlfluff/sqlfluff": [
         (
