@@ -136,6 +136,11 @@ class InstallRun:
         if self.kind == "uv":
             assert self.uv is not None
             head = [self.uv, "pip", "install", "--python", str(self.venv / "bin" / "python")]
+            if self._setup_py_only():
+                # pip installs a project without pyproject.toml with `setup.py develop`: the repo's root on
+                # sys.path (tools like pylint map files to modules by it). uv always builds PEP 660 editables;
+                # setuptools' compat mode gives the same path entry.
+                opts += ["-C", "editable_mode=compat"]
             if self.recipe.exclude_newer:
                 opts += ["--exclude-newer", self.recipe.exclude_newer]
                 if self.recipe.exclude_newer < BUILD_TOOLS_AS_OF and not self.dated_build_tools:
@@ -226,6 +231,9 @@ class InstallRun:
             return []
         self._note(f"swe-rl: {PYTEST_RA_FLOOR} (older pytest lists no passed test under -rA)")
         return [PYTEST_RA_FLOOR]
+
+    def _setup_py_only(self) -> bool:
+        return (self.testbed / "setup.py").is_file() and not (self.testbed / "pyproject.toml").is_file()
 
     def _build_tools_too_new(self, output: str) -> bool:
         return (
