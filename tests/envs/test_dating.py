@@ -244,3 +244,42 @@ def test_an_editable_install_uv_cannot_build_falls_back_to_pip(tmp_path, index, 
     # installed editable (setup.py develop): the venv's path entry is the sandbox's testbed
     (pth,) = venv.glob("lib/python*/site-packages/easy-install.pth")
     assert "/testbed" in pth.read_text().split()
+
+
+def test_a_setup_py_only_repo_is_installed_with_its_root_on_sys_path(tmp_path, monkeypatch):
+    """pip gives a project without pyproject.toml `setup.py develop` (the root on sys.path); uv builds a PEP 660
+    editable, whose import hook leaves the root off sys.path unless setuptools' compat mode is asked for."""
+    import importlib.metadata
+    import zipfile
+
+    from packaging.version import Version
+
+    dist = importlib.metadata.distribution("setuptools")  # offline: the installed setuptools, as a wheel
+    if Version(dist.version) < Version("70.1"):
+        pytest.skip("needs a setuptools that builds wheels without the wheel package (>= 70.1)")
+    links = tmp_path / "links"
+    with zipfile.ZipFile(links.mkdir() or links / f"setuptools-{dist.version}-py3-none-any.whl", "w") as whl:
+        for file in dist.files or []:
+            if not str(file).startswith("..") and "__pycache__" not in str(file):
+                whl.write(file.locate(), str(file))
+    make_wheel(
+        links, "wheel", "0.43.0"
+    )  # uv's default build requirements name it; setuptools >= 70.1 needs none
+    for key, value in {"UV_FIND_LINKS": str(links), "UV_NO_INDEX": "1", "UV_OFFLINE": "1"}.items():
+        monkeypatch.setenv(key, value)
+    repo_cache = tmp_path / "mirrors"
+    make_repo(repo_cache)
+    repo = repo_cache / "acme/widget"
+    for pkg in ("flatpkg", "tests"):  # a second top-level dir makes setuptools hide the root behind a finder
+        (repo / pkg).mkdir()
+        (repo / pkg / "__init__.py").write_text("")
+    (repo / "setup.py").write_text(
+        'from setuptools import setup\nsetup(name="flatpkg", version="1.0", packages=["flatpkg"])\n'
+    )
+    git(repo, "add", "-A")
+    git(repo, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "-m", "setup.py only")
+    venv, _ = build(tmp_path, "python -m pip install -e .", as_of_date=False)
+    (site,) = venv.glob("lib/python*/site-packages")
+    entries = [line for pth in site.glob("*.pth") for line in pth.read_text().split()]
+    assert "/testbed" in entries  # the root itself, not an import hook
+    assert not list(site.glob("__editable___*finder.py"))
