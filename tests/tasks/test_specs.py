@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import subprocess
+from pathlib import Path
+
 import pytest
+from packaging.requirements import Requirement
 
 from swe_rl.envs.interpreters import find_python
 from swe_rl.errors import ConfigError, EnvBuildError
-from swe_rl.harness.evalscript import eval_script
+from swe_rl.harness.evalscript import EVAL_SCRIPT, TEST_PATCH, eval_script
 from swe_rl.harness.official import _swebench, parser_name
 from swe_rl.tasks.model import Task
 from swe_rl.tasks.spec_table import SPECS
@@ -110,6 +114,42 @@ def test_known_facts():
     sphinx = spec_for(task("sphinx-doc/sphinx", "3.5"))
     assert sphinx is not None and sphinx.test_cmd.startswith("tox --current-env")
     assert any("pytest -rA" in line for line in sphinx.pre_install)
+    django = {v: spec_for(task("django/django", v)) for v in ("1.9", "2.2", "3.0", "4.0")}
+    assert django["1.9"] is not None and django["1.9"].test_cmd == "./tests/runtests.py --verbosity 2"
+    assert django["2.2"] is not None and "export PYTHONIOENCODING=utf8" in django["2.2"].eval_commands
+    # 3.x sets the locale only; 4.0 and later set nothing
+    assert django["3.0"] is not None and django["3.0"].eval_commands == (
+        "export LANG=C.UTF-8",
+        "export LANGUAGE=en_US:en",
+        "export LC_ALL=C.UTF-8",
+    )
+    assert django["4.0"] is not None and django["4.0"].eval_commands == ()
+    assert all(s is not None and s.directives == "django_modules" for s in django.values())
+
+
+# setup.py requirement lines of sphinx 3.5 (caps unbounded) and 4.2 (htmlhelp/serializinghtml with lower bounds)
+SPHINX_SETUP = {
+    "3.5": "    'sphinxcontrib-htmlhelp',\n    'sphinxcontrib-serializinghtml',\n    'Jinja2>=2.3',\n",
+    "4.2": "    'sphinxcontrib-htmlhelp>=2.0.0',\n    'sphinxcontrib-serializinghtml>=1.1.5',\n    'Jinja2>=2.3',\n",
+}
+
+
+@pytest.mark.parametrize(
+    ("version", "setup"), [("3.5", "3.5"), ("4.1", "3.5"), ("4.1", "4.2"), ("4.2", "4.2")]
+)
+def test_sphinx_pre_install_edits_leave_valid_capped_requirements(tmp_path: Path, version: str, setup: str):
+    spec = spec_for(task("sphinx-doc/sphinx", version))
+    assert spec is not None
+    (tmp_path / "setup.py").write_text(f"install_requires = [\n{SPHINX_SETUP[setup]}]\n")
+    (tmp_path / "tox.ini").write_text("[testenv]\ncommands = pytest {posargs}\n")
+    for line in spec.pre_install:
+        subprocess.run(["bash", "-c", line], cwd=tmp_path, check=True)
+    edited = (tmp_path / "setup.py").read_text()
+    reqs = {r.name: r for r in (Requirement(x.strip(" ',")) for x in edited.splitlines()[1:-1])}
+    assert not reqs["sphinxcontrib-htmlhelp"].specifier.contains("2.0.5")
+    assert not reqs["sphinxcontrib-serializinghtml"].specifier.contains("1.1.10")
+    assert str(reqs["Jinja2"].specifier) == "<3.0"
+    assert "pytest -rA {posargs}" in (tmp_path / "tox.ini").read_text()
 
 
 def test_django_runs_dotted_modules_in_a_utf8_locale():
@@ -127,6 +167,39 @@ def test_django_runs_dotted_modules_in_a_utf8_locale():
     # a pytest repo keeps paths
     script = eval_script(task("pallets/flask", "2.3", test_patch=patch.replace("tests/admin_views", "tests")))
     assert "pytest -rA tests/test_forms.py\n" in script
+
+
+def test_a_composed_django_script_runs_dotted_modules_in_a_real_repo(tmp_path: Path):
+    """The composed script through bash on a git repo whose runtests.py reports its arguments and locale."""
+    repo = tmp_path / "django"
+    (repo / "tests" / "admin_views").mkdir(parents=True)
+    (repo / "tests" / "runtests.py").write_text(
+        '#!/bin/sh\necho "runtests $* LC_ALL=$LC_ALL LANG=$LANG"\nexit 3\n'
+    )
+    (repo / "tests" / "runtests.py").chmod(0o755)
+    (repo / "tests" / "admin_views" / "test_forms.py").write_text("A = 1\n")
+
+    def git(*args: str) -> str:
+        return subprocess.run(["git", *args], cwd=repo, check=True, capture_output=True, text=True).stdout
+
+    git("init", "-q")
+    git("add", ".")
+    git("-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "-m", "base")
+    base = git("rev-parse", "HEAD").strip()
+    (repo / "tests" / "admin_views" / "test_forms.py").write_text("A = 2\n")
+    patch = git("diff")
+    git("checkout", "-q", "--", ".")
+    (repo / TEST_PATCH).parent.mkdir(parents=True)
+    (repo / TEST_PATCH).write_text(patch)
+    (repo / EVAL_SCRIPT).write_text(
+        eval_script(task("django/django", "3.1", base_commit=base, test_patch=patch))
+    )
+    run = subprocess.run(["bash", EVAL_SCRIPT], cwd=repo, capture_output=True, text=True, check=False)
+    assert "runtests --verbosity 2 --settings=test_sqlite --parallel 1 admin_views.test_forms" in run.stdout
+    assert "LC_ALL=C.UTF-8 LANG=C.UTF-8" in run.stdout
+    assert ">>>>> Test Exit Code: 3" in run.stdout
+    # the test file is reset by its real path after the run
+    assert (repo / "tests" / "admin_views" / "test_forms.py").read_text() == "A = 1\n"
 
 
 def test_a_build_that_needs_a_missing_compiler_names_the_package():

@@ -14,6 +14,10 @@ on the entry, for one of these reasons:
 - **Python 3.5** (django 1.4-1.10, matplotlib 1.x/2.x) is kept as the fact; 3.5 must be installed on the
   host (``pyenv install 3.5``), and the build says so. django 1.11-2.2 support 3.6 and use it here.
 - **pydicom-data** (pydicom) is swe-rl's: the test files pydicom downloads at test time, offline.
+- **Not encoded**, as they concern the images, not the env: matplotlib 1.x/2.x running its tests as a
+  non-root user, pylint's CPU quota (``nano_cpus``), xarray's ``no_use_env``, and the eval's reinstall of
+  the repo before the tests (envs are shared read-only; an editable install already runs the patched code,
+  though a patch to C or Cython sources is not rebuilt).
 - ``swe-bench/humaneval`` (not a repository) is left out. ``dbt-labs/dbt-core`` names no test command in
   the official specs: it gets the default, ``pytest -rA``.
 """
@@ -30,7 +34,13 @@ _UTF8 = (
     "export PYTHONIOENCODING=utf8",
     "export LANGUAGE=en_US:en",
 )
+_UTF8_3 = ("export LANG=C.UTF-8", "export LANGUAGE=en_US:en", "export LC_ALL=C.UTF-8")
 _DJANGO_TEST = "./tests/runtests.py --verbosity 2 --settings=test_sqlite --parallel 1"
+
+
+def _pins(text: str) -> tuple[str, ...]:
+    """Requirements written as one space-separated string (a pin list per line would double the table)."""
+    return tuple(text.split())
 
 
 def _spec(defaults: dict[str, Any], **fields: Any) -> RepoSpec:
@@ -43,201 +53,78 @@ _DJANGO = {
     "requirements": ("tests/requirements/py3.txt",),
 }
 
-_ASTROPY_PINS = (
-    "attrs==23.1.0",
-    "exceptiongroup==1.1.3",
-    "execnet==2.0.2",
-    "hypothesis==6.82.6",
-    "iniconfig==2.0.0",
-    "numpy==1.25.2",
-    "packaging==23.1",
-    "pluggy==1.3.0",
-    "psutil==5.9.5",
-    "pyerfa==2.0.0.3",
-    "pytest-arraydiff==0.5.0",
-    "pytest-astropy-header==0.2.2",
-    "pytest-astropy==0.10.0",
-    "pytest-cov==4.1.0",
-    "pytest-doctestplus==1.0.0",
-    "pytest-filter-subpackage==0.1.2",
-    "pytest-mock==3.11.1",
-    "pytest-openfiles==0.5.0",
-    "pytest-remotedata==0.4.0",
-    "pytest-xdist==3.3.1",
-    "pytest==7.4.0",
-    "PyYAML==6.0.1",
-    "setuptools==68.0.0",
-    "sortedcontainers==2.4.0",
-    "tomli==2.0.1",
+_ASTROPY_PINS = _pins(
+    "attrs==23.1.0 exceptiongroup==1.1.3 execnet==2.0.2 hypothesis==6.82.6 iniconfig==2.0.0 "
+    "numpy==1.25.2 packaging==23.1 pluggy==1.3.0 psutil==5.9.5 pyerfa==2.0.0.3 "
+    "pytest-arraydiff==0.5.0 pytest-astropy-header==0.2.2 pytest-astropy==0.10.0 pytest-cov==4.1.0 "
+    "pytest-doctestplus==1.0.0 pytest-filter-subpackage==0.1.2 pytest-mock==3.11.1 "
+    "pytest-openfiles==0.5.0 pytest-remotedata==0.4.0 pytest-xdist==3.3.1 pytest==7.4.0 PyYAML==6.0.1 "
+    "setuptools==68.0.0 sortedcontainers==2.4.0 tomli==2.0.1"
 )
-_ASTROPY_OLD_PINS = (
-    "setuptools==38.2.4",
-    "attrs==17.3.0",
-    "exceptiongroup==0.0.0a0",
-    "execnet==1.5.0",
-    "hypothesis==3.44.2",
-    "cython==0.27.3",
-    "jinja2==2.10",
-    "MarkupSafe==1.0",
-    "numpy==1.16.0",
-    "packaging==16.8",
-    "pluggy==0.6.0",
-    "psutil==5.4.2",
-    "pyerfa==1.7.0",
-    "pytest-arraydiff==0.1",
-    "pytest-astropy-header==0.1",
-    "pytest-astropy==0.2.1",
-    "pytest-cov==2.5.1",
-    "pytest-doctestplus==0.1.2",
-    "pytest-filter-subpackage==0.1",
-    "pytest-forked==0.2",
-    "pytest-mock==1.6.3",
-    "pytest-openfiles==0.2.0",
-    "pytest-remotedata==0.2.0",
-    "pytest-xdist==1.20.1",
-    "pytest==3.3.1",
-    "PyYAML==3.12",
-    "sortedcontainers==1.5.9",
-    "tomli==0.2.0",
+_ASTROPY_OLD_PINS = _pins(
+    "setuptools==38.2.4 attrs==17.3.0 exceptiongroup==0.0.0a0 execnet==1.5.0 hypothesis==3.44.2 "
+    "cython==0.27.3 jinja2==2.10 MarkupSafe==1.0 numpy==1.16.0 packaging==16.8 pluggy==0.6.0 "
+    "psutil==5.4.2 pyerfa==1.7.0 pytest-arraydiff==0.1 pytest-astropy-header==0.1 "
+    "pytest-astropy==0.2.1 pytest-cov==2.5.1 pytest-doctestplus==0.1.2 pytest-filter-subpackage==0.1 "
+    "pytest-forked==0.2 pytest-mock==1.6.3 pytest-openfiles==0.2.0 pytest-remotedata==0.2.0 "
+    "pytest-xdist==1.20.1 pytest==3.3.1 PyYAML==3.12 sortedcontainers==1.5.9 tomli==0.2.0"
 )
 _ASTROPY_SETUPTOOLS = (
-    'sed -i \'s/requires = \\["setuptools",/requires = ["setuptools==68.0.0",/\' pyproject.toml',
+    'sed -i \'s/requires = \\["setuptools",/requires = \\["setuptools==68.0.0",/\' pyproject.toml',
 )
 _ASTROPY = {"install": "python -m pip install -e .[test] --verbose", "system": ("gcc",)}
 
-_MPL_PINS = (
-    "contourpy==1.1.0",
-    "cycler==0.11.0",
-    "fonttools==4.42.1",
-    "ghostscript",
-    "kiwisolver==1.4.5",
-    "numpy==1.25.2",
-    "packaging==23.1",
-    "pillow==10.0.0",
-    "pikepdf",
-    "pyparsing==3.0.9",
-    "python-dateutil==2.8.2",
-    "six==1.16.0",
-    "setuptools==68.1.2",
-    "setuptools-scm==7.1.0",
-    "typing-extensions==4.7.1",
+_MPL_PINS = _pins(
+    "contourpy==1.1.0 cycler==0.11.0 fonttools==4.42.1 ghostscript kiwisolver==1.4.5 numpy==1.25.2 "
+    "packaging==23.1 pillow==10.0.0 pikepdf pyparsing==3.0.9 python-dateutil==2.8.2 six==1.16.0 "
+    "setuptools==68.1.2 setuptools-scm==7.1.0 typing-extensions==4.7.1"
 )
 _MPL_REQS = ("requirements/dev/dev-requirements.txt", "requirements/testing/travis_all.txt")
 _MPL_SYSTEM = ("gcc", "g++", "pkg-config")
 
-_SEABORN_PINS = (
-    "contourpy==1.1.0",
-    "cycler==0.11.0",
-    "fonttools==4.42.1",
-    "importlib-resources==6.0.1",
-    "kiwisolver==1.4.5",
-    "matplotlib==3.7.2",
-    "numpy==1.25.2",
-    "packaging==23.1",
-    "pyparsing==3.0.9",
-    "pytest",
-    "python-dateutil==2.8.2",
-    "pytz==2023.3.post1",
-    "scipy==1.11.2",
-    "six==1.16.0",
-    "tzdata==2023.1",
-    "zipp==3.16.2",
-    "pillow==10.0.0",
+_SEABORN_PINS = _pins(
+    "contourpy==1.1.0 cycler==0.11.0 fonttools==4.42.1 importlib-resources==6.0.1 kiwisolver==1.4.5 "
+    "matplotlib==3.7.2 numpy==1.25.2 packaging==23.1 pyparsing==3.0.9 pytest python-dateutil==2.8.2 "
+    "pytz==2023.3.post1 scipy==1.11.2 six==1.16.0 tzdata==2023.1 zipp==3.16.2 pillow==10.0.0"
 )
 
-_FLASK_20 = (
-    "setuptools==70.0.0",
-    "Werkzeug==2.3.7",
-    "Jinja2==3.0.1",
-    "itsdangerous==2.1.2",
-    "click==8.0.1",
-    "MarkupSafe==2.1.3",
+_FLASK_20 = _pins(
+    "setuptools==70.0.0 Werkzeug==2.3.7 Jinja2==3.0.1 itsdangerous==2.1.2 click==8.0.1 MarkupSafe==2.1.3"
 )
-_FLASK_21 = (
-    "setuptools==70.0.0",
-    "click==8.1.3",
-    "itsdangerous==2.1.2",
-    "Jinja2==3.1.2",
-    "MarkupSafe==2.1.1",
-    "Werkzeug==2.3.7",
+_FLASK_21 = _pins(
+    "setuptools==70.0.0 click==8.1.3 itsdangerous==2.1.2 Jinja2==3.1.2 MarkupSafe==2.1.1 Werkzeug==2.3.7"
 )
 
 _PYDICOM = ("numpy", "pytest", "pydicom-data")  # + pydicom-data (swe-rl's)
 
-_PYTEST_44 = (
-    "atomicwrites==1.4.1",
-    "attrs==23.1.0",
-    "more-itertools==10.1.0",
-    "pluggy==0.13.1",
-    "py==1.11.0",
-    "setuptools==68.0.0",
-    "six==1.16.0",
+_PYTEST_44 = _pins(
+    "atomicwrites==1.4.1 attrs==23.1.0 more-itertools==10.1.0 pluggy==0.13.1 py==1.11.0 "
+    "setuptools==68.0.0 six==1.16.0"
 )
-_PYTEST_45 = (
-    "atomicwrites==1.4.1",
-    "attrs==23.1.0",
-    "more-itertools==10.1.0",
-    "pluggy==0.11.0",
-    "py==1.11.0",
-    "setuptools==68.0.0",
-    "six==1.16.0",
-    "wcwidth==0.2.6",
+_PYTEST_45 = _pins(
+    "atomicwrites==1.4.1 attrs==23.1.0 more-itertools==10.1.0 pluggy==0.11.0 py==1.11.0 "
+    "setuptools==68.0.0 six==1.16.0 wcwidth==0.2.6"
 )
-_PYTEST_46 = (
-    "atomicwrites==1.4.1",
-    "attrs==23.1.0",
-    "more-itertools==10.1.0",
-    "packaging==23.1",
-    "pluggy==0.13.1",
-    "py==1.11.0",
-    "six==1.16.0",
-    "wcwidth==0.2.6",
+_PYTEST_46 = _pins(
+    "atomicwrites==1.4.1 attrs==23.1.0 more-itertools==10.1.0 packaging==23.1 pluggy==0.13.1 "
+    "py==1.11.0 six==1.16.0 wcwidth==0.2.6"
 )
-_PYTEST_50 = (
-    "atomicwrites==1.4.1",
-    "attrs==23.1.0",
-    "more-itertools==10.1.0",
-    "packaging==23.1",
-    "pluggy==0.13.1",
-    "py==1.11.0",
-    "wcwidth==0.2.6",
+_PYTEST_50 = _pins(
+    "atomicwrites==1.4.1 attrs==23.1.0 more-itertools==10.1.0 packaging==23.1 pluggy==0.13.1 "
+    "py==1.11.0 wcwidth==0.2.6"
 )
-_PYTEST_53 = (
-    "attrs==23.1.0",
-    "more-itertools==10.1.0",
-    "packaging==23.1",
-    "pluggy==0.13.1",
-    "py==1.11.0",
-    "wcwidth==0.2.6",
+_PYTEST_53 = _pins(
+    "attrs==23.1.0 more-itertools==10.1.0 packaging==23.1 pluggy==0.13.1 py==1.11.0 wcwidth==0.2.6"
 )
-_PYTEST_54 = ("py==1.11.0", "packaging==23.1", "attrs==23.1.0", "more-itertools==10.1.0", "pluggy==0.13.1")
-_PYTEST_60 = (
-    "attrs==23.1.0",
-    "iniconfig==2.0.0",
-    "more-itertools==10.1.0",
-    "packaging==23.1",
-    "pluggy==0.13.1",
-    "py==1.11.0",
-    "toml==0.10.2",
+_PYTEST_54 = _pins("py==1.11.0 packaging==23.1 attrs==23.1.0 more-itertools==10.1.0 pluggy==0.13.1")
+_PYTEST_60 = _pins(
+    "attrs==23.1.0 iniconfig==2.0.0 more-itertools==10.1.0 packaging==23.1 pluggy==0.13.1 py==1.11.0 "
+    "toml==0.10.2"
 )
-_PYTEST_62 = (
-    "attrs==23.1.0",
-    "iniconfig==2.0.0",
-    "packaging==23.1",
-    "pluggy==0.13.1",
-    "py==1.11.0",
-    "toml==0.10.2",
-)
-_PYTEST_70 = ("attrs==23.1.0", "iniconfig==2.0.0", "packaging==23.1", "pluggy==0.13.1", "py==1.11.0")
-_PYTEST_71 = (
-    "attrs==23.1.0",
-    "iniconfig==2.0.0",
-    "packaging==23.1",
-    "pluggy==0.13.1",
-    "py==1.11.0",
-    "tomli==2.0.1",
-)
-_PYTEST_74 = ("iniconfig==2.0.0", "packaging==23.1", "pluggy==1.3.0", "exceptiongroup==1.1.3", "tomli==2.0.1")
+_PYTEST_62 = _pins("attrs==23.1.0 iniconfig==2.0.0 packaging==23.1 pluggy==0.13.1 py==1.11.0 toml==0.10.2")
+_PYTEST_70 = _pins("attrs==23.1.0 iniconfig==2.0.0 packaging==23.1 pluggy==0.13.1 py==1.11.0")
+_PYTEST_71 = _pins("attrs==23.1.0 iniconfig==2.0.0 packaging==23.1 pluggy==0.13.1 py==1.11.0 tomli==2.0.1")
+_PYTEST_74 = _pins("iniconfig==2.0.0 packaging==23.1 pluggy==1.3.0 exceptiongroup==1.1.3 tomli==2.0.1")
 
 _SKLEARN_INSTALL = "python -m pip install -v --no-use-pep517 --no-build-isolation -e ."
 
@@ -253,9 +140,22 @@ _SPHINX_PINS_3 = (
     "sed -i 's/alabaster>=0.7,<0.8/alabaster>=0.7,<0.7.12/' setup.py",
     "sed -i \"s/'packaging',/'packaging', 'markupsafe<=2.0.1',/\" setup.py",
 )
-_SPHINX_PINS_4 = (
-    *_SPHINX_PINS_3,
+# The caps on htmlhelp and serializinghtml: 3.0-4.0 name them bare, 4.2-4.4 with a lower bound (a bare
+# cap there would make 'sphinxcontrib-htmlhelp<=2.0.4>=2.0.0'), 4.1 either way.
+_SPHINX_HTML_BARE = (
     "sed -i 's/sphinxcontrib-htmlhelp/sphinxcontrib-htmlhelp<=2.0.4/' setup.py",
+    "sed -i 's/sphinxcontrib-serializinghtml/sphinxcontrib-serializinghtml<=1.1.9/' setup.py",
+)
+_SPHINX_HTML_BOUNDED = (
+    "sed -i 's/sphinxcontrib-htmlhelp>=2.0.0/sphinxcontrib-htmlhelp>=2.0.0,<=2.0.4/' setup.py",
+    "sed -i 's/sphinxcontrib-serializinghtml>=1.1.5/sphinxcontrib-serializinghtml>=1.1.5,<=1.1.9/' setup.py",
+)
+_SPHINX_HTML_EITHER = (
+    "grep -q 'sphinxcontrib-htmlhelp>=2.0.0' setup.py && "
+    "sed -i 's/sphinxcontrib-htmlhelp>=2.0.0/sphinxcontrib-htmlhelp>=2.0.0,<=2.0.4/' setup.py || "
+    "sed -i 's/sphinxcontrib-htmlhelp/sphinxcontrib-htmlhelp<=2.0.4/' setup.py",
+    "grep -q 'sphinxcontrib-serializinghtml>=1.1.5' setup.py && "
+    "sed -i 's/sphinxcontrib-serializinghtml>=1.1.5/sphinxcontrib-serializinghtml>=1.1.5,<=1.1.9/' setup.py || "
     "sed -i 's/sphinxcontrib-serializinghtml/sphinxcontrib-serializinghtml<=1.1.9/' setup.py",
 )
 # swe-rl's: tox-current-env links .tox/<env>/bin/python to the running interpreter, which works for the
@@ -269,17 +169,9 @@ _SPHINX = {"install": "python -m pip install -e .[test]", "packages": _SPHINX_TO
 
 _SYMPY_TEST = "PYTHONWARNINGS='ignore::UserWarning,ignore::SyntaxWarning' bin/test -C --verbose"
 
-_XARRAY_PINS = (
-    "numpy==1.23.0",
-    "packaging==23.1",
-    "pandas==1.5.3",
-    "pytest==7.4.0",
-    "python-dateutil==2.8.2",
-    "pytz==2023.3",
-    "six==1.16.0",
-    "scipy==1.11.1",
-    "setuptools==68.0.0",
-    "dask==2022.8.1",
+_XARRAY_PINS = _pins(
+    "numpy==1.23.0 packaging==23.1 pandas==1.5.3 pytest==7.4.0 python-dateutil==2.8.2 pytz==2023.3 "
+    "six==1.16.0 scipy==1.11.1 setuptools==68.0.0 dask==2022.8.1"
 )
 
 # repo -> [(versions, spec)]: the first entry whose space-separated versions list the task's version applies.
@@ -327,7 +219,7 @@ SPECS: dict[str, list[tuple[str, RepoSpec]]] = {
         ),
         # 1.11-2.2: 3.5 in the images; 3.6, which these releases support, here
         ("1.11 2.0 2.1 2.2", _spec(_DJANGO, python="3.6", packages=("setuptools",), eval_commands=_UTF8)),
-        ("3.0 3.1 3.2", _spec(_DJANGO, python="3.6", eval_commands=_UTF8)),
+        ("3.0 3.1 3.2", _spec(_DJANGO, python="3.6", eval_commands=_UTF8_3)),
         ("4.0", _spec(_DJANGO, python="3.8")),
         ("4.1 4.2", _spec(_DJANGO, python="3.9")),
         ("5.0 5.1 5.2", _spec(_DJANGO, python="3.11")),
@@ -514,8 +406,22 @@ SPECS: dict[str, list[tuple[str, RepoSpec]]] = {
             "1.5 1.6 1.7 1.8 2.0 2.1 2.2 2.3 2.4 4.5 5.0 5.1 5.2 5.3 6.0 6.2 7.0 7.1",
             _spec(_SPHINX, python="3.9", pre_install=(_SPHINX_RA, _TOX_VENV_PYTHON)),
         ),
-        ("3.0 3.1 3.2 3.3 3.4 3.5 4.0", _spec(_SPHINX, python="3.9", pre_install=(*_SPHINX_PINS_3, _TOX_VENV_PYTHON))),
-        ("4.1 4.2 4.3 4.4", _spec(_SPHINX, python="3.9", pre_install=(*_SPHINX_PINS_4, _TOX_VENV_PYTHON))),
+        (
+            "3.0 3.1 3.2 3.3 3.4 3.5 4.0",
+            _spec(_SPHINX, python="3.9", pre_install=(*_SPHINX_PINS_3, *_SPHINX_HTML_BARE, _TOX_VENV_PYTHON)),
+        ),
+        (
+            "4.1",
+            _spec(
+                _SPHINX, python="3.9", pre_install=(*_SPHINX_PINS_3, *_SPHINX_HTML_EITHER, _TOX_VENV_PYTHON)
+            ),
+        ),
+        (
+            "4.2 4.3 4.4",
+            _spec(
+                _SPHINX, python="3.9", pre_install=(*_SPHINX_PINS_3, *_SPHINX_HTML_BOUNDED, _TOX_VENV_PYTHON)
+            ),
+        ),
         # + graphviz (apt) in the images: the host's `dot`, when present, serves the tests that need it
         ("7.2 7.3 7.4", _spec(_SPHINX, python="3.9", pre_install=(_SPHINX_RA, _TOX_VENV_PYTHON))),
         ("8.0 8.1", _spec(_SPHINX, python="3.10", pre_install=(_SPHINX_RA, _TOX_VENV_PYTHON))),
