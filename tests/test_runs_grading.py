@@ -6,7 +6,7 @@ import asyncio
 import shutil
 
 from swe_rl.envs.cache import EnvCache
-from swe_rl.runs.grading import grade_predictions, instance_dir
+from swe_rl.runs.grading import grade_predictions, infra_errors, instance_dir
 from swe_rl.runs.predictions import Prediction
 from swe_rl.sandbox import get_factory
 from tests.conftest import unbuildable_task
@@ -23,7 +23,9 @@ def test_infra_failure_is_an_error_and_is_retried(tmp_path, tasks):
         grade_predictions([pred], [task], cache, get_factory("local"), out=out, run_id="r", quiet=True)
     )
     assert report["error_ids"] == [task.instance_id] and report["unresolved_ids"] == []
-    assert "SandboxError" in report["failure_reasons"][task.instance_id]
+    assert report["failure_reasons"] == {}  # swebench's classification only: our text is in the logs
+    assert "SandboxError" in infra_errors([pred], out, "r")[task.instance_id]
+    assert "SandboxError" in (instance_dir(out, "r", pred) / "run_instance.log").read_text()
     assert not (instance_dir(out, "r", pred) / "report.json").exists()
     # repair the cache; the rerun grades the instance it could not grade before
     cache.gc(keep=set())
@@ -31,11 +33,13 @@ def test_infra_failure_is_an_error_and_is_retried(tmp_path, tasks):
         grade_predictions([pred], [task], cache, get_factory("local"), out=out, run_id="r", quiet=True)
     )
     assert report["resolved_ids"] == [task.instance_id] and report["error_ids"] == []
+    assert infra_errors([pred], out, "r") == {}
 
 
 def test_an_empty_prediction_is_not_graded_and_builds_no_env(tmp_path):
-    """swebench skips empty patches: no env, no test run, no error. The task's env cannot be built, so
-    grading it at all would show as an error (the control: the same task with a patch)."""
+    """swebench skips empty patches ("" and None): no env, no test run, no error. The task's env cannot be
+    built, so grading it at all shows as an error (the controls: the same task with a patch, and with a
+    blank one, which swebench does not count as empty: it grades it, and no method applies it)."""
     task = unbuildable_task()
     cache = EnvCache(tmp_path / "envs")
     out = tmp_path / "out"
@@ -44,8 +48,13 @@ def test_an_empty_prediction_is_not_graded_and_builds_no_env(tmp_path):
         grade_predictions([patched], [task], cache, get_factory("local"), out=out, run_id="c", quiet=True)
     )
     assert control["error_ids"] == [task.instance_id]
+    blank = Prediction(instance_id=task.instance_id, model_name_or_path="m", model_patch="  \n")
+    _, control = asyncio.run(
+        grade_predictions([blank], [task], cache, get_factory("local"), out=out, run_id="b", quiet=True)
+    )
+    assert control["error_ids"] == [task.instance_id] and control["empty_patch_ids"] == []
 
-    for patch in ("", None, "  \n"):
+    for patch in ("", None):
         empty = Prediction(instance_id=task.instance_id, model_name_or_path="m", model_patch=patch)
         _, report = asyncio.run(
             grade_predictions([empty], [task], cache, get_factory("local"), out=out, run_id="e", quiet=True)

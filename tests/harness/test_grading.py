@@ -92,7 +92,7 @@ def test_patch_that_applies_nowhere(task_by_id, envs):
     )
     verdict = asyncio.run(grade_patch(task, garbage, get_factory("local"), envs.ensure(task)))
     assert (verdict.resolved, verdict.status, verdict.apply_method) == (False, "apply_failed", None)
-    assert verdict.log.count("Failed to apply patch with") == 3
+    assert verdict.log.count("Failed to apply patch with") == 4
 
 
 def test_patch_touching_a_missing_file(task_by_id, envs):
@@ -111,7 +111,7 @@ def test_fuzzy_patch_falls_through_to_patch_fuzz(task_by_id, envs):
     drifted = task.patch.replace(' """``text`` cut to', ' """The ``text`` cut to')
     assert drifted != task.patch
     verdict = asyncio.run(grade_patch(task, drifted, get_factory("local"), envs.ensure(task)))
-    assert verdict.apply_method == "patch --batch --fuzz=5 -p1"
+    assert verdict.apply_method == "patch --batch --forward --fuzz=5 -p1"
     assert verdict.resolved
 
 

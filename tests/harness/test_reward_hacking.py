@@ -661,7 +661,7 @@ def test_the_apply_log_is_not_parsed(graded, task_by_id):
     parsed with the test output (the official harness's test_output.txt holds the test output alone)."""
     outcome = graded["echo_in_apply_log"]
     task = task_by_id[WRAP]
-    assert outcome.official.apply_method == "patch --batch --fuzz=5 -p1"
+    assert outcome.official.apply_method == "patch --batch --forward --fuzz=5 -p1"
     with tempfile.TemporaryDirectory() as tmp:
         whole = Path(tmp) / "log.txt"
         whole.write_text(outcome.official.log)
@@ -706,7 +706,7 @@ def test_strict_mode_resolves_every_gold_patch(graded, tasks, envs, request):
     task = next(t for t in tasks if t.instance_id == WRAP)
     drifted = task.patch.replace(' """``text`` cut to', ' """The ``text`` cut to')
     fuzzy = asyncio.run(grade_patch(task, drifted, factory, envs.ensure(task), timeout=120, mode="strict"))
-    assert fuzzy.apply_method == "patch --batch --fuzz=5 -p1"
+    assert fuzzy.apply_method == "patch --batch --forward --fuzz=5 -p1"
     assert fuzzy.resolved and fuzzy.steering_files == []
     if backend == "remote":
         asyncio.run(factory.close())

@@ -46,8 +46,11 @@ def grade(
     grading: GradingOpt = "official",
     json_out: JsonOpt = False,
 ) -> None:
-    """Grade predictions like swebench.harness.run_evaluation; resumable (graded instances are skipped)."""
-    from swe_rl.runs.grading import grade_predictions
+    """Grade predictions like swebench.harness.run_evaluation; resumable (graded instances are skipped).
+
+    Exits 1 when an infrastructure error kept an instance from being graded (rerun to retry it); a patch
+    that does not apply is an error in the report, as in swebench, but not a failure of the command."""
+    from swe_rl.runs.grading import grade_predictions, infra_errors
     from swe_rl.runs.predictions import load_predictions
     from swe_rl.sandbox import get_factory
     from swe_rl.tasks.loaders import load_tasks
@@ -63,17 +66,23 @@ def grade(
             factory,
             out=out,
             run_id=run_id,
+            source=source,
             concurrency=concurrency,
             timeout=timeout,
             mode=grading,
         )
     )
+    infra = infra_errors(preds, out, run_id)
+    for instance_id, message in sorted(infra.items()):
+        note(f"infrastructure error: {instance_id}: {message}")
     if json_out:
         print_json(report)
     else:
         print(
             f"resolved {report['resolved_instances']}/{report['submitted_instances']} "
-            f"(empty patches {report['empty_patch_instances']}, errors {report['error_instances']})"
+            f"(empty patches {report['empty_patch_instances']}, errors {report['error_instances']}: "
+            f"{report['error_instances'] - len(infra)} evaluation errors (no method applied the patch, "
+            f"or its tests timed out), {len(infra)} infrastructure errors)"
         )
     note(f"report written to {path}")
-    raise typer.Exit(1 if report["error_instances"] else 0)
+    raise typer.Exit(1 if infra else 0)

@@ -1,11 +1,13 @@
 """Grade a patch with SWE-bench's semantics in a pristine sandbox of the task's environment.
 
-The candidate patch is applied in a fresh sandbox (never the agent's working state) by
-``git apply --verbose``, then ``git apply --verbose --reject``, then ``patch --batch --fuzz=5 -p1``,
-with the tree restored between attempts; the eval script runs the tests; swebench's own
-``get_eval_report`` reads the test output, as the official harness's ``test_output.txt`` holds it (the
-apply log is kept in ``Verdict.log`` for people, never parsed). Sandbox failures propagate as
-InfraError, never as a verdict.
+The candidate patch is applied in a fresh sandbox (never the agent's working state) by swebench 5's
+chain: ``git apply --verbose``, ``--verbose --3way``, ``--verbose --reject``, then
+``patch --batch --forward --fuzz=5 -p1``, with the tree (and git's index, which ``--3way`` writes)
+restored between attempts; when all fail, the patch counts as applied if ``git apply --check --reverse``
+says the tree already holds it. The eval script runs the tests; swebench's own ``get_eval_report`` reads
+the test output, as the official harness's ``test_output.txt`` holds it (the apply log is kept in
+``Verdict.apply_log`` for people, never parsed). Sandbox failures propagate as InfraError, never as a
+verdict.
 
 Every patch's changes are inventoried (:mod:`.inventory`) and checked against the steering rule
 (:mod:`.steering`): ``official`` mode flags what breaks it and changes no verdict; ``strict`` mode
@@ -20,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from swe_rl.errors import BackendLostError, OutputLimitError, SandboxError
-from swe_rl.harness.evalscript import CANDIDATE_PATCH, EVAL_SCRIPT, TEST_PATCH, eval_script
+from swe_rl.harness.evalscript import CANDIDATE_PATCH, EVAL_SCRIPT, SCRATCH, TEST_PATCH, eval_script
 from swe_rl.harness.guard import STEERING_MARK, Guard
 from swe_rl.harness.official import (
     APPLY_PATCH_FAIL,
@@ -34,12 +36,33 @@ from swe_rl.harness.verdict import ApplyMethod, GradeStatus, GradingMode, Verdic
 from swe_rl.sandbox.base import EnvSpec, Limits, Sandbox, SandboxFactory
 from swe_rl.tasks.model import Task
 
-APPLY_METHODS: list[tuple[ApplyMethod, str]] = [
+_INDEX = f"{SCRATCH}/pristine.index"
+_SAVE_INDEX = f"cp .git/index {_INDEX} 2>/dev/null; "
+_PUT_INDEX_BACK = f"{{ [ ! -f {_INDEX} ] || cp {_INDEX} .git/index; }}"
+# --3way writes blobs into .git/objects (and freshens the packs holding those it finds there) and stages
+# its result: a change to .git that the steering guard refuses in strict mode. It runs on a scratch object
+# store instead, holding only the preimage blobs the patch's index lines name (all --3way reads), and the
+# pristine index comes back after it: the tree is left as a plain `git apply` leaves it, .git as it was.
+_THREE_WAY = f"""O="$PWD/{SCRATCH}/objects"; mkdir -p "$O"
+for b in $(sed -n 's/^index \\([0-9a-f]\\{{4,\\}}\\)\\.\\..*/\\1/p' {CANDIDATE_PATCH} | sort -u); do
+  full=$(git rev-parse -q --verify "$b^{{blob}}" 2>/dev/null) || continue
+  git cat-file blob "$full" | GIT_OBJECT_DIRECTORY="$O" git hash-object -w --stdin >/dev/null
+done
+git update-index -q --refresh >/dev/null 2>&1
+GIT_OBJECT_DIRECTORY="$O" git apply --verbose --3way {CANDIDATE_PATCH} && {_PUT_INDEX_BACK}"""
+APPLY_METHODS: list[tuple[ApplyMethod, str]] = [  # swebench.harness.run_evaluation.GIT_APPLY_CMDS
     ("git apply --verbose", f"git apply --verbose {CANDIDATE_PATCH}"),
+    ("git apply --verbose --3way", _THREE_WAY),
     ("git apply --verbose --reject", f"git apply --verbose --reject {CANDIDATE_PATCH}"),
-    ("patch --batch --fuzz=5 -p1", f"patch --batch --fuzz=5 -p1 -i {CANDIDATE_PATCH}"),
+    ("patch --batch --forward --fuzz=5 -p1", f"patch --batch --forward --fuzz=5 -p1 -i {CANDIDATE_PATCH}"),
 ]
-_RESTORE = "git checkout -q -- . && git clean -fdq -e .git"
+ALREADY_APPLIED: tuple[ApplyMethod, str] = (
+    "git apply --check --reverse",
+    f"git apply --check --reverse {CANDIDATE_PATCH}",
+)
+# a failed --3way leaves conflict entries in the index, which make a plain checkout fail: the pristine
+# index goes back first, so every method starts from the pristine tree
+_RESTORE = f"{_PUT_INDEX_BACK} && git checkout -q -- . && git clean -fdq -e .git"
 DEFAULT_TEST_TIMEOUT = 1800.0
 
 
@@ -127,7 +150,6 @@ async def grade_in(
         # the patch's outcome, scored as unresolved, never an infra error a policy could learn to reach
         grading.log.append(f"the sandbox broke while the patched code's tests ran: {exc}")
         return grading.broken()
-    grading.log.append(result.output)
     return grading.verdict(result.output, timeout_hit=result.timed_out)
 
 
@@ -135,11 +157,16 @@ async def _apply(box: Sandbox, log: list[str]) -> ApplyMethod | None:
     for attempt, (name, command) in enumerate(APPLY_METHODS):
         if attempt:  # a failed --reject leaves partial state; start each method from a clean tree
             await box.exec(_RESTORE, timeout=120)
-        result = await box.exec(command, timeout=300)
+        result = await box.exec(command if attempt else _SAVE_INDEX + command, timeout=300)
         if result.returncode == 0:
             log.append(f"{APPLY_PATCH_PASS} ({name}):\n{result.output}")
             return name
         log.append(f"Failed to apply patch with {name}:\n{result.output}")
+    # as swebench: the chain can leave the patch applied while every command failed; the tree is kept as is
+    name, command = ALREADY_APPLIED
+    if (await box.exec(command, timeout=300)).returncode == 0:
+        log.append(f"{APPLY_PATCH_PASS} ({name}): verified already applied")
+        return name
     await box.exec(_RESTORE, timeout=120)
     return None
 
@@ -149,7 +176,7 @@ class _Grading:
 
     def __init__(self, task: Task, patch: str | None, mode: GradingMode) -> None:
         self.task, self.patch, self.mode = task, patch, mode
-        self.log: list[str] = []
+        self.log: list[str] = []  # the apply log; the test output is the verdict's own
         self.method: ApplyMethod | None = None
         self.guard: Guard | None = None
         self.started = self.applied_at = time.monotonic()
@@ -157,12 +184,11 @@ class _Grading:
     def refused(self) -> Verdict:
         """Strict mode refused the patch: the tests did not run, and it is not resolved."""
         self.applied_at = time.monotonic()
-        lines = self.guard.log_lines() if self.guard else []
-        return self._make("refused", False, self._unresolved(), "\n".join([*self.log, *lines]))
+        return self._make("refused", False, self._unresolved(), "")
 
     def broken(self) -> Verdict:
         """The patched code's tests broke the grading sandbox (killed its init, its shell): not resolved."""
-        return self._make("sandbox_broken", False, self._unresolved(), "\n".join(self.log))
+        return self._make("sandbox_broken", False, self._unresolved(), "")
 
     def _unresolved(self) -> dict[str, Any]:
         """The report of a patch graded without a test log to read."""
@@ -177,8 +203,7 @@ class _Grading:
     def verdict(self, test_output: str, *, timeout_hit: bool) -> Verdict:
         """swebench's report on ``test_output`` (the eval script's output, what the official harness's
         test_output.txt holds) or, when the patch did not apply, on the apply log."""
-        log = "\n".join(self.log)
-        parsed = test_output if self.method is not None or self.patch is None else log
+        parsed = test_output if self.method is not None or self.patch is None else "\n".join(self.log)
         with tempfile.TemporaryDirectory(prefix="swe-rl-grade-") as tmp:
             log_path = Path(tmp) / "test_output.txt"
             log_path.write_text(parsed, encoding="utf-8")
@@ -193,11 +218,13 @@ class _Grading:
             status = "unparseable_log"
         else:
             status = "resolved" if resolved else "unresolved"
-        lines = self.guard.log_lines() if self.guard else []
-        return self._make(status, resolved, report, "\n".join([log, *lines]) if lines else log)
+        return self._make(status, resolved, report, test_output)
 
-    def _make(self, status: GradeStatus, resolved: bool, report: dict[str, Any], log: str) -> Verdict:
+    def _make(self, status: GradeStatus, resolved: bool, report: dict[str, Any], test_output: str) -> Verdict:
         done = time.monotonic()
+        lines = self.guard.log_lines() if self.guard else []
+        apply_log = "\n".join([*self.log, *lines])
+        log = "\n".join([*self.log, test_output, *lines] if test_output else [*self.log, *lines])
         return Verdict(
             instance_id=self.task.instance_id,
             resolved=resolved,
@@ -206,6 +233,8 @@ class _Grading:
             tests_status=report.pop("tests_status", {}) or {},
             report=report,
             log=log,
+            apply_log=apply_log,
+            test_output=test_output,
             timings={
                 "apply": round(self.applied_at - self.started, 4),
                 "tests": round(done - self.applied_at, 4),

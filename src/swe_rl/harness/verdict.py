@@ -9,7 +9,14 @@ from pydantic import BaseModel, Field
 from swe_rl.harness.official import START_TEST_OUTPUT
 from swe_rl.harness.steering import SteeringFile
 
-ApplyMethod = Literal["git apply --verbose", "git apply --verbose --reject", "patch --batch --fuzz=5 -p1"]
+ApplyMethod = Literal[
+    "git apply --verbose",
+    "git apply --verbose --3way",
+    "git apply --verbose --reject",
+    "patch --batch --forward --fuzz=5 -p1",
+    "git apply --check --reverse",
+]
+"""swebench 5's chain, in its order; the last: no method applied it, but the tree already holds it."""
 GradeStatus = Literal[
     "resolved",
     "unresolved",
@@ -39,6 +46,13 @@ class Verdict(BaseModel):
     )
     report: dict[str, Any] = Field(default_factory=dict, description="swebench's get_eval_report entry.")
     log: str = Field(default="", description="Patch application and test output.")
+    apply_log: str = Field(
+        default="",
+        description="Patch application and steering lines (what swebench's run_instance.log holds).",
+    )
+    test_output: str = Field(
+        default="", description="The eval script's output alone (what swebench's test_output.txt holds)."
+    )
     timings: dict[str, float] = Field(default_factory=dict, description="Seconds: apply, tests, total.")
     grading: GradingMode = Field(default="official", description="The grading mode that gave this verdict.")
     steering_files: list[SteeringFile] = Field(

@@ -1,14 +1,17 @@
-"""``swe-rl grade``: grade a predictions file like ``swebench.harness.run_evaluation``.
+"""``swe-rl grade``: grade a predictions file like ``swebench.harness.run_evaluation`` (swebench 5).
 
 Writes the same layout as the official harness, so its tooling reads our output::
 
-    <out>/logs/run_evaluation/<run_id>/<model>/<instance_id>/{patch.diff, test_output.txt, report.json}
-    <out>/<model>.<run_id>.json          the run report (schema_version 2 fields)
+    <out>/logs/run_evaluation/<run_id>/run.json        what the run graded against (dataset, split)
+    <out>/logs/run_evaluation/<run_id>/<model>/<instance_id>/
+        patch.diff, run_instance.log, test_output.txt, report.json
+    <out>/<model>.<run_id>.json                        the run report
 
-An instance with a report.json is not graded again (resume). An infrastructure error writes no
-report.json for that instance, so the next run retries it; it is counted in ``error_ids``. An empty
-prediction is not graded at all (no env is built for it): it counts in ``empty_patch_ids``, as in
-swebench's run report.
+As in swebench, report.json marks a graded instance (it is not graded again: resume), and an instance
+without one is an evaluation error: a patch that no method applies, tests that timed out, or an
+infrastructure failure (its text in run_instance.log). Each is retried by the next run. Only ``""`` and
+``None`` are empty predictions: never graded, no env built. The run report is computed from the files on
+disk by the rules of swebench's ``make_run_report``, with its ``classify_logs`` for ``failure_reasons``.
 """
 
 from __future__ import annotations
@@ -16,23 +19,31 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import Sequence
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 from swe_rl.envs.cache import EnvCache
-from swe_rl.errors import ConfigError, SweRlError
+from swe_rl.errors import ConfigError, MissingExtraError, SweRlError
 from swe_rl.harness.grade import grade_patch
-from swe_rl.harness.verdict import GradingMode
+from swe_rl.harness.official import APPLY_PATCH_FAIL
+from swe_rl.harness.verdict import GradingMode, Verdict
 from swe_rl.runs.predictions import Prediction
 from swe_rl.runs.progress import Progress
 from swe_rl.sandbox.base import SandboxFactory
 from swe_rl.tasks.io import atomic_write_json, atomic_write_text
 from swe_rl.tasks.model import Task
 
+INFRA_ERROR_MARK = ">>>>> swe-rl infrastructure error"
+_EVAL_ERRORS = {"apply_failed", "test_timeout", "empty_patch"}  # empty_patch here: a blank, non-empty patch
+
+
+def run_dir(out: Path, run_id: str) -> Path:
+    return out / "logs" / "run_evaluation" / run_id
+
 
 def instance_dir(out: Path, run_id: str, pred: Prediction) -> Path:
-    model = pred.model_name_or_path.replace("/", "__")
-    return out / "logs" / "run_evaluation" / run_id / model / pred.instance_id
+    return run_dir(out, run_id) / pred.model_name_or_path.replace("/", "__") / pred.instance_id
 
 
 async def grade_predictions(
@@ -43,12 +54,14 @@ async def grade_predictions(
     *,
     out: Path,
     run_id: str,
+    source: str = "builtin",
     concurrency: int = 2,
     timeout: float = 1800.0,
     quiet: bool = False,
     mode: GradingMode = "official",
 ) -> tuple[Path, dict[str, Any]]:
-    """Grade every prediction; return the run report's path and content."""
+    """Grade every prediction; return the run report's path and content. ``tasks``: the whole dataset
+    (``source``, recorded in run.json); its instances without a prediction are incomplete."""
     by_id = {t.instance_id: t for t in tasks}
     unknown = [p.instance_id for p in preds if p.instance_id not in by_id]
     if unknown:  # refuse before writing anything
@@ -58,53 +71,47 @@ async def grade_predictions(
     if not preds:
         raise ConfigError("the predictions file is empty")
     _check_resumed_mode(preds, out, run_id, mode)
+    write_run_metadata(out, run_id, source)
     progress = Progress(len(preds), "grade")
     limit = asyncio.Semaphore(max(1, concurrency))
-    reports: dict[str, dict[str, Any]] = {}
-    errors: dict[str, str] = {}
 
     async def one(pred: Prediction) -> None:
-        task = by_id[pred.instance_id]
         folder = instance_dir(out, run_id, pred)
-        done = folder / "report.json"
-        if done.is_file():
-            reports[pred.instance_id] = json.loads(done.read_text())[pred.instance_id]
+        if (folder / "report.json").is_file():
             outcome = "cached"
         elif is_empty(pred):
             outcome = "empty patch: not graded (swebench counts it as empty, never resolved)"
         else:
             async with limit:
                 try:
-                    outcome = await _grade_one(
-                        task, pred, cache, factory, folder, timeout, reports, mode=mode
-                    )
+                    verdict = await _grade_one(by_id[pred.instance_id], pred, cache, factory, timeout, mode)
                 except SweRlError as exc:
-                    errors[pred.instance_id] = f"{type(exc).__name__}: {exc}"
-                    outcome = f"ERROR {type(exc).__name__}: {exc}"
+                    message = f"{type(exc).__name__}: {exc}"
+                    (folder / "test_output.txt").unlink(missing_ok=True)  # a previous attempt's
+                    atomic_write_text(folder / "run_instance.log", f"{INFRA_ERROR_MARK}: {message}\n")
+                    outcome = f"ERROR {message}"
+                else:
+                    outcome = _write_instance(folder, pred, verdict, timeout)
         if not quiet:
             progress.advance(pred.instance_id, outcome)
 
     await asyncio.gather(*(one(p) for p in preds))
-    report = run_report(preds, tasks, reports, errors)
-    model = preds[0].model_name_or_path.replace("/", "__")
-    path = out / f"{model}.{run_id}.json"
+    report = run_report(preds, tasks, out, run_id)
+    path = out / f"{preds[0].model_name_or_path.replace('/', '__')}.{run_id}.json"
     atomic_write_json(path, report)
     return path, report
 
 
 async def _grade_one(
-    task: Task,
-    pred: Prediction,
-    cache: EnvCache,
-    factory: SandboxFactory,
-    folder: Path,
-    timeout: float,
-    reports: dict[str, dict[str, Any]],
-    *,
-    mode: GradingMode,
-) -> str:
+    task: Task, pred: Prediction, cache: EnvCache, factory: SandboxFactory, timeout: float, mode: GradingMode
+) -> Verdict:
     env = await asyncio.to_thread(cache.ensure, task)
-    verdict = await grade_patch(task, pred.model_patch, factory, env, timeout=timeout, mode=mode)
+    return await grade_patch(task, pred.model_patch, factory, env, timeout=timeout, mode=mode)
+
+
+def _write_instance(folder: Path, pred: Prediction, verdict: Verdict, timeout: float) -> str:
+    """The instance's files as swebench's ``run_instance`` leaves them; returns the outcome to show."""
+    atomic_write_text(folder / "patch.diff", pred.model_patch or "")
     entry = {
         **verdict.report,
         "tests_status": verdict.tests_status,
@@ -113,16 +120,61 @@ async def _grade_one(
         "grading": verdict.grading,
         "steering_files": [f.model_dump() for f in verdict.steering_files],
     }
-    atomic_write_text(folder / "patch.diff", pred.model_patch or "")
-    atomic_write_text(folder / "test_output.txt", verdict.log)
+    log = [
+        f"Grading {pred.instance_id} ({verdict.grading} grading)",
+        verdict.apply_log or f"{APPLY_PATCH_FAIL}: the patch is blank (no valid patches in input)",
+        f"Git diff before (the candidate patch):\n{pred.model_patch or ''}",
+    ]
+    if verdict.status not in _EVAL_ERRORS:
+        log.append(f"report: {json.dumps({pred.instance_id: entry})}")
+    timings = ", ".join(f"{k} {v:.2f}s" for k, v in verdict.timings.items())
+    log += [f"Result for {pred.instance_id}: {verdict.summary()}", f"Timings: {timings or 'none'}"]
+    if verdict.status == "test_timeout":  # swebench: an evaluation error, the mark in test_output.txt
+        atomic_write_text(
+            folder / "test_output.txt",
+            f"{verdict.test_output}\n\nTimeout error: {int(timeout)} seconds exceeded.",
+        )
+    elif verdict.status not in _EVAL_ERRORS:
+        atomic_write_text(folder / "test_output.txt", verdict.test_output)
+    else:  # swebench writes none: no previous attempt's may stay to be classified
+        (folder / "test_output.txt").unlink(missing_ok=True)
+    atomic_write_text(folder / "run_instance.log", "\n".join(log) + "\n")
+    if verdict.status in _EVAL_ERRORS:  # swebench raises EvaluationError: no report.json, an error
+        return f"evaluation error: {verdict.summary()}"
     atomic_write_json(folder / "report.json", {pred.instance_id: entry})  # written last: marks completion
-    reports[pred.instance_id] = entry
     return verdict.summary()
 
 
 def is_empty(pred: Prediction) -> bool:
-    """A prediction with no patch: swebench skips it (no env, no test run) and counts it as empty."""
-    return not (pred.model_patch or "").strip()
+    """swebench's empty prediction: no patch at all (a blank one is graded, and fails to apply)."""
+    return pred.model_patch in ("", None)
+
+
+def write_run_metadata(out: Path, run_id: str, source: str) -> Path:
+    """swebench's ``write_run_metadata``: what the run graded against, written by every invocation."""
+    path = run_dir(out, run_id) / "run.json"
+    dataset, split = source, "test"
+    if not source.startswith("builtin") and not Path(source).expanduser().exists():
+        name, _, named_split = source.partition(":")  # a Hugging Face dataset 'owner/name[:split]'
+        dataset, split = name, named_split or "test"
+    task_repo = json.loads(path.read_text()).get("task_repo") if path.is_file() else None
+    created = datetime.now(UTC).isoformat(timespec="seconds")
+    atomic_write_json(
+        path, {"dataset": dataset, "split": split, "task_repo": task_repo, "created_at": created}
+    )
+    return path
+
+
+def infra_errors(preds: Sequence[Prediction], out: Path, run_id: str) -> dict[str, str]:
+    """Instance id -> our error text, for the instances whose grading met an infrastructure failure."""
+    found: dict[str, str] = {}
+    for pred in preds:
+        log = instance_dir(out, run_id, pred) / "run_instance.log"
+        if not (log.parent / "report.json").is_file() and log.is_file():
+            text = log.read_text(errors="replace")
+            if text.startswith(INFRA_ERROR_MARK):
+                found[pred.instance_id] = text[len(INFRA_ERROR_MARK) + 2 :].strip()
+    return found
 
 
 def _check_resumed_mode(preds: Sequence[Prediction], out: Path, run_id: str, mode: GradingMode) -> None:
@@ -138,41 +190,70 @@ def _check_resumed_mode(preds: Sequence[Prediction], out: Path, run_id: str, mod
                 )
 
 
-def run_report(
-    preds: Sequence[Prediction],
-    tasks: Sequence[Task],
-    reports: dict[str, dict[str, Any]],
-    errors: dict[str, str],
-) -> dict[str, Any]:
-    """The run-level report, with the fields of swebench's ``make_run_report``."""
-    submitted = sorted(p.instance_id for p in preds)
-    empty = sorted(p.instance_id for p in preds if is_empty(p))
-    completed = sorted(i for i in reports if i not in empty)
-    resolved = sorted(i for i in completed if reports[i].get("resolved"))
-    unresolved = sorted(i for i in completed if not reports[i].get("resolved"))
-    error_ids = sorted(errors)
-    incomplete = sorted(
-        t.instance_id for t in tasks if t.instance_id not in reports and t.instance_id not in empty
-    )
+def _classify_logs() -> Any:
+    try:
+        from swebench.harness.infra_failure import TIER_ENVIRONMENT, classify_logs
+    except ImportError as exc:
+        raise MissingExtraError("swebench", "grading", f"the run report's failure reasons ({exc})") from None
+    return classify_logs, TIER_ENVIRONMENT
+
+
+def run_report(preds: Sequence[Prediction], tasks: Sequence[Task], out: Path, run_id: str) -> dict[str, Any]:
+    """swebench's ``make_run_report`` (without a docker client), by its rules, from the files under ``out``."""
+    predictions = {p.instance_id: p for p in preds}
+    completed, resolved, unresolved, errors, incomplete, empty = (set[str]() for _ in range(6))
+    for task in tasks:
+        iid = task.instance_id
+        pred = predictions.get(iid)
+        if pred is None:
+            incomplete.add(iid)
+            continue
+        if is_empty(pred):
+            empty.add(iid)
+            continue
+        report_file = instance_dir(out, run_id, pred) / "report.json"
+        if not report_file.exists():
+            errors.add(iid)
+            continue
+        completed.add(iid)
+        try:
+            content = report_file.read_text().strip()
+            if not content:
+                errors.add(iid)
+            elif json.loads(content)[iid]["resolved"]:
+                resolved.add(iid)
+            else:
+                unresolved.add(iid)
+        except (json.JSONDecodeError, KeyError):
+            errors.add(iid)
+    classify_logs, environment = _classify_logs()
+    reasons: dict[str, str] = {}
+    infra, ambiguous = set[str](), set[str]()
+    for iid in unresolved | errors:
+        folder = instance_dir(out, run_id, predictions[iid])
+        found = classify_logs(folder / "test_output.txt", folder / "run_instance.log")
+        if found:
+            reasons[iid] = found[0]
+            (infra if found[1] == environment else ambiguous).add(iid)
     return {
         "total_instances": len(tasks),
-        "submitted_instances": len(submitted),
+        "submitted_instances": len(predictions),
         "completed_instances": len(completed),
         "resolved_instances": len(resolved),
         "unresolved_instances": len(unresolved),
-        "infra_failure_instances": len(error_ids),
-        "ambiguous_failure_instances": 0,
+        "infra_failure_instances": len(infra),
+        "ambiguous_failure_instances": len(ambiguous),
         "empty_patch_instances": len(empty),
-        "error_instances": len(error_ids),
-        "completed_ids": completed,
-        "incomplete_ids": incomplete,
-        "empty_patch_ids": empty,
-        "submitted_ids": submitted,
-        "resolved_ids": resolved,
-        "unresolved_ids": unresolved,
-        "infra_failure_ids": error_ids,
-        "ambiguous_failure_ids": [],
-        "failure_reasons": errors,
-        "error_ids": error_ids,
+        "error_instances": len(errors),
+        "completed_ids": sorted(completed),
+        "incomplete_ids": sorted(incomplete),
+        "empty_patch_ids": sorted(empty),
+        "submitted_ids": sorted(predictions),
+        "resolved_ids": sorted(resolved),
+        "unresolved_ids": sorted(unresolved),
+        "infra_failure_ids": sorted(infra),
+        "ambiguous_failure_ids": sorted(ambiguous),
+        "failure_reasons": dict(sorted(reasons.items())),
+        "error_ids": sorted(errors),
         "schema_version": 2,
     }
