@@ -21,8 +21,8 @@ from tests.envs.helpers import git, make_repo, make_wheel, widget_task
 
 from swe_rl.envs.cache import EnvCache
 from swe_rl.envs.dating import widened_in
-from swe_rl.envs.installer import LOCK_NAME, uv_binary
-from swe_rl.envs.recipe import InstallOptions
+from swe_rl.envs.installer import LOCK_NAME, InstallRun, uv_binary
+from swe_rl.envs.recipe import EnvRecipe, InstallOptions
 from swe_rl.envs.venv import create_venv, host_interpreter
 
 pytestmark = pytest.mark.skipif(uv_binary() is None, reason="uv is not installed (pip install uv)")
@@ -283,3 +283,44 @@ def test_a_setup_py_only_repo_is_installed_with_its_root_on_sys_path(tmp_path, m
     entries = [line for pth in site.glob("*.pth") for line in pth.read_text().split()]
     assert "/testbed" in entries  # the root itself, not an import hook
     assert not list(site.glob("__editable___*finder.py"))
+
+
+def test_dated_build_tools_are_held_to_pep_517s_default_build_requirement(tmp_path, index):
+    """After a build fails with 2024's setuptools, build tools follow the task's date, but never below the
+    setuptools>=40.8.0 that uv and pip ask for a project without pyproject.toml (django 2.2's pylibmc, 2018)."""
+    for version, uploaded in (("39.2.0", "2018-05-19T00:00:00Z"), ("40.8.0", "2019-02-05T12:00:00Z")):
+        index.add("setuptools", version, uploaded)
+    index.add("setuptools", "70.0.0", "2024-05-20T00:00:00Z")
+    venvs = {dated: tmp_path / f"venv-{dated}" for dated in (False, True)}
+    for venv in venvs.values():
+        create_venv(host_interpreter()[0], venv)
+    uv = uv_binary()
+    assert uv is not None
+    # control: the task's date alone lands below the default build requirement
+    alone = subprocess.run(
+        [
+            uv,
+            "pip",
+            "compile",
+            "-",
+            "--exclude-newer",
+            BEFORE,
+            "--python",
+            str(venvs[True] / "bin" / "python"),
+        ],
+        input="setuptools\n",
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert "setuptools==39.2.0" in alone.stdout
+    recipe = EnvRecipe(exclude_newer=BEFORE)
+    found = {}
+    for dated in (False, True):
+        run = InstallRun(
+            recipe, venvs[dated], tmp_path, tmp_path / "install.log", installer="uv", cache=tmp_path / "uv"
+        )
+        run.dated_build_tools = dated
+        run.run("pip install setuptools")
+        found[dated] = {p for p in run.freeze() if p.startswith("setuptools==")}
+    assert found == {False: {"setuptools==70.0.0"}, True: {"setuptools==40.8.0"}}

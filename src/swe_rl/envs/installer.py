@@ -35,6 +35,9 @@ REPLACED_REQUIREMENTS = {"types-pkg_resources": "types-setuptools", "types-pkg-r
 # build retry with the task date's build tools (recorded).
 BUILD_TOOLS_AS_OF = "2024-06-01T00:00:00Z"  # setuptools 70.0 (the SWE-bench specs' own pin), wheel 0.43
 BUILD_TOOLS = ("setuptools", "wheel")
+# ...but never older than what a project without pyproject.toml builds with: PEP 517's default build
+# requirement, which uv and pip apply, is setuptools>=40.8.0 (uploaded 2019-02-05).
+DATED_BUILD_TOOLS_FLOOR = "2019-02-06T00:00:00Z"
 
 UNDATED = "2100-01-01T00:00:00Z"
 PYTEST_RA_FLOOR = "pytest>=4.6"  # 4.5 (2019-05) first listed passed tests under -rA; 4.6 is its LTS line
@@ -143,15 +146,23 @@ class InstallRun:
                 opts += ["-C", "editable_mode=compat"]
             if self.recipe.exclude_newer:
                 opts += ["--exclude-newer", self.recipe.exclude_newer]
-                if self.recipe.exclude_newer < BUILD_TOOLS_AS_OF and not self.dated_build_tools:
+                tools_as_of = self.build_tools_as_of()
+                if tools_as_of > self.recipe.exclude_newer:
                     for tool in BUILD_TOOLS:
-                        opts += ["--exclude-newer-package", f"{tool}={BUILD_TOOLS_AS_OF}"]
+                        opts += ["--exclude-newer-package", f"{tool}={tools_as_of}"]
                 # a spec's exact pins name versions on purpose, sometimes newer than the task
                 for name in [*undated_packages(self.recipe), *(w.package for w in self.widened)]:
                     opts += ["--exclude-newer-package", f"{name}={UNDATED}"]
         else:
             head = [str(self.venv / "bin" / "python"), "-m", "pip", "install"]
         return " ".join(shlex.quote(p) for p in [*head, *opts])
+
+    def build_tools_as_of(self) -> str:
+        """The date setuptools and wheel are resolved as of: 2024's, or after a build failed with those, the
+        task's own date held to the PEP 517 default build requirement's first release."""
+        if self.dated_build_tools:
+            return max(self.recipe.exclude_newer, DATED_BUILD_TOOLS_FLOOR)
+        return max(self.recipe.exclude_newer, BUILD_TOOLS_AS_OF)
 
     def environ(self) -> dict[str, str]:
         """The environment of install commands: the venv first on PATH, the host's network settings."""
