@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 import time
 import uuid
 from pathlib import Path
@@ -47,7 +48,7 @@ async def test_leases_spread_and_a_dead_node_fails_over(nodes, textkit_env):
         per_node = {n.url: n.get("/healthz")["running"] for n in nodes}
         assert sorted(per_node.values()) == [2, 2, 2], per_node
         status = pool.get("/status")
-        assert status["leases"] == 6
+        assert status["pool"]["total_leases"] == 6
         # kill one node mid-run: its leases fail fast as infrastructure errors, the others are unaffected
         victim = nodes[0]
         victim.kill()
@@ -64,7 +65,7 @@ async def test_leases_spread_and_a_dead_node_fails_over(nodes, textkit_env):
         nodes[0] = exec_server(victim.port, "--capacity", "4").start()
         await asyncio.sleep(1.5)
         assert nodes[0].get("/healthz")["running"] == 0
-        healthy = [n for n in pool.get("/status")["nodes"] if n["healthy"]]
+        healthy = [n for n in pool.get("/status")["pool"]["nodes"] if n["healthy"]]
         assert len(healthy) == 3
         for box in [*boxes, extra]:
             await box.close()
@@ -83,10 +84,12 @@ async def test_lease_without_heartbeat_is_reaped(nodes, textkit_env):
         node_url = body["node_url"]
         started = time.monotonic()
         while time.monotonic() - started < 5:
-            if pool.get("/status")["leases"] == 0:
+            if pool.get("/status")["pool"]["total_leases"] == 0:
                 break
             await asyncio.sleep(0.1)
-        assert pool.get("/status")["leases"] == 0 and time.monotonic() - started < 1.0 + 0.3 + 1.5
+        assert (
+            pool.get("/status")["pool"]["total_leases"] == 0 and time.monotonic() - started < 1.0 + 0.3 + 1.5
+        )
         node = next(n for n in nodes if n.url == node_url)
         assert node.get("/healthz")["running"] == 0
         status, body, _ = await _post(pool.url, "/exec", {"lease_id": body["lease_id"], "command": "true"})
@@ -104,7 +107,7 @@ async def test_full_pool_queues_then_answers_503_with_retry_after(nodes, textkit
         assert status == 503 and body["error"]["kind"] == "capacity" and "Retry-After" in headers
         waiter = asyncio.ensure_future(_post(pool.url, "/allocate", {"image": textkit_env.key, "wait": 20}))
         await asyncio.sleep(0.5)
-        assert pool.get("/status")["queue"] == 1
+        assert pool.get("/status")["pool"]["queue"] == 1
         await _post(pool.url, "/close", {"lease_id": first["lease_id"]})
         status, second, _ = await waiter
         assert status == 200
@@ -245,7 +248,7 @@ async def test_restarted_pool_reconciles_leftover_sandboxes(nodes, textkit_env):
     try:
         await asyncio.sleep(1.0)
         assert sum(n.get("/healthz")["running"] for n in nodes) == 0, "nothing leaked"
-        assert replacement.get("/status")["leases"] == 0
+        assert replacement.get("/status")["pool"]["total_leases"] == 0
     finally:
         replacement.stop()
         for box in boxes:
@@ -411,6 +414,35 @@ async def test_seed_visible_fields_timeout_status_and_images(nodes, textkit_env)
         )
     finally:
         await _post(node.url, "/container/destroy", {"container_id": cid})
+
+
+async def test_pool_status_and_lease_ids_in_the_seeds_shape(nodes, textkit_env):
+    """#23 item 8: the pool's GET /status and lease ids as a seed client sees them.
+
+    Restated from Gen-Verse/OpenClaw-RL at 0d034dd5e653, swe-rl/server/swe_env_pool_server.py:
+    ``/status`` answers ``{"ok": True, "pool": {"total_leases": int, "nodes": [{"url": str,
+    "active_containers": int, "max_containers": int, "healthy": bool}]}}`` and ``allocate`` names a lease
+    ``f"swe-lease-{uuid.uuid4().hex[:16]}"``.
+    """
+    pool = pool_server(nodes[:2], env={"SWE_MAX_CONTAINERS_PER_NODE": "3"}).start()
+    try:
+        _, lease, _ = await _post(pool.url, "/allocate", {"image": textkit_env.key, "instance_id": "x"})
+        assert re.fullmatch(r"swe-lease-[0-9a-f]{16}", lease["lease_id"]), lease["lease_id"]
+        status = pool.get("/status")
+        assert status["ok"] is True and isinstance(status["pool"], dict)
+        seed_node_fields = {"url": str, "active_containers": int, "max_containers": int, "healthy": bool}
+        assert type(status["pool"]["total_leases"]) is int and status["pool"]["total_leases"] == 1
+        assert [n["url"] for n in status["pool"]["nodes"]] == [n.url for n in nodes[:2]]
+        for node in status["pool"]["nodes"]:
+            assert {k: type(node[k]) for k in seed_node_fields} == seed_node_fields, node
+            assert node["healthy"] is True and node["max_containers"] == 3  # the cap under the capacity 4
+        assert sorted(n["active_containers"] for n in status["pool"]["nodes"]) == [0, 1]
+        # swe-rl's own fields stay beside the seed's
+        assert status["pool"]["queue"] == 0 and status["pool"]["max_concurrent"] == 128
+        await _post(pool.url, "/close", {"lease_id": lease["lease_id"]})
+        assert pool.get("/status")["pool"]["total_leases"] == 0
+    finally:
+        pool.stop()
 
 
 async def test_an_allow_list_serves_headerless_seed_clients_off_loopback(textkit_env):

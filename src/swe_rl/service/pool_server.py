@@ -52,9 +52,11 @@ class Node:
     reserved: int = 0
     failures: int = 0
 
+    def limit(self, cap: int | None) -> int:
+        return min(self.capacity, cap) if cap else self.capacity
+
     def free(self, cap: int | None) -> int:
-        limit = min(self.capacity, cap) if cap else self.capacity
-        return limit - self.leases - self.reserved if self.healthy else 0
+        return self.limit(cap) - self.leases - self.reserved if self.healthy else 0
 
 
 @dataclass
@@ -207,13 +209,19 @@ class LeasePool:
         import json
 
         container_id = json.loads(body)["container_id"]
-        lease = Lease(uuid.uuid4().hex, node, container_id, req.image, req.ttl or self.ttl)
+        lease = Lease(self._new_lease_id(), node, container_id, req.image, req.ttl or self.ttl)
         lease.renew()
         node.leases += 1
         self.leases[lease.lease_id] = lease
         return AllocateResponse(
             lease_id=lease.lease_id, container_id=container_id, node_url=node.url, expires_in=lease.ttl
         )
+
+    def _new_lease_id(self) -> str:
+        # the seed's format, swe-lease- and 16 hex digits: its clients log it (they never parse it)
+        while (lease_id := f"swe-lease-{uuid.uuid4().hex[:16]}") in self.leases:
+            pass
+        return lease_id
 
     async def _slot(self, deadline: float) -> Node | None:
         """A node with a slot reserved for the caller, in arrival order, or None once ``deadline`` passes.
@@ -296,12 +304,20 @@ class LeasePool:
             await asyncio.sleep(min(self.reap_period, self.health_period))
 
     def statistics(self) -> dict[str, Any]:
+        """The ``pool`` object of ``GET /status``: the seed's fields first, swe-rl's own beside them."""
         return {
+            "total_leases": len(self.leases),
             "nodes": [
-                {"url": n.url, "healthy": n.healthy, "capacity": n.capacity, "leases": n.leases}
+                {
+                    "url": n.url,
+                    "active_containers": n.leases + n.reserved,  # the seed counts a slot from its reservation
+                    "max_containers": n.limit(self.per_node),
+                    "healthy": n.healthy,
+                    "capacity": n.capacity,
+                    "leases": n.leases,
+                }
                 for n in self.nodes
             ],
-            "leases": len(self.leases),
             "queue": self._queued(),
             "max_concurrent": self.max_concurrent,
             "per_node_cap": self.per_node,
@@ -380,7 +396,7 @@ def create_app(
         return OkResponse()
 
     async def status(request: Request) -> dict[str, Any]:
-        return {"ok": True, **pool.statistics()}
+        return {"ok": True, "pool": pool.statistics()}  # the seed's shape
 
     async def healthz(request: Request) -> dict[str, Any]:
         return {"ok": True, "healthy_nodes": sum(n.healthy for n in pool.nodes)}
