@@ -105,3 +105,35 @@ async def test_a_submission_over_the_output_cap_is_an_agent_error_never_cut(ns, 
     assert control.truncated and submission(control.output) is not None
     assert traj.exit_status == "agent_error" and traj.submission is None
     assert "over the output cap" in traj.exit_message
+
+
+async def test_a_mini_swe_agent_config_runs_with_its_own_variables(ns, task_by_id, envs, tmp_path):
+    task = task_by_id["swe-rl-builtin__statkit-1"]
+    (tmp_path / "mini.yaml").write_text(
+        """
+agent:
+  system_template: "Shell on {{ system }}; {{ step_limit }} steps."
+  instance_template: "Task: {{ task }}"
+  step_limit: 5
+environment:
+  env: {SWE_RL_MINI: from-the-config}
+  timeout: 20
+model:
+  observation_template: "<returncode>{{ output.returncode }}</returncode>[{{ output.output }}]{{ n_model_calls }}"
+  format_error_template: "{% if finish_reason is defined %}{{ finish_reason }}: {% endif %}{{ error }} {{ actions }}"
+  model_name: ignored
+"""
+    )
+    replies = [
+        "no action here",
+        "THOUGHT: env\n\n```mswea_bash_command\necho $SWE_RL_MINI\n```",
+        "THOUGHT: done\n\n```mswea_bash_command\necho MINI_SWE_AGENT_FINAL_OUTPUT && echo patch\n```",
+    ]
+    config = load_agent_config(str(tmp_path / "mini.yaml"))
+    async with await ns.create(envs.ensure(task)) as box:
+        traj = await run_agent(task, box, ScriptedLLM(replies), config, PARAMS)
+    assert traj.messages[0].content.endswith("; 5 steps.") and "{{" not in traj.messages[0].content
+    assert traj.messages[1].content == f"Task: {task.problem_statement}"  # the text, not the Task object
+    assert traj.messages[3].content == "stop: Expected exactly one action, found 0. []"
+    assert traj.messages[5].content == "<returncode>0</returncode>[from-the-config\n]2"
+    assert traj.exit_status == "submitted" and traj.submission == "patch\n"

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 from swe_rl.agent.actions import bash_blocks, head_tail, submission
 from swe_rl.agent.context import TEMPLATE_OVERHEAD, ContextManager
 from swe_rl.llm.base import Message
@@ -17,6 +19,27 @@ def test_exactly_the_bash_blocks_are_found():
 def test_submission_marker_must_lead_the_output():
     assert submission("COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT\ndiff --git a b\n") == "diff --git a b\n"
     assert submission("noise\nCOMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT\n") is None
+
+
+def test_mini_swe_agent_2x_blocks_are_actions_too():
+    reply = "THOUGHT: look\n\n```mswea_bash_command\nls -la\n```"
+    assert bash_blocks(reply) == ["ls -la"]
+    assert bash_blocks("```sh\npwd\n```\n```mswea_bash_command\nls\n```") == ["pwd", "ls"]
+    # control: the bash-only pattern this replaced finds no action in a 2.x reply
+    assert re.findall(r"```(?:bash|sh)[ \t]*\n(.*?)```", reply, re.DOTALL) == []
+
+
+def test_a_configs_action_regex_replaces_the_blocks():
+    xml = r"<mswea_bash_command>(.*?)</mswea_bash_command>"  # mini-swe-agent's swebench_xml.yaml
+    reply = "THOUGHT: x\n<mswea_bash_command>git status\n</mswea_bash_command>\n```bash\nls\n```"
+    assert bash_blocks(reply, xml) == ["git status"]
+    assert bash_blocks(reply) == ["ls"]
+
+
+def test_mini_swe_agent_1x_marker_submits_too():
+    assert submission("MINI_SWE_AGENT_FINAL_OUTPUT\ndiff --git a b\n") == "diff --git a b\n"
+    assert submission("  \nMINI_SWE_AGENT_FINAL_OUTPUT\n") == ""
+    assert submission("echo MINI_SWE_AGENT_FINAL_OUTPUT\n") is None
 
 
 def test_head_tail():

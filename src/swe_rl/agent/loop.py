@@ -1,8 +1,9 @@
 """The agent loop: ask the model, run its one bash command in the sandbox, show it the result, repeat.
 
-The protocol is mini-swe-agent's: a THOUGHT and exactly one ```bash block per reply; the agent submits
-with ``echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT`` followed by the diff. Every way a run can end is an
-exception carrying the exit status, caught once in :func:`run_agent`.
+The protocol is mini-swe-agent's: a THOUGHT and exactly one ```bash block per reply (or what the config's
+``action_regex`` finds); the agent submits with ``echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT`` followed by
+the diff. A mini-swe-agent config's templates get mini-swe-agent's variables (``_values``). Every way a
+run can end is an exception carrying the exit status, caught once in :func:`run_agent`.
 
 A failure is charged by where it happened (docs/TRAINING.md, "Outcome attribution"): the agent's own
 sandbox failing under its commands (a dead shell or container, a broken channel, an over-cap patch) ends
@@ -14,7 +15,9 @@ from __future__ import annotations
 
 import asyncio
 import time
+from typing import Any
 
+from swe_rl.agent import mini_swe_agent
 from swe_rl.agent.actions import bash_blocks, head_tail, submission
 from swe_rl.agent.config import AgentConfig
 from swe_rl.agent.context import ContextManager
@@ -41,15 +44,13 @@ async def run_agent(
     workdir: str = "/testbed",
 ) -> Trajectory:
     """Run the agent on ``task`` in ``box`` until it submits or hits a limit. Never raises InfraError."""
-    traj = Trajectory(
-        instance_id=task.instance_id,
-        model=llm.name,
-        messages=[
-            Message(role="system", content=config.render(config.system_template)),
-            Message(role="user", content=config.render(config.instance_template, task=task, workdir=workdir)),
-        ],
-    )
     started = time.monotonic()
+    traj = Trajectory(instance_id=task.instance_id, model=llm.name)
+    values = _values(config, task, traj, started, workdir=workdir)
+    traj.messages += [
+        Message(role="system", content=config.render(config.system_template, **values)),
+        Message(role="user", content=config.render(config.instance_template, **values)),
+    ]
     state = _State()
     try:
         while True:
@@ -93,7 +94,7 @@ class _State:
 
 
 def _check_limits(traj: Trajectory, config: AgentConfig, started: float) -> None:
-    if len(traj.steps) >= config.step_limit:
+    if config.step_limit is not None and len(traj.steps) >= config.step_limit:
         raise _Finished("limits_exceeded", f"step limit {config.step_limit} reached")
     if traj.prompt_tokens + traj.completion_tokens >= config.max_tokens_total:
         raise _Finished("limits_exceeded", f"token limit {config.max_tokens_total} reached")
@@ -140,18 +141,26 @@ async def _step(
     traj.completion_tokens += completion.completion_tokens or len(completion.text) // 4
     traj.cost_usd += completion.cost_usd or 0.0
     history.append(Message(role="assistant", content=completion.text))
-    blocks = bash_blocks(completion.text)
+    blocks = bash_blocks(completion.text, config.action_regex)
     if len(blocks) != 1:
         state.format_errors += 1
         step.error = "format_error"
-        _observe(traj, step, config.render(config.format_error_template, n_blocks=len(blocks)))
-        if state.format_errors >= config.max_format_errors:
+        finish = {"finish_reason": completion.finish_reason} if completion.finish_reason else {}
+        error = config.render(
+            config.format_error_template,
+            n_blocks=len(blocks),
+            actions=blocks,
+            error=f"Expected exactly one action, found {len(blocks)}.",
+            **finish,
+        )
+        _observe(traj, step, error)
+        if config.max_format_errors is not None and state.format_errors >= config.max_format_errors:
             raise _Finished("format_error_limit", f"{state.format_errors} format errors in a row")
         return
     state.format_errors = 0
     step.action = blocks[0]
     _guard_repeats(traj, step, config, state)
-    await _execute(traj, step, box, config, started)
+    await _execute(traj, task, step, box, config, started)
 
 
 def _guard_repeats(traj: Trajectory, step: Step, config: AgentConfig, state: _State) -> None:
@@ -169,12 +178,16 @@ def _guard_repeats(traj: Trajectory, step: Step, config: AgentConfig, state: _St
             )
 
 
-async def _execute(traj: Trajectory, step: Step, box: Sandbox, config: AgentConfig, started: float) -> None:
+async def _execute(
+    traj: Trajectory, task: Task, step: Step, box: Sandbox, config: AgentConfig, started: float
+) -> None:
     assert step.action is not None
     left = config.wall_time_s - (time.monotonic() - started)
     t0 = time.monotonic()
     try:
-        result = await box.exec(step.action, timeout=max(0.01, min(config.command_timeout, left)))
+        result = await box.exec(
+            step.action, timeout=max(0.01, min(config.command_timeout, left)), env=config.env or None
+        )
     except BackendLostError:
         raise  # the node or engine, not the agent: infra_error
     except (SandboxError, OutputLimitError) as exc:  # its own sandbox broke under its commands
@@ -192,7 +205,13 @@ async def _execute(traj: Trajectory, step: Step, box: Sandbox, config: AgentConf
         traj.submission = patch
         _observe(traj, step, "Submitted.")
         raise _Finished("submitted")
-    observation = _render_observation(result, config, config.step_limit - len(traj.steps))
+    if config.dialect == "mini-swe-agent":
+        output = mini_swe_agent.output_vars(result, config.command_timeout)
+        values = _values(config, task, traj, started)
+        observation = config.render(config.observation_template, output=output, **values)
+    else:
+        remaining = None if config.step_limit is None else config.step_limit - len(traj.steps)
+        observation = _render_observation(result, config, remaining)
     if step.error == "repeated_command":
         observation += "\n" + config.render(
             config.repeated_command_template, times=config.max_repeated_commands
@@ -200,12 +219,29 @@ async def _execute(traj: Trajectory, step: Step, box: Sandbox, config: AgentConf
     _observe(traj, step, observation)
 
 
-def _render_observation(result: ExecResult, config: AgentConfig, remaining: int) -> str:
+def _values(
+    config: AgentConfig, task: Task, traj: Trajectory, started: float, workdir: str | None = None
+) -> dict[str, Any]:
+    """The variables of the config's prompt templates besides their own: swe-rl's (the task object, the
+    working directory) or, for a mini-swe-agent config, mini-swe-agent's (the task as text, counters)."""
+    if config.dialect == "swe-rl":
+        return {**config.template_vars, "task": task, "workdir": workdir}
+    return mini_swe_agent.template_vars(
+        config.template_vars,
+        task.problem_statement,
+        n_model_calls=len(traj.steps),
+        model_cost=traj.cost_usd,
+        elapsed_seconds=int(time.monotonic() - started),
+    )
+
+
+def _render_observation(result: ExecResult, config: AgentConfig, remaining: int | None) -> str:
     text = result.output
     truncated = len(text) > config.output_limit
     head, tail, elided = head_tail(text, config.output_limit) if truncated else ("", "", 0)
     return config.render(
         config.observation_template,
+        **config.template_vars,
         result=result,
         truncated=truncated,
         head=head,
