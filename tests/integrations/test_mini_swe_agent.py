@@ -1,18 +1,23 @@
 """mini-swe-agent 2.4.6's own inspector (``mini-extra inspector``) opens a swe-rl run directory: it finds the
 episodes by ``*.traj.json`` and shows their steps, run headless through Textual's test pilot. And its
-preds.json convention, a dict keyed by instance id, is what swe-rl writes (#23 item 5)."""
+preds.json convention, a dict keyed by instance id, is what swe-rl writes. And swe-rl's agent runs its own
+shipped config, benchmarks/swebench_backticks.yaml, unchanged, with its text protocol (#23 item 5)."""
 
 from __future__ import annotations
 
+import importlib.resources
 import json
 import os
+import re
 
+import pydantic
 import pytest
+import yaml
 from tests.conftest import available_factory
 
-from swe_rl.agent.config import load_agent_config
+from swe_rl.agent.config import AgentConfig, load_agent_config
 from swe_rl.llm.base import SamplingParams
-from swe_rl.llm.scripted import scripted_for
+from swe_rl.llm.scripted import ScriptedLLM, oracle_replies, scripted_for
 from swe_rl.runs.evaluation import EvalSettings, run_eval
 
 # ./dev test installs it: in CI its absence is a failure, not a skip
@@ -53,3 +58,48 @@ async def test_mini_swe_agents_inspector_opens_a_swe_rl_run(tmp_path, task_by_id
     preds = json.loads((run / "preds.json").read_text())
     assert sorted(preds) == sorted(t.instance_id for t in tasks)
     assert all(preds[k]["instance_id"] == k and preds[k]["model_patch"] for k in preds)
+
+
+def _shipped_config(name: str):
+    pytest.importorskip("minisweagent")  # absent: nothing to be compatible with
+    path = importlib.resources.files("minisweagent.config") / "benchmarks" / name
+    assert path.is_file(), f"mini-swe-agent no longer ships {name}"
+    return path
+
+
+def _mswea(reply: str) -> str:
+    """A reply in mini-swe-agent 2.x's text protocol: the same command in a ```mswea_bash_command block."""
+    return reply.replace("```bash\n", "```mswea_bash_command\n")
+
+
+async def test_swe_rl_runs_mini_swe_agents_own_swebench_backticks_config(tmp_path, task_by_id, envs):
+    path = _shipped_config("swebench_backticks.yaml")
+    config = load_agent_config(str(path))
+    assert config.dialect == "mini-swe-agent" and config.step_limit == 250 and config.command_timeout == 60
+    task = task_by_id["swe-rl-builtin__textkit-3"]
+    replies = [_mswea(r) for r in oracle_replies(task)]
+    # controls: swe-rl's flat format refuses the file, and the bash-only parser finds no action in these replies
+    with pytest.raises(pydantic.ValidationError, match="agent"):
+        AgentConfig.model_validate(yaml.safe_load(path.read_text()))
+    assert all(re.findall(r"```(?:bash|sh)[ \t]*\n(.*?)```", r, re.DOTALL) == [] for r in replies)
+
+    settings = EvalSettings(output_dir=tmp_path / "run", max_concurrent=1, args={"model": "oracle"})
+    summary = await run_eval(
+        [task],
+        lambda t: ScriptedLLM(replies, name="oracle"),
+        envs,
+        available_factory("ns"),
+        config,
+        SamplingParams(max_tokens=256),
+        settings,
+        quiet=True,
+    )
+    assert summary["resolved"] == 1 and summary["exit_statuses"] == {"submitted": 1}
+    (found,) = (tmp_path / "run").rglob("*.traj.json")
+    messages = json.loads(found.read_text())["messages"]
+    assert messages[0]["content"] == config.system_template.rstrip("\n")  # no variables in it
+    # the instance template got the problem statement as text (mini's `task`), not swe-rl's Task object
+    assert f"Consider the following PR description:\n{task.problem_statement}" in messages[1]["content"]
+    observation = messages[3]["content"]  # what the model saw after `git status && ls`: the config's template
+    assert observation.startswith("<returncode>0</returncode>\n<output>\n") and "On branch" in observation
+    assert "<exception>" not in observation and "turns left" not in observation
