@@ -10,15 +10,20 @@ import json
 import os
 import re
 
+import jinja2
+import jinja2.meta
 import pydantic
 import pytest
 import yaml
 from tests.conftest import available_factory
 
+from swe_rl.agent import mini_swe_agent
 from swe_rl.agent.config import AgentConfig, load_agent_config
+from swe_rl.errors import ConfigError
 from swe_rl.llm.base import SamplingParams
 from swe_rl.llm.scripted import ScriptedLLM, oracle_replies, scripted_for
 from swe_rl.runs.evaluation import EvalSettings, run_eval
+from swe_rl.sandbox.base import ExecResult
 
 # ./dev test installs it: in CI its absence is a failure, not a skip
 if os.environ.get("CI"):
@@ -103,3 +108,46 @@ async def test_swe_rl_runs_mini_swe_agents_own_swebench_backticks_config(tmp_pat
     observation = messages[3]["content"]  # what the model saw after `git status && ls`: the config's template
     assert observation.startswith("<returncode>0</returncode>\n<output>\n") and "On branch" in observation
     assert "<exception>" not in observation and "turns left" not in observation
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        "default.yaml",
+        "mini.yaml",
+        "mini_textbased.yaml",
+        "benchmarks/swebench.yaml",
+        "benchmarks/swebench_backticks.yaml",
+        "benchmarks/swebench_xml.yaml",
+        "benchmarks/programbench.yaml",
+    ],
+)
+def test_every_whole_shipped_config_loads_and_renders(name):
+    """Each template with the variables mini-swe-agent gives it (the tool-calling configs' prompts too,
+    though they ask for tool calls, which swe-rl's text protocol does not offer)."""
+    path = _shipped_config("../" + name)
+    config = load_agent_config(str(path))
+    values = mini_swe_agent.template_vars(
+        config.template_vars, "Fix the bug.", n_model_calls=3, model_cost=0.0, elapsed_seconds=5
+    )
+    instance = config.render(config.instance_template, **values)
+    uses_task = "task" in jinja2.meta.find_undeclared_variables(
+        jinja2.Environment().parse(config.instance_template)
+    )
+    assert ("Fix the bug." in instance) == uses_task  # programbench's names no task
+    assert config.render(config.system_template, **values).strip()
+    long = ExecResult(returncode=1, output="x" * 30_000)
+    timed_out = ExecResult(returncode=-1, output="", timed_out=True)
+    for result in (long, timed_out):
+        output = mini_swe_agent.output_vars(result, config.command_timeout)
+        text = config.render(config.observation_template, output=output, **values)
+        assert str(result.returncode) in text and len(text) < 20_000  # the template cuts long output
+    assert "timed out" in text  # exception_info, shown by the templates that show it
+    for finish in ({}, {"finish_reason": "length"}):
+        error = config.render(config.format_error_template, actions=[], error="none found", **finish)
+        assert error.strip()
+
+
+def test_an_overlay_config_is_refused_by_name():
+    with pytest.raises(ConfigError, match="overlay"):
+        load_agent_config(str(_shipped_config("swebench_modal.yaml")))
