@@ -80,7 +80,10 @@ def eval_command(
         ),
     ] = None,
     agent_config: Annotated[
-        str | None, typer.Option("--agent-config", help="Shipped agent config name or a YAML file.")
+        str | None,
+        typer.Option(
+            "--agent-config", help="Shipped agent config name or a YAML file (swe-rl's or mini-swe-agent's)."
+        ),
     ] = None,
     output_dir: Annotated[Path, typer.Option("--output-dir", "-o", help="The run directory.")] = Path(
         "swe-rl-eval"

@@ -74,7 +74,10 @@ def train_rl(
     top_p: TopPOpt = 1.0,
     step_limit: Annotated[int, typer.Option("--step-limit", min=1, help="Agent turns per episode.")] = 4,
     agent_config: Annotated[
-        str | None, typer.Option("--agent-config", help="Shipped agent config name or a YAML file.")
+        str | None,
+        typer.Option(
+            "--agent-config", help="Shipped agent config name or a YAML file (swe-rl's or mini-swe-agent's)."
+        ),
     ] = None,
     backend: BackendOpt = "auto",
     max_concurrent: Annotated[
