@@ -163,13 +163,24 @@ def serve_rollout(
     allow: AllowOpt = None,
     cache_dir: CacheOpt = None,
     repo_cache: RepoCacheOpt = None,
+    gym_tokenizer: Annotated[
+        str,
+        typer.Option(
+            "--gym-tokenizer",
+            envvar="SWE_RL_TOKENIZER",
+            help="The policy's tokenizer for NeMo-Gym-shaped requests (miles' swe-agent example), which "
+            "name none: 'qwen' (bundled) or a tokenizer directory.",
+        ),
+    ] = "qwen",
 ) -> None:
     """A whole agent rollout per POST /run: the policy's token ids in, graded token-level samples out."""
     from swe_rl.service.rollout_server import create_app
 
     access = _auth(host, token, allow)
     factory, cache, known = _node(backend, tasks, cache_dir, repo_cache)
-    app_ = create_app(factory, cache, known, capacity=capacity, wait=wait, token=access)
+    app_ = create_app(
+        factory, cache, known, capacity=capacity, wait=wait, token=access, gym_tokenizer=gym_tokenizer
+    )
     capacity = app_.state.node.capacity
     _run(app_, host, port, f"rollout server ({factory.backend} backend, capacity {capacity})")
 

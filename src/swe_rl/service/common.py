@@ -126,7 +126,11 @@ async def read_body(request: Request, cap: int) -> bytearray:
 
 async def parse(request: Request, model: type[M], cap: int | None = None) -> M:
     """The body as ``model``: over its cap (``BODY_CAPS``) is ``too_large``, invalid is ``bad_request``."""
-    body = await read_body(request, cap or BODY_CAPS.get(model, MAX_BODY))
+    return validate(model, await read_body(request, cap or BODY_CAPS.get(model, MAX_BODY)))
+
+
+def validate(model: type[M], body: bytes | bytearray) -> M:
+    """A body already read, as ``model``; invalid is ``bad_request``."""
     try:
         return model.model_validate_json(body or b"{}")
     except ValidationError as exc:

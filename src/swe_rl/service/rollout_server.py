@@ -5,13 +5,15 @@ SGLang ``/generate`` URL and the policy's tokenizer); the server runs the agent 
 answers with the status, reward, verdict, per-step token samples and metrics. Requests beyond the
 server's capacity queue (FIFO, via the semaphore's waiters) up to ``wait`` seconds, then get a typed 503
 with Retry-After; a retry with the same ``X-Request-ID`` returns the first rollout without running it
-again; a dead policy or sandbox ends as ``infra_error``, never as a reward.
+again; a dead policy or sandbox ends as ``infra_error``, never as a reward. A body in NeMo-Gym's SWE
+agent shape (``responses_create_params``, as miles sends it) is answered in that shape (gym_agent.py).
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import re
 import uuid
 from collections.abc import Callable
@@ -29,7 +31,17 @@ from swe_rl.errors import ConfigError
 from swe_rl.runs.executor import LocalExecutor, RolloutRequest, default_capacity, policy_tokenizer
 from swe_rl.runs.rollout import RolloutResult
 from swe_rl.sandbox.base import SandboxFactory
-from swe_rl.service.common import Access, Idempotency, Metrics, ServiceError, endpoint, parse
+from swe_rl.service import gym_agent
+from swe_rl.service.common import (
+    MAX_BODY,
+    Access,
+    Idempotency,
+    Metrics,
+    ServiceError,
+    endpoint,
+    read_body,
+    validate,
+)
 from swe_rl.tasks.model import Task
 
 RunRequest = RolloutRequest  # the wire body of POST /run
@@ -142,19 +154,33 @@ def create_app(
     capacity: int | None = None,
     wait: float = 300.0,
     token: str | Access | None = None,
+    gym_tokenizer: str = "qwen",
 ) -> Starlette:
-    """``capacity`` defaults to what the machine's CPUs and memory allow (runs/executor.default_capacity)."""
+    """``capacity`` defaults to what the machine's CPUs and memory allow (runs/executor.default_capacity).
+
+    ``gym_tokenizer``: the policy's tokenizer for NeMo-Gym-shaped requests (service/gym_agent.py), which
+    name none."""
     node = RolloutNode(factory, cache, tasks or [], capacity or default_capacity(), wait)
     metrics = Metrics("swe_rl_rollout")
     metrics.gauge("running", lambda: node.running)
     metrics.gauge("waiting", lambda: node.waiting)
     idem = Idempotency()
 
-    async def run(request: Request) -> RunResponse:
-        req = await parse(request, RunRequest)
+    async def run(request: Request) -> RunResponse | dict[str, Any]:
+        body = await read_body(request, MAX_BODY)
+        gym = None
+        with contextlib.suppress(ValueError):  # not JSON: RunRequest's validation says so
+            if gym_agent.is_gym_body(json.loads(body or b"{}")):
+                gym = validate(gym_agent.GymRunRequest, body)
+        if gym is not None:
+            req = gym_agent.rollout_request(gym, gym_tokenizer, node.executor.tasks)
+        else:
+            req = validate(RunRequest, body)
         rollout_id = request.headers.get("x-request-id") or uuid.uuid4().hex
         response = await node.run_cancellable(req, rollout_id, request, lambda: idem.waiting(rollout_id))
         metrics.inc("rollouts_total", status=response.status)
+        if gym is not None:
+            return gym_agent.gym_response(response, response.instance_id, gym)
         return response
 
     async def cancel(request: Request) -> dict[str, Any]:

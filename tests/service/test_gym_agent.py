@@ -1,0 +1,251 @@
+"""Contract: swe-rl's rollout server stands in for NeMo-Gym's SWE agent server as miles' swe-agent example
+(the seed's trainer) calls it.
+
+The peer, read at fixed commits and restated here (its code needs ray, mini-swe-agent and a Python this
+project cannot run, so it is not imported):
+- the client: radixark/miles@c3889cd144b54709f6012263250314d8adc5256e, ``examples/swe-agent/``
+  ``generate_with_swe_agent.py`` (``generate``, ``aggregate_agent_metrics``), ``download_and_process_data.py``
+  (each record's metadata) and ``miles/utils/http_utils.py`` (``_post``: httpx ``json=``,
+  ``raise_for_status``, ``.json()``); ``miles/rollout/sglang_rollout.py`` (``GenerateState.sampling_params``).
+- the server it calls: yueming-yuan/Gym@4fce289f9bbee420ebc9a7ac2f8884437d3a93ea (the example's submodule),
+  ``responses_api_agents/mini_swe_agent/app.py`` (``MiniSWEAgentRunRequest``, ``MiniSWEAgentVerifyResponse``)
+  and ``utils.py`` (the output items with token ids).
+Real rollout server (subprocess, ns sandboxes) and real SGLang-protocol policy (the fake server, scripted
+oracle, real Qwen tokenizer) on loopback.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+from types import SimpleNamespace
+from typing import Any
+
+import httpx
+import pytest
+from pydantic import ValidationError
+
+from swe_rl.llm.fake_server import FakeLLMServer
+from swe_rl.llm.scripted import oracle_policy
+from swe_rl.runs.executor import RolloutRequest
+from tests.conftest import available_factory
+from tests.service.servers import Server, free_port, serve_in_thread
+
+tokenizer_mod = pytest.importorskip("swe_rl.rl.tokenizer", exc_type=ImportError)
+
+# GenerateState.sampling_params with run-qwen3-4b-instruct.sh's rollout settings (temperature 0.8,
+# max response 8192); --rollout-stop / -stop-token-ids unset, so None.
+MILES_SAMPLING_PARAMS = {
+    "temperature": 0.8,
+    "top_p": 1.0,
+    "top_k": -1,
+    "max_new_tokens": 8192,
+    "stop": None,
+    "stop_token_ids": None,
+    "skip_special_tokens": True,
+    "no_stop_trim": True,
+    "spaces_between_special_tokens": False,
+}
+
+# What aggregate_agent_metrics logs when every rollout reports its keys (the seed's Metrics list, less
+# agent/overhead_time_mean, which the seed's README names but miles@c3889cd1 never computes).
+MILES_METRICS = {
+    "agent/turns_mean",
+    "agent/turns_sum",
+    "agent/tool_calls_mean",
+    "agent/tool_calls_sum",
+    "agent/total_time_mean",
+    "agent/total_time_max",
+    "agent/total_time_min",
+    "agent/model_query_time_sum_mean",
+    "agent/env_execution_time_sum_mean",
+    "agent/eval_time_mean",
+    "agent/agent_run_time_mean",
+    "agent/time_per_turn",
+    "agent/model_query_time_avg",
+    "agent/env_execution_time_avg",
+    "agent/model_time_ratio",
+    "agent/env_time_ratio",
+    "agent/eval_time_ratio",
+}
+
+
+def miles_metadata(record: dict[str, Any], split: str = "train") -> dict[str, Any]:
+    """download_and_process_data.convert_to_miles_format: the instance, plus subset and split."""
+    return {**record, "subset": "gym", "split": split}
+
+
+def miles_request(metadata: dict[str, Any], router: str) -> dict[str, Any]:
+    """The body ``generate`` posts to ``$SWE_AGENT_GYM_URL/run`` (``router``: ip:port of SGLang's router)."""
+    return {
+        "responses_create_params": {"input": []},
+        "sampling_params": MILES_SAMPLING_PARAMS,
+        **metadata,
+        "sglang_url": f"http://{router}/v1",
+    }
+
+
+async def miles_post(url: str, payload: dict[str, Any]) -> Any:
+    """http_utils._post, one attempt: what it returns, or the HTTPStatusError it would retry on."""
+    async with httpx.AsyncClient(timeout=None) as client:
+        response = await client.post(url, json=payload or {})
+        response.raise_for_status()
+        return response.json()
+
+
+def miles_reads(response: dict[str, Any], tokenizer: Any) -> SimpleNamespace:
+    """What ``generate`` sets on the Sample from the answer (build_tokens_and_mask_from_messages inlined)."""
+    exit_status = response.get("info", {}).get("exit_status", "")
+    messages = response.get("messages", [])
+    prompt_tokens, tokens, loss_mask = [], [], []
+    for i, msg in enumerate(messages if len(messages) >= 2 else []):
+        if not msg.get("content", ""):
+            continue
+        ids = tokenizer(msg["content"], add_special_tokens=False)["input_ids"]
+        if i < 2:
+            prompt_tokens += ids
+        else:
+            tokens += ids
+            loss_mask += [1 if msg.get("role") == "assistant" else 0] * len(ids)
+    if exit_status == "Submitted":
+        status = "COMPLETED"
+    elif exit_status in ("RolloutTruncated", "LimitsExceeded", "CollapseContinued"):
+        status = "TRUNCATED"
+    else:
+        status = "ABORTED"
+    return SimpleNamespace(
+        status=status,
+        reward=response.get("reward", 0.0),
+        prompt=messages[:2] if len(messages) >= 2 else None,
+        tokens=prompt_tokens + tokens,
+        loss_mask=loss_mask,
+        response_length=len(tokens),
+        eval_report=response.get("metadata", {}),
+        agent_metrics=response.get("info", {}).get("agent_metrics", {}),
+    )
+
+
+def miles_aggregate(all_metrics: list[dict[str, Any]]) -> dict[str, float]:
+    """aggregate_agent_metrics over the samples' agent_metrics."""
+    out: dict[str, float] = {}
+    for key in ["turns", "tool_calls"]:
+        values = [m.get(key, 0) for m in all_metrics]
+        out[f"agent/{key}_mean"], out[f"agent/{key}_sum"] = sum(values) / len(values), sum(values)
+    for key in ["model_query_time_sum", "env_execution_time_sum", "eval_time", "agent_run_time"]:
+        out[f"agent/{key}_mean"] = sum(m.get(key, 0) for m in all_metrics) / len(all_metrics)
+    for key in ["time_per_turn", "model_query_time_avg", "env_execution_time_avg"]:
+        out[f"agent/{key}"] = sum(m.get(key, 0) for m in all_metrics) / len(all_metrics)
+    for key in ["model_time_ratio", "env_time_ratio", "eval_time_ratio"]:
+        out[f"agent/{key}"] = sum(m.get(key, 0) for m in all_metrics) / len(all_metrics)
+    totals = [m.get("total_time", 0) for m in all_metrics]
+    out["agent/total_time_mean"] = sum(totals) / len(totals)
+    out["agent/total_time_max"], out["agent/total_time_min"] = max(totals), min(totals)
+    return out
+
+
+@pytest.fixture(scope="module")
+def tok():
+    return tokenizer_mod.qwen_tokenizer()
+
+
+@pytest.fixture(scope="module")
+def policy(tok, tasks):
+    server = FakeLLMServer(oracle_policy(tasks), tokenizer=tok)
+    thread, loop = serve_in_thread(server)
+    yield server
+    loop.call_soon_threadsafe(loop.stop)
+    thread.join(10)
+
+
+@pytest.fixture(scope="module")
+def rollout_server():
+    available_factory("ns")
+    server = Server(["serve", "rollout", "--backend", "ns", "--capacity", "3"], free_port()).start()
+    yield server
+    server.stop()
+
+
+def _router(policy: FakeLLMServer) -> str:
+    return policy.url.removeprefix("http://")
+
+
+async def test_miles_generate_gets_graded_samples_for_the_builtin_suite(rollout_server, policy, tasks, tok):
+    """miles' body for every builtin task: each Submitted with reward 1.0, its messages tokenized by miles'
+    own code, the agent metrics miles logs all present, and the turns' exact token ids in the output items."""
+    bodies = [miles_request(miles_metadata(t.model_dump(mode="json")), _router(policy)) for t in tasks]
+    answers = await asyncio.gather(*(miles_post(rollout_server.url + "/run", b) for b in bodies))
+    for task, answer in zip(tasks, answers, strict=True):
+        read = miles_reads(answer, tok)
+        assert (read.status, read.reward) == ("COMPLETED", 1.0), (task.instance_id, answer["info"])
+        assert [m["role"] for m in read.prompt] == ["system", "user"]
+        assert task.problem_statement in read.prompt[1]["content"]
+        assert read.response_length > 0 and len(read.loss_mask) == read.response_length
+        assert 0 < sum(read.loss_mask) < read.response_length  # assistant turns trained, observations not
+        assert read.eval_report["resolved"] is True and answer["instance_id"] == task.instance_id
+        assert answer["responses_create_params"]["input"] == read.prompt  # as Gym rewrites it
+        turns = [o for o in answer["response"]["output"] if o["role"] == "assistant"]
+        assert len(turns) == read.agent_metrics["turns"] == 3
+        for turn in turns:
+            ids, logprobs = turn["generation_token_ids"], turn["generation_log_probs"]
+            assert ids and len(logprobs) == len(ids) and turn["prompt_token_ids"]
+            text = turn["content"][0]["text"]
+            assert tok.decode(ids, skip_special_tokens=True) == text
+        # token-in/token-out: each turn's prompt extends the previous prompt and what the model generated
+        for before, after in itertools.pairwise(turns):
+            seen = before["prompt_token_ids"] + before["generation_token_ids"]
+            assert after["prompt_token_ids"][: len(seen)] == seen
+    logged = miles_aggregate([miles_reads(a, tok).agent_metrics for a in answers])
+    assert set(logged) == MILES_METRICS
+    assert logged["agent/turns_sum"] == 3 * len(tasks) and logged["agent/eval_time_mean"] > 0
+
+
+async def test_controls_the_peer_body_is_not_swe_rl_shape_nor_its_answer_miles_shape(
+    rollout_server, policy, tasks, tok
+):
+    """Positive controls: without the Gym branch the body is a 400 (swe-rl's RunRequest refuses it, and so
+    does the server once the discriminating field is gone), and swe-rl's own answer gives miles nothing."""
+    task = tasks[0]
+    body = miles_request(miles_metadata(task.model_dump(mode="json")), _router(policy))
+    with pytest.raises(ValidationError):
+        RolloutRequest.model_validate(body)
+    stripped = {k: v for k, v in body.items() if k != "responses_create_params"}
+    with pytest.raises(httpx.HTTPStatusError) as refused:
+        await miles_post(rollout_server.url + "/run", stripped)
+    assert refused.value.response.status_code == 400
+    own = await miles_post(
+        rollout_server.url + "/run",
+        {"task": task.instance_id, "policy": {"url": policy.url}, "sampling": {"max_tokens": 512}},
+    )
+    assert own["status"] == "completed" and own["reward"] == 1.0
+    read = miles_reads(own, tok)
+    assert (read.status, read.tokens, read.agent_metrics) == ("ABORTED", [], {})
+
+
+async def test_a_dead_policy_is_aborted_for_miles_never_a_wrong_answer(rollout_server, tasks, tok):
+    """An infra_error reaches miles as a non-Submitted exit status: ABORTED, and its group is filtered out."""
+    dead = f"127.0.0.1:{free_port()}"
+    answer = await miles_post(
+        rollout_server.url + "/run", miles_request(miles_metadata(tasks[0].model_dump(mode="json")), dead)
+    )
+    read = miles_reads(answer, tok)
+    assert (read.status, read.reward, answer["info"]["exit_status"]) == ("ABORTED", 0.0, "infra_error")
+    assert answer["info"]["status"] == "infra_error" and answer["metadata"]["error"]
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        ({"sglang_url": None}, "sglang_url"),
+        ({"sampling_params": {**MILES_SAMPLING_PARAMS, "temperature": -1}}, "temperature"),
+        ({"instance_id": "nowhere__nothing-1", "repo": ""}, "repo"),
+        ({"responses_create_params": {}}, "responses_create_params.input"),
+    ],
+)
+async def test_a_bad_gym_body_is_a_400_before_it_queues(rollout_server, policy, tasks, change, message):
+    body = miles_request(miles_metadata(tasks[0].model_dump(mode="json")), _router(policy))
+    body = {k: v for k, v in {**body, **change}.items() if v is not None}
+    with pytest.raises(httpx.HTTPStatusError) as refused:
+        await miles_post(rollout_server.url + "/run", body)
+    assert refused.value.response.status_code == 400
+    error = refused.value.response.json()["error"]
+    assert error["kind"] == "bad_request" and message in error["message"], error
