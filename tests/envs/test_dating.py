@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import shutil
 import subprocess
 import threading
 from collections.abc import Iterator
@@ -39,9 +40,11 @@ class Index:
         self.files: dict[str, list[dict[str, object]]] = {}
 
     def add(self, name: str, version: str, uploaded: str, requires: tuple[str, ...] = ()) -> None:
-        wheel = make_wheel(self.root, name, version, requires)
-        digest = hashlib.sha256(wheel.read_bytes()).hexdigest()
-        entry = {"filename": wheel.name, "url": f"/files/{wheel.name}", "hashes": {"sha256": digest}}
+        self.serve(name, make_wheel(self.root, name, version, requires), uploaded)
+
+    def serve(self, name: str, dist: Path, uploaded: str) -> None:
+        digest = hashlib.sha256(dist.read_bytes()).hexdigest()
+        entry = {"filename": dist.name, "url": f"/files/{dist.name}", "hashes": {"sha256": digest}}
         self.files.setdefault(name, []).append({**entry, "upload-time": uploaded})
 
     def handler(self) -> type[BaseHTTPRequestHandler]:
@@ -124,7 +127,9 @@ def test_a_dependency_no_release_of_which_is_as_old_as_the_date_is_widened(tmp_p
     # (control: what uv alone does, seen here with the widening switched off by building undated)
     venv, record = build(tmp_path, "python -m pip install toolpkg")
     assert "toolpkg==2.0" in pins(venv) and "deppkg==1.0" in pins(venv)
-    assert record["widened"] == [{"package": "deppkg", "needed_by": "toolpkg==2.0"}]
+    assert record["widened"] == [
+        {"package": "deppkg", "needed_by": "toolpkg==2.0", "reason": "no release as old as the date survives"}
+    ]
     lock = (venv / LOCK_NAME).read_text().splitlines()
     assert widened_in(lock) == ["deppkg"]
     assert "swe-rl: widened deppkg" in (venv / "swe-rl-install.log").read_text()
@@ -324,3 +329,97 @@ def test_dated_build_tools_are_held_to_pep_517s_default_build_requirement(tmp_pa
         run.run("pip install setuptools")
         found[dated] = {p for p in run.freeze() if p.startswith("setuptools==")}
     assert found == {False: {"setuptools==70.0.0"}, True: {"setuptools==40.8.0"}}
+
+
+C_BACKEND = '''"""A build backend that compiles a C extension against a library's header, as pylibmc's setup.py does."""
+import os
+import subprocess
+import sys
+import sysconfig
+
+
+def get_requires_for_build_wheel(config_settings=None):
+    return []
+
+
+def build_wheel(wheel_directory, config_settings=None, metadata_directory=None):
+    include = sysconfig.get_paths()["include"]
+    proc = subprocess.run(["gcc", "-c", "-I" + include, "ext.c", "-o", os.devnull], capture_output=True, text=True)
+    sys.stderr.write(proc.stderr)
+    if proc.returncode:
+        raise SystemExit("error: command 'gcc' failed with exit code 1")
+    raise SystemExit("this test's sdist is never meant to build")
+'''
+
+
+def make_c_sdist(root: Path, name: str, version: str) -> Path:
+    """An sdist whose build needs ``swe_rl_absent/lib.h``, a header no host has."""
+    import io
+    import tarfile
+
+    base = f"{name}-{version}"
+    files = {
+        "pyproject.toml": '[build-system]\nrequires = []\nbuild-backend = "cbackend"\nbackend-path = ["."]\n'
+        f'[project]\nname = "{name}"\nversion = "{version}"\n',
+        "cbackend.py": C_BACKEND,
+        "ext.c": "#include <Python.h>\n#include <swe_rl_absent/lib.h>\n",
+        "PKG-INFO": f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n",
+    }
+    root.mkdir(parents=True, exist_ok=True)
+    sdist = root / f"{base}.tar.gz"
+    with tarfile.open(sdist, "w:gz") as tar:
+        for path, text in files.items():
+            data = text.encode()
+            info = tarfile.TarInfo(f"{base}/{path}")
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+    return sdist
+
+
+@pytest.mark.skipif(shutil.which("gcc") is None, reason="the sdist's build needs gcc")
+def test_a_dependency_whose_dated_sdist_cannot_compile_here_is_widened(tmp_path, index):
+    """django 4.x's py3.txt as of 2021 resolves pylibmc 1.6.1, an sdist that needs libmemcached's headers;
+    the official images, resolved in 2024, got 1.6.3's wheel. The dated sdist is taken from today's index."""
+    index.serve("cpkg", make_c_sdist(tmp_path / "wheels", "cpkg", "1.0"), BEFORE)
+    index.add("cpkg", "1.1", AFTER)  # today's release ships a wheel
+    # control: resolved as of the date by uv alone, the install fails on the missing header
+    venv = tmp_path / "control"
+    create_venv(host_interpreter()[0], venv)
+    uv = uv_binary()
+    assert uv is not None
+    alone = subprocess.run(
+        [
+            uv,
+            "pip",
+            "install",
+            "--python",
+            str(venv / "bin" / "python"),
+            "--exclude-newer",
+            TASK_DATE,
+            "cpkg",
+        ],
+        capture_output=True,
+        text=True,
+    )
+    assert alone.returncode != 0
+    assert "swe_rl_absent/lib.h" in alone.stderr and "cpkg@1.0" in alone.stderr
+    venv, record = build(tmp_path, "python -m pip install cpkg")
+    assert "cpkg==1.1" in pins(venv)
+    assert record["widened"] == [
+        {
+            "package": "cpkg",
+            "needed_by": "cpkg==1.0",
+            "reason": "the dated sdist does not build here (no swe_rl_absent/lib.h)",
+        }
+    ]
+    assert widened_in((venv / LOCK_NAME).read_text().splitlines()) == ["cpkg"]
+    assert "swe-rl: widened cpkg: (needed by cpkg==1.0" in (venv / "swe-rl-install.log").read_text()
+
+
+def test_a_missing_library_that_today_cannot_build_either_is_named(tmp_path, index):
+    """When no release of the dependency builds here, the error says which header and which package."""
+    from swe_rl.errors import EnvBuildError
+
+    index.serve("cpkg", make_c_sdist(tmp_path / "wheels", "cpkg", "1.0"), BEFORE)
+    with pytest.raises(EnvBuildError, match=r"cpkg 1\.0 compiles against swe_rl_absent/lib\.h: install"):
+        build(tmp_path, "python -m pip install cpkg")

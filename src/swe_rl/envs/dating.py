@@ -22,13 +22,16 @@ WIDENED = "# swe-rl: widened "
 
 
 class Widening(BaseModel):
-    """A dependency taken from today's index because nothing as old as the date survives."""
+    """A dependency taken from today's index: nothing as old as the date survives, or none of those builds here."""
 
     package: str = Field(description="The dependency with no release as old as the date.")
     needed_by: str = Field(description="The release (as of the date) that requires it, e.g. pytest==4.3.1.")
+    reason: str = Field(
+        default="no release as old as the date survives", description="Why the date could not hold it."
+    )
 
     def lock_line(self) -> str:
-        return f"{WIDENED}{self.package} (needed by {self.needed_by}; no release as old as the date survives)"
+        return f"{WIDENED}{self.package} (needed by {self.needed_by}; {self.reason})"
 
 
 def widened_in(lock: list[str]) -> list[str]:

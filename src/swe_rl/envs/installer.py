@@ -49,6 +49,23 @@ DATED_BUILD_TOOLS = "# swe-rl: build tools as of the task's date (a build failed
 FALLBACK = "# swe-rl: pip fallback: "  # a lock line: an install command that uv could not build and pip ran
 # uv's failure on a build backend without PEP 660 editable support (setuptools < 64)
 _FILTERED = re.compile(r"`([A-Za-z0-9._-]+)` was filtered by `exclude-newer`")
+# uv's hint when a dependency's sdist fails to compile for want of a C library's header
+_NO_LIBRARY = re.compile(r"need to install a library that provides `([^`]+)` for `([A-Za-z0-9._-]+)@([^`]+)`")
+# Debian packages of the headers that SWE-bench's dependencies' sdists are known to compile against
+HEADER_PACKAGES = {
+    "libmemcached/memcached.h": "libmemcached-dev",
+    "ffi.h": "libffi-dev",
+    "libxml/xmlversion.h": "libxml2-dev",
+    "libxslt/xsltconfig.h": "libxslt1-dev",
+    "jpeglib.h": "libjpeg-dev",
+    "zlib.h": "zlib1g-dev",
+    "ft2build.h": "libfreetype-dev",
+    "png.h": "libpng-dev",
+    "openssl/ssl.h": "libssl-dev",
+    "pg_config.h": "libpq-dev",
+    "mysql.h": "default-libmysqlclient-dev",
+    "tiffio.h": "libtiff-dev",
+}
 _NO_PEP660 = re.compile(r"build_editable|does not support editable|Editable installs? .*not supported")
 
 _PASS_VARS = {
@@ -189,10 +206,17 @@ class InstallRun:
         pip, whose legacy ``setup.py develop`` path builds it, as the official images' pip did.
         """
         code, output = self._run(command, self.install_command())
-        while code != 0 and self.kind == "uv" and (gone := self._filtered_out(output)):
-            # uv says no release old enough satisfies a requirement: take that one package from today
-            self.widened.append(Widening(package=gone, needed_by=f"`{command}`"))
-            self._note(f"swe-rl: widened {gone}: no release as old as the date satisfies `{command}`")
+        while (
+            code != 0
+            and self.kind == "uv"
+            and (found := self._filtered_out(output, command) or self._unbuilt(output))
+        ):
+            # uv says no release old enough satisfies a requirement, or the dated release of a dependency is
+            # an sdist that does not compile here: take that one package from today's index
+            self.widened.append(found)
+            self._note(
+                f"swe-rl: widened {found.package}: {found.lock_line()[len(WIDENED) + len(found.package) + 1 :]}"
+            )
             code, output = self._run(command, self.install_command())
         if code != 0 and self._build_tools_too_new(output):
             # an sdist of the task's time builds only with the setuptools of its time (setuptools.Feature, ...)
@@ -209,7 +233,9 @@ class InstallRun:
             code, output = self._run(command, self._pip_command())
         if code != 0:
             tail = self.log.read_text(errors="replace")[-3000:]
-            raise EnvBuildError(f"install command exited {code} (log {self.log}):\n{tail}")
+            raise EnvBuildError(
+                f"install command exited {code} (log {self.log}):\n{tail}{_missing_library(output)}"
+            )
 
     def _run(self, command: str, install: str) -> tuple[int, str]:
         environ = self.environ()
@@ -255,14 +281,31 @@ class InstallRun:
             and not _NO_PEP660.search(output)
         )
 
-    def _filtered_out(self, output: str) -> str | None:
+    def _filtered_out(self, output: str, command: str) -> Widening | None:
         """The package uv's error says the date cut-off filtered out (once per package)."""
         if not self.recipe.exclude_newer:
             return None
         done = {w.package for w in self.widened} | set(undated_packages(self.recipe))
         for name in _FILTERED.findall(output):
             if name not in done:
-                return str(name)
+                return Widening(package=name, needed_by=f"`{command}`")
+        return None
+
+    def _unbuilt(self, output: str) -> Widening | None:
+        """A dependency whose dated release is an sdist that cannot compile here (a C library's header is
+        missing), once per package. The official images resolved it when they were built (2024) and got a
+        wheel where one exists; pylibmc 1.6.1 (django 4.x's py3.txt as of 2021) needs libmemcached's
+        headers, 1.6.3 ships manylinux wheels."""
+        if not self.recipe.exclude_newer:
+            return None
+        done = {w.package for w in self.widened} | set(undated_packages(self.recipe))
+        for header, name, version in _NO_LIBRARY.findall(output):
+            if name not in done:
+                return Widening(
+                    package=name,
+                    needed_by=f"{name}=={version}",
+                    reason=f"the dated sdist does not build here (no {header})",
+                )
         return None
 
     def _pip_command(self) -> str:
@@ -433,6 +476,16 @@ def read_requirements(name: str, read: Callable[[str], str | None]) -> list[str]
         name = re.split(r"[<>=!~ ;\[]", line, maxsplit=1)[0]
         out.append(REPLACED_REQUIREMENTS.get(name, line))
     return out
+
+
+def _missing_library(output: str) -> str:
+    """What to install on the host when a build failed for want of a C library's header."""
+    lines = []
+    for header, name, version in dict.fromkeys(_NO_LIBRARY.findall(output)):
+        package = HEADER_PACKAGES.get(header)
+        where = f"the Debian package {package}" if package else f"the -dev package that provides {header}"
+        lines.append(f"\n{name} {version} compiles against {header}: install {where} on the host")
+    return "".join(lines)
 
 
 def undated_packages(recipe: EnvRecipe) -> list[str]:
