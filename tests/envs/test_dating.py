@@ -423,3 +423,38 @@ def test_a_missing_library_that_today_cannot_build_either_is_named(tmp_path, ind
     index.serve("cpkg", make_c_sdist(tmp_path / "wheels", "cpkg", "1.0"), BEFORE)
     with pytest.raises(EnvBuildError, match=r"cpkg 1\.0 compiles against swe_rl_absent/lib\.h: install"):
         build(tmp_path, "python -m pip install cpkg")
+
+
+def test_setuptools_plugins_follow_the_build_tools_date_not_the_tasks(tmp_path, index):
+    """matplotlib 3.4 (2021) builds with setuptools-scm: as of its date that is 6.x, which reads
+    pkg_resources.packaging, gone from the 2024 setuptools the build runs with; the official images had a
+    2024 setuptools-scm beside their 2024 setuptools."""
+    for version, uploaded in (("6.0.1", "2021-03-17"), ("8.1.0", "2024-05-01"), ("10.3.4", "2026-01-01")):
+        wheel = make_wheel(index.root, "setuptools_scm", version)  # a wheel's file name has no dash
+        index.serve("setuptools-scm", wheel, f"{uploaded}T00:00:00Z")
+    venv = tmp_path / "venv"
+    create_venv(host_interpreter()[0], venv)
+    found = {}
+    for dated in (False, True):
+        run = InstallRun(
+            EnvRecipe(exclude_newer="2021-06-23T00:00:00Z"),
+            venv,
+            tmp_path,
+            tmp_path / "install.log",
+            installer="uv",
+            cache=tmp_path / "uv",
+        )
+        run.dated_build_tools = dated  # control: after a build failed with 2024's, the task's own date
+        run.run("pip install --reinstall setuptools-scm")
+        found[dated] = {p for p in run.freeze() if p.startswith("setuptools-scm==")}
+    assert found == {False: {"setuptools-scm==8.1.0"}, True: {"setuptools-scm==6.0.1"}}
+
+
+def test_a_traceback_through_prepare_metadata_for_build_editable_is_not_a_missing_pep_660_hook():
+    """matplotlib 3.4's metadata step failed inside prepare_metadata_for_build_editable (a setuptools-scm
+    error): that is not a backend without build_editable, and pip's legacy path must not be taken for it."""
+    from swe_rl.envs.installer import _NO_PEP660
+
+    astroid = "AttributeError: module 'setuptools.build_meta' has no attribute 'build_editable'"
+    matplotlib = "Call to `setuptools.build_meta:__legacy__.prepare_metadata_for_build_editable` failed"
+    assert _NO_PEP660.search(astroid) and not _NO_PEP660.search(matplotlib)

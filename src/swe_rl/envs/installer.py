@@ -34,7 +34,9 @@ REPLACED_REQUIREMENTS = {"types-pkg_resources": "types-setuptools", "types-pkg-r
 # An sdist that builds only with the setuptools of its time (setuptools.Feature, gone in 46) makes the
 # build retry with the task date's build tools (recorded).
 BUILD_TOOLS_AS_OF = "2024-06-01T00:00:00Z"  # setuptools 70.0 (the SWE-bench specs' own pin), wheel 0.43
-BUILD_TOOLS = ("setuptools", "wheel")
+# setuptools' plugins go with it: setuptools-scm as of a 2021 task (6.0, which reads pkg_resources.packaging)
+# does not load in 2024's setuptools (70 dropped that), where the official images had a 2024 setuptools-scm
+BUILD_TOOLS = ("setuptools", "wheel", "setuptools-scm")
 # ...but never older than what a project without pyproject.toml builds with: PEP 517's default build
 # requirement, which uv and pip apply, is setuptools>=40.8.0 (uploaded 2019-02-05).
 DATED_BUILD_TOOLS_FLOOR = "2019-02-06T00:00:00Z"
@@ -66,7 +68,10 @@ HEADER_PACKAGES = {
     "mysql.h": "default-libmysqlclient-dev",
     "tiffio.h": "libtiff-dev",
 }
-_NO_PEP660 = re.compile(r"build_editable|does not support editable|Editable installs? .*not supported")
+# (the hook's name alone: prepare_metadata_for_build_editable in a traceback is not it)
+_NO_PEP660 = re.compile(
+    r"(?<![A-Za-z_])build_editable\b|does not support editable|Editable installs? .*not supported"
+)
 
 _PASS_VARS = {
     "PIP_CERT",
