@@ -458,3 +458,18 @@ def test_a_traceback_through_prepare_metadata_for_build_editable_is_not_a_missin
     astroid = "AttributeError: module 'setuptools.build_meta' has no attribute 'build_editable'"
     matplotlib = "Call to `setuptools.build_meta:__legacy__.prepare_metadata_for_build_editable` failed"
     assert _NO_PEP660.search(astroid) and not _NO_PEP660.search(matplotlib)
+
+
+def test_the_pytest_floor_is_resolved_as_of_its_own_date_not_from_today(tmp_path, index):
+    """matplotlib 3.0 (2019-04): its 2019 pytest-rerunfailures imports _pytest.resultlog, which pytest 6.1
+    removed. Widened from today, pytest>=4.6 became 6.1.2 and every test run crashed at collection; held to
+    the floor's own date it is 4.6.2, as old as the floor allows."""
+    index.add("pytest", "3.5.1", BEFORE)
+    index.add("pytest", "4.6.2", "2019-06-03T18:42:02Z")
+    index.add("pytest", "6.1.2", "2020-10-28T17:20:51Z")
+    venv, record = build(tmp_path, "python -m pip install pytest")
+    assert "pytest==4.6.2" in pins(venv)
+    assert "pytest" not in [w["package"] for w in record["widened"]]
+    # control: today's index, which a widening would take pytest from, offers the release that breaks them
+    venv, _ = build(tmp_path, "python -m pip install pytest", as_of_date=False, name="undated")
+    assert "pytest==6.1.2" in pins(venv)

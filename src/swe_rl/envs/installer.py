@@ -43,14 +43,16 @@ DATED_BUILD_TOOLS_FLOOR = "2019-02-06T00:00:00Z"
 
 UNDATED = "2100-01-01T00:00:00Z"
 PYTEST_RA_FLOOR = "pytest>=4.6"  # 4.5 (2019-05) first listed passed tests under -rA; 4.6 is its LTS line
-PYTEST_RA_AS_OF = "2019-06-01T00:00:00Z"
+# the floor's own date: 4.6.0-4.6.2 were uploaded 2019-06-01..03. pytest is resolved as of it, not from today:
+# a 2019 env's plugins (pytest-rerunfailures 7.0 imports _pytest.resultlog, gone in 6.1) need a 2019 pytest
+PYTEST_RA_AS_OF = "2019-06-04T00:00:00Z"
 SKIPPED = (
     "# swe-rl: skipped conda package: "  # a lock line: a conda environment's package pip could not install
 )
 DATED_BUILD_TOOLS = "# swe-rl: build tools as of the task's date (a build failed with 2024's)"
 FALLBACK = "# swe-rl: pip fallback: "  # a lock line: an install command that uv could not build and pip ran
 # uv's failure on a build backend without PEP 660 editable support (setuptools < 64)
-_FILTERED = re.compile(r"`([A-Za-z0-9._-]+)` was filtered by `exclude-newer`")
+_FILTERED = re.compile(r"`([A-Za-z0-9._-]+)` was filtered by `exclude-newer(?:-package)?`")
 # uv's hint when a dependency's sdist fails to compile for want of a C library's header
 _NO_LIBRARY = re.compile(r"need to install a library that provides `([^`]+)` for `([A-Za-z0-9._-]+)@([^`]+)`")
 # Debian packages of the headers that SWE-bench's dependencies' sdists are known to compile against
@@ -153,6 +155,7 @@ class InstallRun:
         self.dated_build_tools = False  # build tools as of the task's date (after a build failed with 2024's)
         self.skipped: list[str] = []  # conda packages pip could not install
         self.lock: list[str] = []  # the resolved set of the last build, with the widening and fallback notes
+        self.pytest_floor = False  # pytest held to PYTEST_RA_FLOOR, resolved as of PYTEST_RA_AS_OF
 
     def install_command(self) -> str:
         opts: list[str] = []
@@ -173,7 +176,10 @@ class InstallRun:
                     for tool in BUILD_TOOLS:
                         opts += ["--exclude-newer-package", f"{tool}={tools_as_of}"]
                 # a spec's exact pins name versions on purpose, sometimes newer than the task
-                for name in [*undated_packages(self.recipe), *(w.package for w in self.widened)]:
+                undated = [*undated_packages(self.recipe), *(w.package for w in self.widened)]
+                if self.pytest_floor and "pytest" not in undated:
+                    opts += ["--exclude-newer-package", f"pytest={PYTEST_RA_AS_OF}"]
+                for name in undated:
                     opts += ["--exclude-newer-package", f"{name}={UNDATED}"]
         else:
             head = [str(self.venv / "bin" / "python"), "-m", "pip", "install"]
@@ -271,7 +277,10 @@ class InstallRun:
         named = [p for p in [*self.recipe.pip, *self.recipe.constraints] if re.match(r"pytest\s*[=<>!~]", p)]
         if named:
             return []
-        self._note(f"swe-rl: {PYTEST_RA_FLOOR} (older pytest lists no passed test under -rA)")
+        self._note(
+            f"swe-rl: {PYTEST_RA_FLOOR} as of {PYTEST_RA_AS_OF[:10]} (older pytest lists no passed test under -rA)"
+        )
+        self.pytest_floor = True
         return [PYTEST_RA_FLOOR]
 
     def _setup_py_only(self) -> bool:
