@@ -212,8 +212,11 @@ def test_conda_environment_files_read_as_pip_requirements():
     text = (
         "name: x\nchannels: [conda-forge]\ndependencies:\n  - python=3.10\n  - numpy=1.23\n  - scipy>=1.5\n"
     )
+    text += "  - iris\n  - matplotlib-base=3.5\n  - dask-core>=2022\n"
     text += "  - pip\n  - pip:\n      - pytest-env\n"
-    assert conda_env_packages(text) == ["numpy==1.23", "scipy>=1.5", "pytest-env"]
+    # conda-forge's iris is PyPI's scitools-iris: PyPI's `iris` is a placeholder whose import raises
+    expected = ["numpy==1.23", "scipy>=1.5", "scitools-iris", "matplotlib==3.5", "dask>=2022", "pytest-env"]
+    assert conda_env_packages(text) == expected
     with pytest.raises(ValueError, match="not a conda environment file"):
         conda_env_packages("dependencies: [unclosed")
 
