@@ -473,3 +473,62 @@ def test_the_pytest_floor_is_resolved_as_of_its_own_date_not_from_today(tmp_path
     # control: today's index, which a widening would take pytest from, offers the release that breaks them
     venv, _ = build(tmp_path, "python -m pip install pytest", as_of_date=False, name="undated")
     assert "pytest==6.1.2" in pins(venv)
+
+
+FEATURE_BACKEND = '''"""A build backend that, like a 2018 sdist using setuptools.Feature, builds only with an old setuptools."""
+import os
+
+import setuptools
+
+
+def get_requires_for_build_wheel(config_settings=None):
+    return []
+
+
+def build_wheel(wheel_directory, config_settings=None, metadata_directory=None):
+    if int(setuptools.VERSION.split(".")[0]) >= 46:
+        raise SystemExit("AttributeError: module 'setuptools' has no attribute 'Feature'")
+    name = "featpkg-1.0-py3-none-any.whl"
+    import zipfile
+
+    with zipfile.ZipFile(os.path.join(wheel_directory, name), "w") as zf:
+        zf.writestr("featpkg.py", "VERSION = '1.0'\\n")
+        info = "featpkg-1.0.dist-info/"
+        zf.writestr(info + "METADATA", "Metadata-Version: 2.1\\nName: featpkg\\nVersion: 1.0\\n")
+        zf.writestr(info + "WHEEL", "Wheel-Version: 1.0\\nRoot-Is-Purelib: true\\nTag: py3-none-any\\n")
+        zf.writestr(info + "RECORD", "")
+    return name
+'''
+
+
+@pytest.mark.skipif(shutil.which("gcc") is None, reason="the sdist's build needs gcc")
+def test_remedies_apply_in_any_order_until_none_is_left(tmp_path, index):
+    """django 2.2's py3.txt: maxminddb's sdist needs the task date's setuptools, then pylibmc's its headers.
+    Whichever failure uv reports first, both remedies are applied before the build gives up."""
+    import io
+    import tarfile
+
+    files = {
+        "pyproject.toml": '[build-system]\nrequires = ["setuptools"]\nbuild-backend = "featbackend"\n'
+        'backend-path = ["."]\n[project]\nname = "featpkg"\nversion = "1.0"\n',
+        "featbackend.py": FEATURE_BACKEND,
+        "PKG-INFO": "Metadata-Version: 2.1\nName: featpkg\nVersion: 1.0\n",
+    }
+    sdist = tmp_path / "wheels" / "featpkg-1.0.tar.gz"
+    sdist.parent.mkdir(parents=True, exist_ok=True)
+    with tarfile.open(sdist, "w:gz") as tar:
+        for path, text in files.items():
+            info = tarfile.TarInfo(f"featpkg-1.0/{path}")
+            info.size = len(text.encode())
+            tar.addfile(info, io.BytesIO(text.encode()))
+    index.serve("featpkg", sdist, BEFORE)
+    index.add("setuptools", "40.8.0", BEFORE)
+    index.add("setuptools", "70.0.0", "2024-05-20T00:00:00Z")
+    index.serve("cpkg", make_c_sdist(tmp_path / "wheels", "cpkg", "1.0"), BEFORE)
+    index.add("cpkg", "1.1", AFTER)
+    venv, record = build(tmp_path, "python -m pip install featpkg cpkg")
+    assert {"featpkg==1.0", "cpkg==1.1"} <= pins(venv)
+    assert [w["package"] for w in record["widened"]] == ["cpkg"]
+    assert any(
+        line.startswith("# swe-rl: build tools as of") for line in (venv / LOCK_NAME).read_text().splitlines()
+    )

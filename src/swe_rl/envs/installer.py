@@ -217,24 +217,8 @@ class InstallRun:
         pip, whose legacy ``setup.py develop`` path builds it, as the official images' pip did.
         """
         code, output = self._run(command, self.install_command())
-        while (
-            code != 0
-            and self.kind == "uv"
-            and (found := self._filtered_out(output, command) or self._unbuilt(output))
-        ):
-            # uv says no release old enough satisfies a requirement, or the dated release of a dependency is
-            # an sdist that does not compile here: take that one package from today's index
-            self.widened.append(found)
-            self._note(
-                f"swe-rl: widened {found.package}: {found.lock_line()[len(WIDENED) + len(found.package) + 1 :]}"
-            )
-            code, output = self._run(command, self.install_command())
-        if code != 0 and self._build_tools_too_new(output):
-            # an sdist of the task's time builds only with the setuptools of its time (setuptools.Feature, ...)
-            self.dated_build_tools = True
-            self._note(
-                f"swe-rl: a build failed with 2024's build tools; `{command}` again with the task date's"
-            )
+        while code != 0 and self.kind == "uv" and self._remedied(output, command):
+            # each remedy applies once (per package, or once for the build tools), so this ends
             code, output = self._run(command, self.install_command())
         if code != 0 and self.kind == "uv" and _NO_PEP660.search(output):
             self._note(
@@ -247,6 +231,25 @@ class InstallRun:
             raise EnvBuildError(
                 f"install command exited {code} (log {self.log}):\n{tail}{_missing_library(output)}"
             )
+
+    def _remedied(self, output: str, command: str) -> bool:
+        """Change the resolution for what a failed uv install says, if anything: True when retrying may help."""
+        found = self._filtered_out(output, command) or self._unbuilt(output)
+        if found is not None:
+            # uv says no release old enough satisfies a requirement, or the dated release of a dependency is
+            # an sdist that does not compile here: take that one package from today's index
+            self.widened.append(found)
+            why = found.lock_line()[len(WIDENED) + len(found.package) + 1 :]
+            self._note(f"swe-rl: widened {found.package}: {why}")
+            return True
+        if self._build_tools_too_new(output):
+            # an sdist of the task's time builds only with the setuptools of its time (setuptools.Feature, ...)
+            self.dated_build_tools = True
+            self._note(
+                f"swe-rl: a build failed with 2024's build tools; `{command}` again with the task date's"
+            )
+            return True
+        return False
 
     def _run(self, command: str, install: str) -> tuple[int, str]:
         environ = self.environ()
