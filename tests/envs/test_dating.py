@@ -89,6 +89,7 @@ def index(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Index]:
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     monkeypatch.setenv("UV_INDEX_URL", f"http://127.0.0.1:{server.server_port}/simple")
+    monkeypatch.setenv("PIP_INDEX_URL", f"http://127.0.0.1:{server.server_port}/simple")  # the pip fallback
     monkeypatch.setenv("UV_CACHE_DIR", str(tmp_path / "uv-cache"))
     monkeypatch.delenv("UV_FIND_LINKS", raising=False)
     monkeypatch.delenv("PIP_FIND_LINKS", raising=False)
@@ -530,5 +531,64 @@ def test_remedies_apply_in_any_order_until_none_is_left(tmp_path, index):
     assert {"featpkg==1.0", "cpkg==1.1"} <= pins(venv)
     assert [w["package"] for w in record["widened"]] == ["cpkg"]
     assert any(
+        line.startswith("# swe-rl: build tools as of") for line in (venv / LOCK_NAME).read_text().splitlines()
+    )
+
+
+HELPER_BACKEND = '''"""A build backend whose build-time helper must be of one time with today's build tools (setuptools-scm 6
+reads pkg_resources, which today's setuptools no longer has)."""
+import os
+import zipfile
+
+import buildhelper
+
+
+def get_requires_for_build_editable(config_settings=None):
+    return []
+
+
+def _wheel(directory):
+    if buildhelper.VERSION == "1.0":
+        raise SystemExit("ModuleNotFoundError: No module named 'pkg_resources'")
+    name = "helped-1.0-py3-none-any.whl"
+    with zipfile.ZipFile(os.path.join(directory, name), "w") as zf:
+        zf.writestr("helped.py", "VALUE = 1\\n")
+        info = "helped-1.0.dist-info/"
+        zf.writestr(info + "METADATA", "Metadata-Version: 2.1\\nName: helped\\nVersion: 1.0\\n")
+        zf.writestr(info + "WHEEL", "Wheel-Version: 1.0\\nRoot-Is-Purelib: true\\nTag: py3-none-any\\n")
+        zf.writestr(info + "RECORD", "")
+    return name
+
+
+def build_editable(wheel_directory, config_settings=None, metadata_directory=None):
+    return _wheel(wheel_directory)
+
+
+def build_wheel(wheel_directory, config_settings=None, metadata_directory=None):
+    return _wheel(wheel_directory)
+'''
+
+
+def test_a_project_uv_cannot_build_as_of_the_date_is_built_by_pip(tmp_path, index):
+    """pytest 4.5 (2019): uv's build env took setuptools-scm as of the date (6.x, which imports pkg_resources)
+    beside a setuptools without it; the official harness's pip took today's build tools, all of one time."""
+    index.add("buildhelper", "1.0", BEFORE)
+    index.add("buildhelper", "2.0", AFTER)
+    repo_cache = tmp_path / "mirrors"
+    make_repo(repo_cache)
+    repo = repo_cache / "acme/widget"
+    (repo / "helpedbackend.py").write_text(HELPER_BACKEND)
+    (repo / "pyproject.toml").write_text(
+        '[build-system]\nrequires = ["buildhelper"]\nbuild-backend = "helpedbackend"\nbackend-path = ["."]\n'
+    )
+    git(repo, "add", "-A")
+    git(repo, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "-m", "a build-time helper")
+    venv, record = build(tmp_path, "python -m pip install -e .")
+    log = (venv / "swe-rl-install.log").read_text()
+    assert "No module named 'pkg_resources'" in log  # control: uv, as of the date, could not build it
+    assert record["pip_fallbacks"] == ["python -m pip install -e ."]
+    assert any(line.startswith("-e file://") for line in (venv / LOCK_NAME).read_text().splitlines())
+    # the task date's build tools were tried and did not help: not recorded as taken
+    assert not any(
         line.startswith("# swe-rl: build tools as of") for line in (venv / LOCK_NAME).read_text().splitlines()
     )

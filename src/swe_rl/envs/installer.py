@@ -216,20 +216,25 @@ class InstallRun:
         (setuptools < 64 pinned in its build-system, e.g. astroid's ``setuptools~=62.6``) is run again with
         pip, whose legacy ``setup.py develop`` path builds it, as the official images' pip did.
         """
+        dated_before = self.dated_build_tools
         code, output = self._run(command, self.install_command())
+        said = output
         while code != 0 and self.kind == "uv" and self._remedied(output, command):
             # each remedy applies once (per package, or once for the build tools), so this ends
             code, output = self._run(command, self.install_command())
-        if code != 0 and self.kind == "uv" and _NO_PEP660.search(output):
-            self._note(
-                f"swe-rl: uv cannot build `{command}` (the build backend has no build_editable); pip runs it"
-            )
+            said += output
+        if code != 0 and self.kind == "uv" and (_NO_PEP660.search(output) or "Failed to build" in output):
+            # the official harness ran pip: its build isolation takes today's build tools, all of one time
+            # (uv's build envs follow the date, where setuptools-scm 6 met a setuptools without pkg_resources)
+            self.dated_build_tools = dated_before  # the retry with the task date's did not help
+            why = "the build backend has no build_editable" if _NO_PEP660.search(output) else "a build failed"
+            self._note(f"swe-rl: uv cannot build `{command}` ({why}); pip runs it")
             self.fallbacks.append(command)
             code, output = self._run(command, self._pip_command())
         if code != 0:
             tail = self.log.read_text(errors="replace")[-3000:]
             raise EnvBuildError(
-                f"install command exited {code} (log {self.log}):\n{tail}{_missing_library(output)}"
+                f"install command exited {code} (log {self.log}):\n{tail}{_missing_library(said)}"
             )
 
     def _remedied(self, output: str, command: str) -> bool:
