@@ -70,9 +70,11 @@ HEADER_PACKAGES = {
     "mysql.h": "default-libmysqlclient-dev",
     "tiffio.h": "libtiff-dev",
 }
-# (the hook's name alone: prepare_metadata_for_build_editable in a traceback is not it)
+# uv's words for a failed build (of a dependency, or of the project itself)
+_BUILD_FAILED = re.compile(r"Failed to build|The build backend returned an error")
+# (not any failed call of the hook: `setuptools.build_meta.build_editable` failed is an ordinary build error)
 _NO_PEP660 = re.compile(
-    r"(?<![A-Za-z_])build_editable\b|does not support editable|Editable installs? .*not supported"
+    r"has no attribute 'build_editable'|does not support editable|Editable installs? .*not supported"
 )
 
 _PASS_VARS = {
@@ -223,7 +225,7 @@ class InstallRun:
             # each remedy applies once (per package, or once for the build tools), so this ends
             code, output = self._run(command, self.install_command())
             said += output
-        if code != 0 and self.kind == "uv" and (_NO_PEP660.search(output) or "Failed to build" in output):
+        if code != 0 and self.kind == "uv" and (_NO_PEP660.search(output) or _BUILD_FAILED.search(output)):
             # the official harness ran pip: its build isolation takes today's build tools, all of one time
             # (uv's build envs follow the date, where setuptools-scm 6 met a setuptools without pkg_resources)
             self.dated_build_tools = dated_before  # the retry with the task date's did not help
@@ -299,7 +301,7 @@ class InstallRun:
             self.kind == "uv"
             and not self.dated_build_tools
             and BUILD_TOOLS_AS_OF > self.recipe.exclude_newer > ""
-            and "Failed to build" in output
+            and _BUILD_FAILED.search(output) is not None
             and not _NO_PEP660.search(output)
         )
 
