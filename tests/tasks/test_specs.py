@@ -208,6 +208,16 @@ def test_a_build_that_needs_a_missing_compiler_names_the_package():
         check_system(["bash", "swe-rl-no-such-cc"], "scikit-learn")
 
 
+def test_a_shared_library_the_tests_load_is_checked_and_its_package_named():
+    check_system(["lib:c"], "control")  # libc is found by the same lookup
+    with pytest.raises(
+        EnvBuildError, match=r"needs lib:swe-rl-no-such-lib .*apt-get install libswe-rl-no-such-lib"
+    ):
+        check_system(["lib:swe-rl-no-such-lib"], "xarray")
+    xarray = spec_for(task("pydata/xarray", "0.12"))
+    assert xarray is not None and "lib:eccodes" in xarray.system  # cfgrib's ecCodes: libeccodes0 on Debian
+
+
 def test_conda_environment_files_read_as_pip_requirements():
     text = (
         "name: x\nchannels: [conda-forge]\ndependencies:\n  - python=3.10\n  - numpy=1.23\n  - scipy>=1.5\n"

@@ -306,6 +306,9 @@ SPECS: dict[str, list[tuple[str, RepoSpec]]] = {
                 python="3.10",
                 env_yml=("ci/requirements/environment.yml", "environment.yml"),
                 packages=_XARRAY_PINS,
+                # cfgrib (in its environment.yml) loads the ecCodes C library, which conda gave the official
+                # images; without it `import cfgrib` raises RuntimeError and xarray's tests fail to collect
+                system=("lib:eccodes",),
             ),
         ),
     ],

@@ -134,12 +134,26 @@ def conda_to_pip(spec: str) -> str:
     return f"{name}{rest}"
 
 
+# Shared libraries an env loads at test time that pip cannot provide ("lib:<name>" in a spec's ``system``),
+# and their Debian packages; the official images had them from conda.
+DEBIAN_LIBRARY = {"eccodes": "libeccodes0"}
+
+
+def _present(need: str) -> bool:
+    if need.startswith("lib:"):
+        import ctypes.util
+
+        return ctypes.util.find_library(need[4:]) is not None
+    return shutil.which(need) is not None
+
+
 def check_system(commands: list[str] | tuple[str, ...], what: str) -> None:
-    """EnvBuildError naming the Debian packages to install when the host lacks a command the build needs."""
-    missing = [command for command in commands if shutil.which(command) is None]
+    """EnvBuildError naming the Debian packages to install when the host lacks a command the build needs, or
+    a shared library (``lib:<name>``) its tests load."""
+    missing = [command for command in commands if not _present(command)]
     if missing:
-        packages = " ".join(DEBIAN_PACKAGE.get(c, c) for c in missing)
-        raise EnvBuildError(
-            f"{what} builds from source and needs {', '.join(missing)} on this host "
-            f"(apt-get install {packages})"
+        packages = " ".join(
+            DEBIAN_LIBRARY.get(c[4:], f"lib{c[4:]}") if c.startswith("lib:") else DEBIAN_PACKAGE.get(c, c)
+            for c in missing
         )
+        raise EnvBuildError(f"{what} needs {', '.join(missing)} on this host (apt-get install {packages})")
