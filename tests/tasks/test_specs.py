@@ -252,3 +252,27 @@ def test_a_date_before_the_specs_python_moves_up_to_its_release():
     assert recipe_for(early).exclude_newer == "2020-10-05T00:00:00Z"
     late = task("django/django", "4.1", created_at="2022-05-24T10:00:00Z")  # 3.9 existed by then
     assert recipe_for(late).exclude_newer == "2022-05-24T10:00:00Z"
+
+
+def test_sphinx_tox_env_python_runs_the_venvs_python_with_tox_bin_first_on_path(tmp_path):
+    """tox runs `.tox/py39/bin/python -m pytest` with `.tox/py39/bin` first on PATH: the script must not find
+    itself (a plain `exec python` looped forever, burning a core per validation until the run timed out)."""
+    import sys
+
+    from swe_rl.tasks.spec_table import _TOX_VENV_PYTHON
+
+    subprocess.run(["bash", "-c", _TOX_VENV_PYTHON], cwd=tmp_path, check=True)
+    shim = tmp_path / ".tox" / "py39" / "bin" / "python"
+    path = f"{shim.parent}:{Path(sys.executable).parent}:/usr/bin:/bin"
+    ran = subprocess.run(
+        [str(shim), "-c", "import sys; print(sys.executable)"],
+        env={"PATH": path},
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+    assert ran.returncode == 0 and ".tox" not in ran.stdout
+    # control: the previous script, on the same PATH, never returns
+    shim.write_text('#!/bin/sh\nexec python "$@"\n')
+    with pytest.raises(subprocess.TimeoutExpired):
+        subprocess.run([str(shim), "-c", "pass"], env={"PATH": path}, capture_output=True, timeout=3)

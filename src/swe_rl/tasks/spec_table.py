@@ -24,6 +24,7 @@ on the entry, for one of these reasons:
 
 from __future__ import annotations
 
+import shlex
 from typing import Any
 
 from swe_rl.tasks.specs import RepoSpec
@@ -161,9 +162,16 @@ _SPHINX_HTML_EITHER = (
 # swe-rl's: tox-current-env links .tox/<env>/bin/python to the running interpreter, which works for the
 # images' conda python but not for a venv's (a link to a venv's python starts outside the venv). A script
 # there instead, made before tox runs (tox keeps what exists), runs the python first on tox's PATH: the venv's.
+# tox puts .tox/<env>/bin first on PATH: the script runs the first python on PATH outside any .tox directory
+# (a plain `exec python` found itself and looped forever)
+_TOX_SHIM = (
+    "#!/bin/sh\n"
+    'p=; IFS=:; for e in $PATH; do case "$e" in */.tox/*) ;; *) p="$p${p:+:}$e";; esac; done\n'
+    'PATH=$p exec python "$@"\n'
+)
 _TOX_VENV_PYTHON = (
     "for e in py39 py310; do mkdir -p .tox/$e/bin; for n in python python3 python3.9 python3.10; do "
-    "printf '#!/bin/sh\\nexec python \"$@\"\\n' > .tox/$e/bin/$n; chmod +x .tox/$e/bin/$n; done; done"
+    f"printf '%s' {shlex.quote(_TOX_SHIM)} > .tox/$e/bin/$n; chmod +x .tox/$e/bin/$n; done; done"
 )
 _SPHINX = {"install": "python -m pip install -e .[test]", "packages": _SPHINX_TOX, "test_cmd": _SPHINX_TEST}
 
