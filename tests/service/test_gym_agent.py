@@ -1,8 +1,8 @@
 """Contract: swe-rl's rollout server stands in for NeMo-Gym's SWE agent server as miles' swe-agent example
 (the seed's trainer) calls it.
 
-The peer, read at fixed commits and restated here (its code needs ray, mini-swe-agent and a Python this
-project cannot run, so it is not imported):
+The peer, read at fixed commits and restated here (the fork's server needs ray and a patched mini-swe-agent,
+so it is not imported):
 - the client: radixark/miles@c3889cd144b54709f6012263250314d8adc5256e, ``examples/swe-agent/``
   ``generate_with_swe_agent.py`` (``generate``, ``aggregate_agent_metrics``), ``download_and_process_data.py``
   (each record's metadata) and ``miles/utils/http_utils.py`` (``_post``: httpx ``json=``,
@@ -12,12 +12,29 @@ project cannot run, so it is not imported):
   and ``utils.py`` (the output items with token ids).
 Real rollout server (subprocess, ns sandboxes) and real SGLang-protocol policy (the fake server, scripted
 oracle, real Qwen tokenizer) on loopback.
+
+NeMo-Gym's own code, the ``nemo-gym`` package 0.7.0 from PyPI (./dev installs it without its deps or its
+Requires-Python check), builds the request and judges the answer in the last tests: its
+``NeMoGymResponseCreateParamsNonStreaming``, ``BaseVerifyResponse`` and ``NeMoGymResponse``, the class
+statements of ``MiniSWEAgentRunRequest`` / ``MiniSWEAgentVerifyResponse`` from its installed
+``responses_api_agents/mini_swe_agent/app.py`` and ``MiniSWEAgentUtils`` from the ``utils.py`` beside it.
 """
 
 from __future__ import annotations
 
+import ast
 import asyncio
+import builtins
+import contextlib
+import importlib.metadata
 import itertools
+import json
+import logging
+import os
+import sys
+import warnings
+from collections.abc import Iterator
+from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
@@ -249,3 +266,152 @@ async def test_a_bad_gym_body_is_a_400_before_it_queues(rollout_server, policy, 
     assert refused.value.response.status_code == 400
     error = refused.value.response.json()["error"]
     assert error["kind"] == "bad_request" and message in error["message"], error
+
+
+# NeMo-Gym's own code: the nemo-gym package (see the module docstring).
+
+APP_SKIPPED_IMPORTS = {"ray", "minisweagent"}
+"""What app.py imports that cannot run here: ray is for its runner only, and ``minisweagent.run.extra.
+swegym_runner`` exists only in NVIDIA's mini-swe-agent fork (PyPI's mini-swe-agent has no such module, so
+``import responses_api_agents.mini_swe_agent.app`` fails)."""
+
+TOKEN_FIELDS = ("prompt_token_ids", "generation_token_ids", "generation_log_probs")
+
+
+@contextlib.contextmanager
+def process_state_kept() -> Iterator[None]:
+    """Importing ``nemo_gym`` (its ``__init__.py``) reorders ``sys.path`` (site-packages after the working
+    directory), sets ``HF_HOME`` and ``HF_DATASETS_CACHE`` under ``./cache``, replaces ``builtins.print``
+    and may configure the root logger, and scipy adds warning filters: none of it may reach the rest of
+    the session (servers started later inherit the environment)."""
+    path, env = list(sys.path), dict(os.environ)
+    printer, handlers = builtins.print, list(logging.root.handlers)
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # omegaconf's deprecation notices to nemo-gym, not ours
+            yield
+    finally:
+        sys.path[:] = path
+        for key in set(os.environ) - set(env):
+            del os.environ[key]
+        os.environ.update(env)
+        builtins.print = printer
+        logging.root.handlers[:] = handlers
+
+
+def mini_swe_agent_app() -> SimpleNamespace:
+    """nemo-gym's SWE agent server's models from its installed ``app.py``: the module's imports (less
+    APP_SKIPPED_IMPORTS) and the class statements of its run request and verify response, run as written."""
+    dist = importlib.metadata.distribution("nemo-gym")
+    path = Path(str(dist.locate_file("responses_api_agents/mini_swe_agent/app.py")))
+    classes = {"MiniSWEAgentRunRequest", "MiniSWEAgentVerifyResponse"}
+    body = [node for node in ast.parse(path.read_text(), str(path)).body if _runnable(node, classes)]
+    namespace: dict[str, Any] = {"__name__": "responses_api_agents.mini_swe_agent.app"}
+    # dont_inherit: without this module's `from __future__ import annotations`, as the file itself runs
+    exec(compile(ast.Module(body=body, type_ignores=[]), str(path), "exec", dont_inherit=True), namespace)
+    return SimpleNamespace(**{name: namespace[name] for name in [*classes, "MiniSWEAgentUtils"]})
+
+
+def _runnable(node: ast.stmt, classes: set[str]) -> bool:
+    if isinstance(node, ast.Import):
+        return not any(alias.name.split(".")[0] in APP_SKIPPED_IMPORTS for alias in node.names)
+    if isinstance(node, ast.ImportFrom):
+        return (node.module or "").split(".")[0] not in APP_SKIPPED_IMPORTS
+    return isinstance(node, ast.ClassDef) and node.name in classes
+
+
+@pytest.fixture(scope="module")
+def gym():
+    with process_state_kept():
+        pytest.importorskip("nemo_gym")  # ./dev installs it (CI); without it there is no peer code to run
+        from nemo_gym import base_resources_server, openai_utils
+
+        return SimpleNamespace(app=mini_swe_agent_app(), server=base_resources_server, openai=openai_utils)
+
+
+def gym_request(gym, metadata: dict[str, Any], router: str) -> dict[str, Any]:
+    """A run request built by nemo-gym's models: the create params as the agent's ``client.py`` sends them,
+    the record and ``sglang_url`` (the fork's field, which miles sends) as ``MiniSWEAgentRunRequest``'s
+    allowed extras; ``model_dump`` as Gym's clients post it (every create param, defaults included)."""
+    params = gym.openai.NeMoGymResponseCreateParamsNonStreaming(input=[], temperature=0.0, top_p=1.0)
+    request = gym.app.MiniSWEAgentRunRequest(
+        responses_create_params=params, **metadata, sglang_url=f"http://{router}/v1"
+    )
+    return request.model_dump(mode="json")
+
+
+async def test_nemo_gym_builds_the_request_and_validates_the_answer(rollout_server, policy, tasks, gym):
+    """Each answer is nemo-gym's MiniSWEAgentVerifyResponse (a BaseVerifyResponse, its response a
+    NeMoGymResponse): the prompt as Gym's input items, each assistant turn its training output message with
+    the turn's token ids, the output items those Gym's own MiniSWEAgentUtils builds from the same messages;
+    an infra_error answer is that shape too, with no output."""
+    chosen = tasks[:3]
+    bodies = [gym_request(gym, miles_metadata(t.model_dump(mode="json")), _router(policy)) for t in chosen]
+    dead = gym_request(gym, miles_metadata(chosen[0].model_dump(mode="json")), f"127.0.0.1:{free_port()}")
+    *answers, dead_answer = await asyncio.gather(
+        *(miles_post(rollout_server.url + "/run", b) for b in [*bodies, dead])
+    )
+    oa = gym.openai
+    for task, answer in zip(chosen, answers, strict=True):
+        verified = gym.app.MiniSWEAgentVerifyResponse.model_validate(answer)
+        assert isinstance(verified, gym.server.BaseVerifyResponse)
+        assert isinstance(verified.response, oa.NeMoGymResponse)
+        assert (verified.reward, verified.mask_sample, verified.instance_id) == (1.0, False, task.instance_id)
+        prompt = verified.responses_create_params.input
+        assert [type(m) for m in prompt] == [oa.NeMoGymEasyInputMessage] * 2
+        assert [m.role for m in prompt] == ["system", "user"] and task.problem_statement in prompt[1].content
+        output = verified.response.output
+        assert {type(o) for o in output} == {oa.NeMoGymResponseOutputMessageForTraining, oa.NeMoGymMessage}
+        turns = [o for o in output if o.role == "assistant"]
+        sent_turns = [o for o in answer["response"]["output"] if o["role"] == "assistant"]
+        assert len(turns) == 3
+        for turn, sent in zip(turns, sent_turns, strict=True):
+            assert [getattr(turn, f) for f in TOKEN_FIELDS] == [sent[f] for f in TOKEN_FIELDS]
+            ids = turn.generation_token_ids
+            assert ids and len(turn.generation_log_probs) == len(ids)
+        tokens = [{"provider_specific_fields": {f: getattr(t, f) for f in TOKEN_FIELDS}} for t in turns]
+        built = gym.app.MiniSWEAgentUtils.chat_cmp_to_responses(answer["messages"][2:], tokens)
+        assert _without_ids([o.model_dump() for o in output]) == _without_ids(built)
+    verified = gym.app.MiniSWEAgentVerifyResponse.model_validate(dead_answer)
+    assert (verified.reward, verified.response.output) == (0.0, [])
+    assert dead_answer["info"]["exit_status"] == "infra_error"
+
+
+def _without_ids(items: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [{k: v for k, v in item.items() if k != "id"} for item in items]
+
+
+async def test_controls_nemo_gym_models_refuse_a_wrong_answer(rollout_server, policy, tasks, gym):
+    """Positive controls for the test above: the same nemo-gym models that accept the answer refuse swe-rl's
+    own answer, a response without a field the Responses API requires, a turn with part of its token
+    metadata, an output item without its type, and create params with a field the Responses API lacks."""
+    task = tasks[0]
+    url = rollout_server.url + "/run"
+    answer = await miles_post(
+        url, gym_request(gym, miles_metadata(task.model_dump(mode="json")), _router(policy))
+    )
+    own = await miles_post(
+        url, {"task": task.instance_id, "policy": {"url": policy.url}, "sampling": {"max_tokens": 512}}
+    )
+    assert own["status"] == "completed" and own["reward"] == 1.0
+    verify = gym.app.MiniSWEAgentVerifyResponse.model_validate
+    verify(answer)  # unchanged, it passes
+
+    def changed(change) -> dict[str, Any]:
+        copy = json.loads(json.dumps(answer))
+        change(copy)
+        return copy
+
+    def first_turn(a: dict[str, Any]) -> dict[str, Any]:
+        return next(o for o in a["response"]["output"] if o["role"] == "assistant")
+
+    wrong = {
+        "responses_create_params": own,
+        "created_at": changed(lambda a: a["response"].pop("created_at")),
+        "missing: generation_log_probs": changed(lambda a: first_turn(a).pop("generation_log_probs")),
+        "type discriminator": changed(lambda a: first_turn(a).pop("type")),
+        "sampling_params": changed(lambda a: a["responses_create_params"].update(sampling_params={})),
+    }
+    for reason, body in wrong.items():
+        with pytest.raises(ValidationError, match=reason):
+            verify(body)
