@@ -357,6 +357,7 @@ async def test_nemo_gym_builds_the_request_and_validates_the_answer(rollout_serv
         assert isinstance(verified, gym.server.BaseVerifyResponse)
         assert isinstance(verified.response, oa.NeMoGymResponse)
         assert (verified.reward, verified.mask_sample, verified.instance_id) == (1.0, False, task.instance_id)
+        assert verified.failure_kind is None
         prompt = verified.responses_create_params.input
         assert [type(m) for m in prompt] == [oa.NeMoGymEasyInputMessage] * 2
         assert [m.role for m in prompt] == ["system", "user"] and task.problem_statement in prompt[1].content
@@ -375,6 +376,9 @@ async def test_nemo_gym_builds_the_request_and_validates_the_answer(rollout_serv
     verified = gym.app.MiniSWEAgentVerifyResponse.model_validate(dead_answer)
     assert (verified.reward, verified.response.output) == (0.0, [])
     assert dead_answer["info"]["exit_status"] == "infra_error"
+    # an infrastructure failure is never a measured 0: nemo-gym's scoring leaves a masked sample out
+    assert (verified.mask_sample, verified.failure_kind) == (True, "swe_rl:infra_error")
+    assert verified.failure_reason
 
 
 def _without_ids(items: list[dict[str, Any]]) -> list[dict[str, Any]]:

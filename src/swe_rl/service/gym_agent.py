@@ -97,6 +97,7 @@ def _first(*values: Any) -> Any:
 def gym_response(result: RolloutResult, instance_id: str, gym: GymRunRequest) -> dict[str, Any]:
     """``MiniSWEAgentVerifyResponse``: Gym's verify response plus the fields the fork adds for miles."""
     traj = result.trajectory
+    infra = result.exit_status == "infra_error"
     messages = [m.model_dump() for m in traj.messages] if traj else []
     completions = [s.completion for s in traj.steps] if traj else []
     output, turn = [], 0
@@ -138,6 +139,11 @@ def gym_response(result: RolloutResult, instance_id: str, gym: GymRunRequest) ->
             "tools": [],
         },
         "reward": result.reward or 0.0,  # Gym's is a float; an infra_error scores nothing and says so below
+        # NeMo-Gym 0.7's own words for "this reward measures the infrastructure, not the policy": its scoring
+        # leaves a masked sample out (miles reads info.exit_status instead)
+        "mask_sample": infra,
+        "failure_kind": "swe_rl:infra_error" if infra else None,
+        "failure_reason": result.error if infra else None,
         "instance_id": instance_id,
         "metadata": {"resolved": result.resolved, "error": result.error},
         "messages": messages,
