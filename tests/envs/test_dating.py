@@ -120,6 +120,23 @@ def pins(venv: Path) -> set[str]:
     }
 
 
+def uv_alone(
+    venv: Path, package: str, *, check: bool = False
+) -> tuple[subprocess.CompletedProcess[str], str]:
+    """``package`` installed by uv alone as of the task's date into a new venv (the tests' controls), and the
+    venv's freeze afterwards."""
+    create_venv(host_interpreter()[0], venv)
+    uv = uv_binary()
+    assert uv is not None
+    python = str(venv / "bin" / "python")
+    cmd = [uv, "pip", "install", "--python", python, "--exclude-newer", TASK_DATE, package]
+    proc = subprocess.run(cmd, capture_output=True, text=True, env=dict(os.environ), check=check)
+    freeze = subprocess.run(
+        [uv, "pip", "freeze", "--python", python], capture_output=True, text=True, check=True
+    )
+    return proc, freeze.stdout
+
+
 def test_a_dependency_no_release_of_which_is_as_old_as_the_date_is_widened(tmp_path, index):
     index.add("toolpkg", "1.0", BEFORE)
     index.add("toolpkg", "2.0", BEFORE, requires=("deppkg",))
@@ -142,33 +159,8 @@ def test_without_the_widening_uv_lands_silently_on_the_old_release(tmp_path, ind
     index.add("toolpkg", "1.0", BEFORE)
     index.add("toolpkg", "2.0", BEFORE, requires=("deppkg",))
     index.add("deppkg", "1.0", AFTER)
-    venv = tmp_path / "bare"
-    create_venv(host_interpreter()[0], venv)
-    uv = uv_binary()
-    assert uv is not None
-    proc = subprocess.run(
-        [
-            uv,
-            "pip",
-            "install",
-            "--python",
-            str(venv / "bin" / "python"),
-            "--exclude-newer",
-            TASK_DATE,
-            "toolpkg",
-        ],
-        capture_output=True,
-        text=True,
-        env=dict(os.environ),
-        check=True,
-    )
-    freeze = subprocess.run(
-        [uv, "pip", "freeze", "--python", str(venv / "bin" / "python")],
-        capture_output=True,
-        text=True,
-        check=True,
-    )
-    assert "toolpkg==1.0" in freeze.stdout.split(), proc.stderr
+    proc, freeze = uv_alone(tmp_path / "bare", "toolpkg", check=True)
+    assert "toolpkg==1.0" in freeze.split(), proc.stderr
 
 
 def test_a_requirement_only_newer_releases_satisfy_is_widened(tmp_path, index):
@@ -384,24 +376,7 @@ def test_a_dependency_whose_dated_sdist_cannot_compile_here_is_widened(tmp_path,
     index.serve("cpkg", make_c_sdist(tmp_path / "wheels", "cpkg", "1.0"), BEFORE)
     index.add("cpkg", "1.1", AFTER)  # today's release ships a wheel
     # control: resolved as of the date by uv alone, the install fails on the missing header
-    venv = tmp_path / "control"
-    create_venv(host_interpreter()[0], venv)
-    uv = uv_binary()
-    assert uv is not None
-    alone = subprocess.run(
-        [
-            uv,
-            "pip",
-            "install",
-            "--python",
-            str(venv / "bin" / "python"),
-            "--exclude-newer",
-            TASK_DATE,
-            "cpkg",
-        ],
-        capture_output=True,
-        text=True,
-    )
+    alone, _ = uv_alone(tmp_path / "control", "cpkg")
     assert alone.returncode != 0
     assert "swe_rl_absent/lib.h" in alone.stderr and "cpkg@1.0" in alone.stderr
     venv, record = build(tmp_path, "python -m pip install cpkg")
@@ -476,11 +451,29 @@ def test_the_pytest_floor_is_resolved_as_of_its_own_date_not_from_today(tmp_path
     assert "pytest==6.1.2" in pins(venv)
 
 
-FEATURE_BACKEND = '''"""A build backend that, like a 2018 sdist using setuptools.Feature, builds only with an old setuptools."""
+# the backends' one way to write the wheel of a one-module distribution at version 1.0
+WHEEL_WRITER = """
 import os
+import zipfile
 
+
+def write_wheel(directory, dist):
+    name = dist + "-1.0-py3-none-any.whl"
+    info = dist + "-1.0.dist-info/"
+    with zipfile.ZipFile(os.path.join(directory, name), "w") as zf:
+        zf.writestr(dist + ".py", "VERSION = '1.0'\\n")
+        zf.writestr(info + "METADATA", "Metadata-Version: 2.1\\nName: " + dist + "\\nVersion: 1.0\\n")
+        zf.writestr(info + "WHEEL", "Wheel-Version: 1.0\\nRoot-Is-Purelib: true\\nTag: py3-none-any\\n")
+        zf.writestr(info + "RECORD", "")
+    return name
+"""
+
+FEATURE_BACKEND = (
+    '''"""A build backend that, like a 2018 sdist using setuptools.Feature, builds only with an old setuptools."""
 import setuptools
-
+'''
+    + WHEEL_WRITER
+    + """
 
 def get_requires_for_build_wheel(config_settings=None):
     return []
@@ -489,17 +482,9 @@ def get_requires_for_build_wheel(config_settings=None):
 def build_wheel(wheel_directory, config_settings=None, metadata_directory=None):
     if int(setuptools.VERSION.split(".")[0]) >= 46:
         raise SystemExit("AttributeError: module 'setuptools' has no attribute 'Feature'")
-    name = "featpkg-1.0-py3-none-any.whl"
-    import zipfile
-
-    with zipfile.ZipFile(os.path.join(wheel_directory, name), "w") as zf:
-        zf.writestr("featpkg.py", "VERSION = '1.0'\\n")
-        info = "featpkg-1.0.dist-info/"
-        zf.writestr(info + "METADATA", "Metadata-Version: 2.1\\nName: featpkg\\nVersion: 1.0\\n")
-        zf.writestr(info + "WHEEL", "Wheel-Version: 1.0\\nRoot-Is-Purelib: true\\nTag: py3-none-any\\n")
-        zf.writestr(info + "RECORD", "")
-    return name
-'''
+    return write_wheel(wheel_directory, "featpkg")
+"""
+)
 
 
 @pytest.mark.skipif(shutil.which("gcc") is None, reason="the sdist's build needs gcc")
@@ -535,13 +520,13 @@ def test_remedies_apply_in_any_order_until_none_is_left(tmp_path, index):
     )
 
 
-HELPER_BACKEND = '''"""A build backend whose build-time helper must be of one time with today's build tools (setuptools-scm 6
+HELPER_BACKEND = (
+    '''"""A build backend whose build-time helper must be of one time with today's build tools (setuptools-scm 6
 reads pkg_resources, which today's setuptools no longer has)."""
-import os
-import zipfile
-
 import buildhelper
-
+'''
+    + WHEEL_WRITER
+    + """
 
 def get_requires_for_build_editable(config_settings=None):
     return []
@@ -550,14 +535,7 @@ def get_requires_for_build_editable(config_settings=None):
 def _wheel(directory):
     if buildhelper.VERSION == "1.0":
         raise SystemExit("ModuleNotFoundError: No module named 'pkg_resources'")
-    name = "helped-1.0-py3-none-any.whl"
-    with zipfile.ZipFile(os.path.join(directory, name), "w") as zf:
-        zf.writestr("helped.py", "VALUE = 1\\n")
-        info = "helped-1.0.dist-info/"
-        zf.writestr(info + "METADATA", "Metadata-Version: 2.1\\nName: helped\\nVersion: 1.0\\n")
-        zf.writestr(info + "WHEEL", "Wheel-Version: 1.0\\nRoot-Is-Purelib: true\\nTag: py3-none-any\\n")
-        zf.writestr(info + "RECORD", "")
-    return name
+    return write_wheel(directory, "helped")
 
 
 def build_editable(wheel_directory, config_settings=None, metadata_directory=None):
@@ -566,7 +544,8 @@ def build_editable(wheel_directory, config_settings=None, metadata_directory=Non
 
 def build_wheel(wheel_directory, config_settings=None, metadata_directory=None):
     return _wheel(wheel_directory)
-'''
+"""
+)
 
 
 def test_a_project_uv_cannot_build_as_of_the_date_is_built_by_pip(tmp_path, index):
