@@ -70,8 +70,11 @@ HEADER_PACKAGES = {
     "mysql.h": "default-libmysqlclient-dev",
     "tiffio.h": "libtiff-dev",
 }
-# uv's words for a failed build (of a dependency, or of the project itself)
+# uv's words for a failed build (of a dependency, or of the project itself), and for one of a local project
 _BUILD_FAILED = re.compile(r"Failed to build|The build backend returned an error")
+_LOCAL_BUILD_FAILED = re.compile(
+    r"Failed to build `[^`]+ @ file://|^error: The build backend returned an error", re.M
+)
 # (not any failed call of the hook: `setuptools.build_meta.build_editable` failed is an ordinary build error)
 _NO_PEP660 = re.compile(
     r"has no attribute 'build_editable'|does not support editable|Editable installs? .*not supported"
@@ -225,9 +228,15 @@ class InstallRun:
             # each remedy applies once (per package, or once for the build tools), so this ends
             code, output = self._run(command, self.install_command())
             said += output
-        if code != 0 and self.kind == "uv" and (_NO_PEP660.search(output) or _BUILD_FAILED.search(output)):
-            # the official harness ran pip: its build isolation takes today's build tools, all of one time
-            # (uv's build envs follow the date, where setuptools-scm 6 met a setuptools without pkg_resources)
+        if (
+            code != 0
+            and self.kind == "uv"
+            and (_NO_PEP660.search(output) or _LOCAL_BUILD_FAILED.search(output))
+        ):
+            # the repo itself: the official harness installed it with pip, whose build isolation takes today's
+            # build tools, all of one time (uv's build envs follow the date, where setuptools-scm 6 met a
+            # setuptools without pkg_resources). Not for dependencies: pip knows no date, and would bring
+            # today's releases beside the dated ones (matplotlib without register_cmap under a 2022 seaborn)
             self.dated_build_tools = dated_before  # the retry with the task date's did not help
             why = "the build backend has no build_editable" if _NO_PEP660.search(output) else "a build failed"
             self._note(f"swe-rl: uv cannot build `{command}` ({why}); pip runs it")
