@@ -345,8 +345,8 @@ def build_wheel(wheel_directory, config_settings=None, metadata_directory=None):
 '''
 
 
-def make_c_sdist(root: Path, name: str, version: str) -> Path:
-    """An sdist whose build needs ``swe_rl_absent/lib.h``, a header no host has."""
+def make_c_sdist(root: Path, name: str, version: str, backend: str = C_BACKEND) -> Path:
+    """An sdist whose build needs ``swe_rl_absent/lib.h``, a header no host has (or fails as ``backend`` does)."""
     import io
     import tarfile
 
@@ -354,7 +354,7 @@ def make_c_sdist(root: Path, name: str, version: str) -> Path:
     files = {
         "pyproject.toml": '[build-system]\nrequires = []\nbuild-backend = "cbackend"\nbackend-path = ["."]\n'
         f'[project]\nname = "{name}"\nversion = "{version}"\n',
-        "cbackend.py": C_BACKEND,
+        "cbackend.py": backend,
         "ext.c": "#include <Python.h>\n#include <swe_rl_absent/lib.h>\n",
         "PKG-INFO": f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n",
     }
@@ -575,3 +575,29 @@ def test_a_project_uv_cannot_build_as_of_the_date_is_built_by_pip(tmp_path, inde
     assert not any(
         line.startswith("# swe-rl: build tools as of") for line in (venv / LOCK_NAME).read_text().splitlines()
     )
+
+
+NO_BLAS_BACKEND = (
+    "def get_requires_for_build_wheel(config_settings=None):\n    return []\n\n\n"
+    "def build_wheel(wheel_directory, config_settings=None, metadata_directory=None):\n"
+    "    raise SystemExit('numpy.distutils.system_info.NotFoundError: No lapack/blas resources found.')\n"
+)
+
+
+def test_a_dependency_whose_dated_release_does_not_build_here_is_widened_after_the_dated_tools(
+    tmp_path, index
+):
+    """pvlib 0.6 on Python 3.9: scipy 1.5.2 (as of its date) has no wheel for 3.9 and its sdist needs BLAS;
+    the official images got a release with a wheel. The task date's build tools are tried first; then the
+    dependency alone is taken from today's index."""
+    index.serve("sdonly", make_c_sdist(tmp_path / "wheels", "sdonly", "1.0", NO_BLAS_BACKEND), BEFORE)
+    index.add("sdonly", "2.0", AFTER)  # today's release ships a wheel
+    alone, _ = uv_alone(tmp_path / "control", "sdonly")  # control: uv as of the date cannot install it
+    assert alone.returncode != 0 and "No lapack/blas resources found" in alone.stderr
+    venv, record = build(tmp_path, "python -m pip install sdonly")
+    assert "sdonly==2.0" in pins(venv)
+    assert record["widened"] == [
+        {"package": "sdonly", "needed_by": "sdonly==1.0", "reason": "the dated release does not build here"}
+    ]
+    log = (venv / "swe-rl-install.log").read_text()
+    assert log.index("again with the task date's") < log.index("swe-rl: widened sdonly")

@@ -72,6 +72,7 @@ HEADER_PACKAGES = {
 }
 # uv's words for a failed build (of a dependency, or of the project itself), and for one of a local project
 _BUILD_FAILED = re.compile(r"Failed to build|The build backend returned an error")
+_DEPENDENCY_FAILED = re.compile(r"Failed to build `([A-Za-z0-9._-]+)==([^`]+)`")
 _LOCAL_BUILD_FAILED = re.compile(
     r"Failed to build `[^`]+ @ file://|^error: The build backend returned an error", re.M
 )
@@ -249,11 +250,17 @@ class InstallRun:
             )
 
     def _remedied(self, output: str, command: str) -> bool:
-        """Change the resolution for what a failed uv install says, if anything: True when retrying may help."""
+        """Change the resolution for what a failed uv install says, if anything: True when retrying may help.
+
+        In order: a dependency uv says no release old enough satisfies, or whose dated sdist lacks a C library's
+        header, is taken from today's index; a failed build is retried once with the task date's build tools;
+        a dependency whose dated release still does not build here (no wheel for this Python, a download in its
+        setup.py) is taken from today's index, as the official images, resolved in 2024, got one that installs.
+        """
         found = self._filtered_out(output, command) or self._unbuilt(output)
+        if found is None and not self._build_tools_too_new(output):
+            found = self._dependency_unbuilt(output)
         if found is not None:
-            # uv says no release old enough satisfies a requirement, or the dated release of a dependency is
-            # an sdist that does not compile here: take that one package from today's index
             self.widened.append(found)
             why = found.lock_line()[len(WIDENED) + len(found.package) + 1 :]
             self._note(f"swe-rl: widened {found.package}: {why}")
@@ -322,6 +329,20 @@ class InstallRun:
         for name in _FILTERED.findall(output):
             if name not in done:
                 return Widening(package=name, needed_by=f"`{command}`")
+        return None
+
+    def _dependency_unbuilt(self, output: str) -> Widening | None:
+        """A dependency (not the repo) uv failed to build, once per package, on a dated build."""
+        if not self.recipe.exclude_newer:
+            return None
+        done = {w.package for w in self.widened} | set(undated_packages(self.recipe))
+        for name, version in _DEPENDENCY_FAILED.findall(output):
+            if name not in done:
+                return Widening(
+                    package=name,
+                    needed_by=f"{name}=={version}",
+                    reason="the dated release does not build here",
+                )
         return None
 
     def _unbuilt(self, output: str) -> Widening | None:
