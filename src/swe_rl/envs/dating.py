@@ -30,8 +30,11 @@ class Widening(BaseModel):
         default="no release as old as the date survives", description="Why the date could not hold it."
     )
 
+    def detail(self) -> str:
+        return f"(needed by {self.needed_by}; {self.reason})"
+
     def lock_line(self) -> str:
-        return f"{WIDENED}{self.package} (needed by {self.needed_by}; {self.reason})"
+        return f"{WIDENED}{self.package} {self.detail()}"
 
 
 def widened_in(lock: list[str]) -> list[str]:

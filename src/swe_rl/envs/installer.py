@@ -218,9 +218,9 @@ class InstallRun:
     def run(self, command: str) -> None:
         """Run ``command`` in the testbed with the venv first on PATH and the install shims defined.
 
-        An editable install that uv cannot build because the project's build backend predates PEP 660
-        (setuptools < 64 pinned in its build-system, e.g. astroid's ``setuptools~=62.6``) is run again with
-        pip, whose legacy ``setup.py develop`` path builds it, as the official images' pip did.
+        A failure is retried while :meth:`_remedied` changes the resolution. When uv still cannot build the repo
+        itself (a build backend without PEP 660, e.g. astroid's ``setuptools~=62.6``, or any other build error of
+        the local project), pip runs the command, as the official images' pip did.
         """
         dated_before = self.dated_build_tools
         code, output = self._run(command, self.install_command())
@@ -229,17 +229,14 @@ class InstallRun:
             # each remedy applies once (per package, or once for the build tools), so this ends
             code, output = self._run(command, self.install_command())
             said += output
-        if (
-            code != 0
-            and self.kind == "uv"
-            and (_NO_PEP660.search(output) or _LOCAL_BUILD_FAILED.search(output))
-        ):
+        no_pep660 = _NO_PEP660.search(output) is not None
+        if code != 0 and self.kind == "uv" and (no_pep660 or _LOCAL_BUILD_FAILED.search(output)):
             # the repo itself: the official harness installed it with pip, whose build isolation takes today's
             # build tools, all of one time (uv's build envs follow the date, where setuptools-scm 6 met a
             # setuptools without pkg_resources). Not for dependencies: pip knows no date, and would bring
             # today's releases beside the dated ones (matplotlib without register_cmap under a 2022 seaborn)
             self.dated_build_tools = dated_before  # the retry with the task date's did not help
-            why = "the build backend has no build_editable" if _NO_PEP660.search(output) else "a build failed"
+            why = "the build backend has no build_editable" if no_pep660 else "a build failed"
             self._note(f"swe-rl: uv cannot build `{command}` ({why}); pip runs it")
             self.fallbacks.append(command)
             code, output = self._run(command, self._pip_command())
@@ -256,16 +253,15 @@ class InstallRun:
         header, is taken from today's index; a failed build is retried once with the task date's build tools;
         a dependency whose dated release still does not build here (no wheel for this Python, a download in its
         setup.py) is taken from today's index, as the official images, resolved in 2024, got one that installs.
+        Each applies once (per package, or once for the build tools), so retrying ends.
         """
-        found = self._filtered_out(output, command) or self._unbuilt(output)
-        if found is None and not self._build_tools_too_new(output):
-            found = self._dependency_unbuilt(output)
+        tools_too_new = self._build_tools_too_new(output)
+        found = self._to_widen(output, command, dependencies=not tools_too_new)
         if found is not None:
             self.widened.append(found)
-            why = found.lock_line()[len(WIDENED) + len(found.package) + 1 :]
-            self._note(f"swe-rl: widened {found.package}: {why}")
+            self._note(f"swe-rl: widened {found.package}: {found.detail()}")
             return True
-        if self._build_tools_too_new(output):
+        if tools_too_new:
             # an sdist of the task's time builds only with the setuptools of its time (setuptools.Feature, ...)
             self.dated_build_tools = True
             self._note(
@@ -273,6 +269,34 @@ class InstallRun:
             )
             return True
         return False
+
+    def _to_widen(self, output: str, command: str, *, dependencies: bool) -> Widening | None:
+        """The first dependency, not widened or undated yet, that a dated build should take from today's index:
+        one uv says the date filtered out, one whose dated sdist lacks a C library's header (pylibmc 1.6.1,
+        django 4.x's py3.txt as of 2021, needs libmemcached's; the official images, resolved in 2024, got
+        1.6.3's wheel), and with ``dependencies`` one whose dated release uv failed to build at all."""
+        if not self.recipe.exclude_newer:
+            return None
+        candidates = [Widening(package=name, needed_by=f"`{command}`") for name in _FILTERED.findall(output)]
+        candidates += [
+            Widening(
+                package=name,
+                needed_by=f"{name}=={version}",
+                reason=f"the dated sdist does not build here (no {header})",
+            )
+            for header, name, version in _NO_LIBRARY.findall(output)
+        ]
+        if dependencies:
+            candidates += [
+                Widening(
+                    package=name,
+                    needed_by=f"{name}=={version}",
+                    reason="the dated release does not build here",
+                )
+                for name, version in _DEPENDENCY_FAILED.findall(output)
+            ]
+        done = {w.package for w in self.widened} | set(undated_packages(self.recipe))
+        return next((w for w in candidates if w.package not in done), None)
 
     def _run(self, command: str, install: str) -> tuple[int, str]:
         environ = self.environ()
@@ -320,47 +344,6 @@ class InstallRun:
             and _BUILD_FAILED.search(output) is not None
             and not _NO_PEP660.search(output)
         )
-
-    def _filtered_out(self, output: str, command: str) -> Widening | None:
-        """The package uv's error says the date cut-off filtered out (once per package)."""
-        if not self.recipe.exclude_newer:
-            return None
-        done = {w.package for w in self.widened} | set(undated_packages(self.recipe))
-        for name in _FILTERED.findall(output):
-            if name not in done:
-                return Widening(package=name, needed_by=f"`{command}`")
-        return None
-
-    def _dependency_unbuilt(self, output: str) -> Widening | None:
-        """A dependency (not the repo) uv failed to build, once per package, on a dated build."""
-        if not self.recipe.exclude_newer:
-            return None
-        done = {w.package for w in self.widened} | set(undated_packages(self.recipe))
-        for name, version in _DEPENDENCY_FAILED.findall(output):
-            if name not in done:
-                return Widening(
-                    package=name,
-                    needed_by=f"{name}=={version}",
-                    reason="the dated release does not build here",
-                )
-        return None
-
-    def _unbuilt(self, output: str) -> Widening | None:
-        """A dependency whose dated release is an sdist that cannot compile here (a C library's header is
-        missing), once per package. The official images resolved it when they were built (2024) and got a
-        wheel where one exists; pylibmc 1.6.1 (django 4.x's py3.txt as of 2021) needs libmemcached's
-        headers, 1.6.3 ships manylinux wheels."""
-        if not self.recipe.exclude_newer:
-            return None
-        done = {w.package for w in self.widened} | set(undated_packages(self.recipe))
-        for header, name, version in _NO_LIBRARY.findall(output):
-            if name not in done:
-                return Widening(
-                    package=name,
-                    needed_by=f"{name}=={version}",
-                    reason=f"the dated sdist does not build here (no {header})",
-                )
-        return None
 
     def _pip_command(self) -> str:
         """pip in the venv, held to what is installed already (pip cannot resolve as of a date)."""
