@@ -25,6 +25,7 @@ from swe_rl.envs.dating import widened_in
 from swe_rl.envs.installer import LOCK_NAME, InstallRun, uv_binary
 from swe_rl.envs.recipe import EnvRecipe, InstallOptions
 from swe_rl.envs.venv import create_venv, host_interpreter
+from swe_rl.errors import EnvBuildError
 
 pytestmark = pytest.mark.skipif(uv_binary() is None, reason="uv is not installed (pip install uv)")
 
@@ -491,10 +492,8 @@ def build_wheel(wheel_directory, config_settings=None, metadata_directory=None):
 )
 
 
-@pytest.mark.skipif(shutil.which("gcc") is None, reason="the sdist's build needs gcc")
-def test_remedies_apply_in_any_order_until_none_is_left(tmp_path, index):
-    """django 2.2's py3.txt: maxminddb's sdist needs the task date's setuptools, then pylibmc's its headers.
-    Whichever failure uv reports first, both remedies are applied before the build gives up."""
+def serve_feature_sdist(tmp_path: Path, index: Index) -> None:
+    """featpkg 1.0, an sdist that builds only with the setuptools of its time, and setuptools 40.8 and 70."""
     import io
     import tarfile
 
@@ -514,6 +513,72 @@ def test_remedies_apply_in_any_order_until_none_is_left(tmp_path, index):
     index.serve("featpkg", sdist, BEFORE)
     index.add("setuptools", "40.8.0", BEFORE)
     index.add("setuptools", "70.0.0", "2024-05-20T00:00:00Z")
+
+
+# the repo's own build backend: like setuptools, it makes an editable install only from version 64
+EDITABLE_BACKEND = (
+    """import setuptools
+"""
+    + WHEEL_WRITER
+    + """
+
+def get_requires_for_build_editable(config_settings=None):
+    return []
+
+
+def build_editable(wheel_directory, config_settings=None, metadata_directory=None):
+    if int(setuptools.VERSION.split(".")[0]) < 64:
+        raise AttributeError("module 'setuptools.build_meta' has no attribute 'build_editable'")
+    return write_wheel(wheel_directory, "ownpkg")
+
+
+def build_wheel(wheel_directory, config_settings=None, metadata_directory=None):
+    return write_wheel(wheel_directory, "ownpkg")
+"""
+)
+
+
+def test_the_task_dates_build_tools_are_for_the_command_that_needed_them(tmp_path, index):
+    """pvlib 0.6 (2019): a requirement built only with the task date's setuptools; the repo's own editable
+    install that followed still got 2019's, which has no build_editable, and went to pip, whose build of the
+    dated numpy failed. The dated build tools are for the one command whose build failed with 2024's."""
+    serve_feature_sdist(tmp_path, index)
+    testbed = tmp_path / "testbed"
+    testbed.mkdir()
+    (testbed / "ownbackend.py").write_text(EDITABLE_BACKEND)
+    (testbed / "pyproject.toml").write_text(
+        '[build-system]\nrequires = ["setuptools"]\nbuild-backend = "ownbackend"\nbackend-path = ["."]\n'
+    )
+    recipe = EnvRecipe(pip=["featpkg"], install="python -m pip install -e .", exclude_newer=TASK_DATE)
+
+    def install_run(name: str) -> InstallRun:
+        venv = tmp_path / name
+        create_venv(host_interpreter()[0], venv)
+        return InstallRun(
+            recipe, venv, testbed, tmp_path / f"{name}.log", installer="uv", cache=tmp_path / "uv"
+        )
+
+    control = install_run("control")  # the editable install under the task date's build tools
+    control.dated_build_tools = True
+    with pytest.raises(EnvBuildError):  # this venv has no pip to fall back to
+        control.run("python -m pip install -e .")
+    assert control.fallbacks == ["python -m pip install -e ."]
+    assert "has no attribute 'build_editable'" in (tmp_path / "control.log").read_text()
+
+    run = install_run("venv")
+    lock = run.build(None)
+    assert "featpkg==1.0" in lock and f"-e file://{testbed}" in lock
+    assert run.fallbacks == [], "uv built the repo itself with 2024's build tools"
+    assert [line for line in lock if line.startswith("# swe-rl: build tools as of")] == [
+        "# swe-rl: build tools as of the task's date (a build failed with 2024's): python -m pip install featpkg"
+    ]
+
+
+@pytest.mark.skipif(shutil.which("gcc") is None, reason="the sdist's build needs gcc")
+def test_remedies_apply_in_any_order_until_none_is_left(tmp_path, index):
+    """django 2.2's py3.txt: maxminddb's sdist needs the task date's setuptools, then pylibmc's its headers.
+    Whichever failure uv reports first, both remedies are applied before the build gives up."""
+    serve_feature_sdist(tmp_path, index)
     index.serve("cpkg", make_c_sdist(tmp_path / "wheels", "cpkg", "1.0"), BEFORE)
     index.add("cpkg", "1.1", AFTER)
     venv, record = build(tmp_path, "python -m pip install featpkg cpkg")

@@ -35,3 +35,61 @@ def test_a_relative_repo_cache_builds_a_testbed(tmp_path, monkeypatch):
     assert source.startswith("/"), source
     make_testbed(source, commit, tmp_path / "elsewhere" / "testbed")  # git runs in another directory
     assert (tmp_path / "elsewhere" / "testbed" / "a.py").read_text() == "x = 1\n"
+
+
+def _partial_mirror(tmp_path: Path) -> tuple[Path, str, str]:
+    """A mirror whose oldest blob is gone (as in a partial snapshot); returns it, base, and that blob."""
+    work = tmp_path / "work"
+    work.mkdir()
+    _git(work, "init", "-q")
+    (work / "data.bin").write_text("old table\n")
+    (work / "a.py").write_text("x = 1\n")
+    _git(work, "add", ".")
+    _git(work, "commit", "-qm", "one")
+    _git(work, "tag", "v1.0")
+    lost = _git(work, "rev-parse", "HEAD:data.bin")
+    (work / "data.bin").write_text("new table\n")
+    _git(work, "commit", "-qam", "two")
+    (work / "a.py").write_text("x = 2\n")
+    _git(work, "commit", "-qam", "base")
+    base = _git(work, "rev-parse", "HEAD")
+    (work / "a.py").write_text("x = 'the fix'\n")
+    _git(work, "commit", "-qam", "future")
+    _git(work, "tag", "v-next")
+    mirror = tmp_path / "mirror.git"
+    subprocess.run(["git", "clone", "-q", "--mirror", "--no-local", str(work), str(mirror)], check=True)
+    (pack,) = (mirror / "objects" / "pack").glob("*.pack")
+    aside = tmp_path / "aside.pack"
+    pack.rename(aside)
+    pack.with_suffix(".idx").unlink()
+    with aside.open("rb") as stream:  # loose objects, so one can be deleted
+        subprocess.run(["git", "unpack-objects", "-q"], cwd=mirror, stdin=stream, check=True)
+    (mirror / "objects" / lost[:2] / lost[2:]).unlink()
+    return mirror, base, lost
+
+
+def test_a_mirror_missing_old_blobs_still_gives_history_and_tags(tmp_path):
+    mirror, base, lost = _partial_mirror(tmp_path)
+    control = tmp_path / "control"
+    control.mkdir()
+    _git(control, "init", "-q")
+    failed = subprocess.run(
+        ["git", "fetch", "-q", "--no-tags", str(mirror), base], cwd=control, capture_output=True
+    )
+    assert failed.returncode != 0, "control: the whole history cannot be fetched from this mirror"
+
+    testbed = tmp_path / "testbed"
+    make_testbed(str(mirror), base, testbed)
+    assert (testbed / "a.py").read_text() == "x = 2\n"
+    assert (testbed / "data.bin").read_text() == "new table\n"
+    # the commits and tags up to the base, as versioning tools read them (not a depth-1 checkout)
+    assert _git(testbed, "rev-list", "--count", "HEAD") == "3"
+    assert _git(testbed, "describe", "--tags", "--long") == f"v1.0-2-g{base[:7]}"
+    assert _git(testbed, "tag").split() == ["v1.0"]
+    assert _git(testbed, "status", "--porcelain") == ""
+    # nothing after the base, and the promisor git keeps for the missing blobs leads nowhere
+    stored = _git(testbed, "cat-file", "--batch-all-objects", "--batch-check=%(objectname)").split()
+    assert _git(mirror, "rev-parse", "v-next^{commit}") not in stored and lost not in stored
+    assert str(mirror) not in _git(testbed, "config", "--list")
+    refetch = subprocess.run(["git", "fetch", "-q", "promisor", "v-next"], cwd=testbed, capture_output=True)
+    assert refetch.returncode != 0

@@ -49,7 +49,8 @@ PYTEST_RA_AS_OF = "2019-06-04T00:00:00Z"
 SKIPPED = (
     "# swe-rl: skipped conda package: "  # a lock line: a conda environment's package pip could not install
 )
-DATED_BUILD_TOOLS = "# swe-rl: build tools as of the task's date (a build failed with 2024's)"
+# a lock line per install command that built only with the build tools of the task's date
+DATED_BUILD_TOOLS = "# swe-rl: build tools as of the task's date (a build failed with 2024's): "
 FALLBACK = "# swe-rl: pip fallback: "  # a lock line: an install command that uv could not build and pip ran
 # uv's failure on a build backend without PEP 660 editable support (setuptools < 64)
 _FILTERED = re.compile(r"`([A-Za-z0-9._-]+)` was filtered by `exclude-newer(?:-package)?`")
@@ -158,7 +159,10 @@ class InstallRun:
         self.widened: list[Widening] = list(widen)
         self.fallbacks: list[str] = []  # install commands that uv could not build and pip ran
         self.source = source  # the repo's git source: requirement files are read from it
-        self.dated_build_tools = False  # build tools as of the task's date (after a build failed with 2024's)
+        # build tools as of the task's date for the command running (after a build failed with 2024's); the
+        # next command starts again from 2024's: the repo's own editable install needs setuptools >= 64
+        self.dated_build_tools = False
+        self.dated_commands: list[str] = []  # the commands that built only with them
         self.skipped: list[str] = []  # conda packages pip could not install
         self.lock: list[str] = []  # the resolved set of the last build, with the widening and fallback notes
         self.pytest_floor = False  # pytest held to PYTEST_RA_FLOOR, resolved as of PYTEST_RA_AS_OF
@@ -245,6 +249,9 @@ class InstallRun:
             raise EnvBuildError(
                 f"install command exited {code} (log {self.log}):\n{tail}{_missing_library(said)}"
             )
+        if self.dated_build_tools:
+            self.dated_commands.append(command)
+        self.dated_build_tools = False
 
     def _remedied(self, output: str, command: str) -> bool:
         """Change the resolution for what a failed uv install says, if anything: True when retrying may help.
@@ -402,7 +409,7 @@ class InstallRun:
         notes = [w.lock_line() for w in self.widened]
         notes += [f"{FALLBACK}{command}" for command in self.fallbacks]
         notes += [f"{SKIPPED}{package}" for package in self.skipped]
-        notes += [DATED_BUILD_TOOLS] if self.dated_build_tools else []
+        notes += [f"{DATED_BUILD_TOOLS}{command}" for command in self.dated_commands]
         self.lock = [*self.freeze(), *notes]
         return self.lock
 

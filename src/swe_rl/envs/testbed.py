@@ -2,6 +2,11 @@
 
 The testbed is a fresh repository that fetched only ``base_commit`` and its ancestors: no later
 commits, no remote refs, no tags past the base, no reflog. An agent cannot read the fix from history.
+
+A mirror that lacks some old objects (a partial snapshot) cannot serve that history whole. The
+testbed then takes every commit and tree of it but only the blobs of ``base_commit`` itself (a
+partial clone), so ``git describe`` and the tags that versioning tools read still work; only when
+the source cannot filter either is it the base commit alone (``--depth=1``).
 """
 
 from __future__ import annotations
@@ -17,14 +22,20 @@ def make_testbed(source: str, base_commit: str, dest: Path) -> None:
     dest.mkdir(parents=True)
     try:
         git(["init", "-q", "-b", "main"], dest)
+        partial = False
         try:
             _fetch(dest, source, base_commit)
         except InfraError:
-            # A mirror with missing old objects (partial snapshots) can still serve the commit itself.
-            _fetch(dest, source, base_commit, "--depth=1")
+            try:
+                _fetch_without_old_blobs(dest, source, base_commit)
+                partial = True
+            except InfraError:
+                _fetch(dest, source, base_commit, "--depth=1")
         git(["update-ref", "refs/heads/main", base_commit], dest)
+        git(["reset", "-q", "--hard", base_commit], dest)  # a partial clone fetches the base's blobs here
+        if partial:
+            _seal_promisor(dest)
         _copy_tags_before(dest, source, base_commit)
-        git(["reset", "-q", "--hard", base_commit], dest)
         git(["config", "user.name", "swe-rl agent"], dest)
         git(["config", "user.email", "agent@swe-rl.invalid"], dest)
         git(["reflog", "expire", "--expire=now", "--all"], dest)
@@ -52,6 +63,32 @@ def _fetch(dest: Path, source: str, commit: str, *extra: str) -> None:
     )
 
 
+_PROMISOR = "promisor"
+
+
+def _fetch_without_old_blobs(dest: Path, source: str, commit: str) -> None:
+    """Every commit and tree up to ``commit``, blobs only as the checkout asks for them."""
+    key = f"remote.{_PROMISOR}"
+    git(["config", f"{key}.url", source], dest)
+    git(["config", f"{key}.promisor", "true"], dest)
+    git(["config", f"{key}.partialclonefilter", "blob:none"], dest)
+    # a local mirror's upload-pack refuses filters unless told (a hosting server allows them already)
+    git(["config", f"{key}.uploadpack", "git -c uploadpack.allowFilter=true upload-pack"], dest)
+    try:
+        _fetch(dest, _PROMISOR, commit, "--filter=blob:none")
+    except InfraError:
+        git(["config", "--remove-section", key], dest, check=False)
+        raise
+
+
+def _seal_promisor(dest: Path) -> None:
+    """The checkout has its blobs: the promisor stays (git needs one for the blobs it lacks) but
+    points nowhere, so nothing inside a sandbox can fetch through it, later commits included."""
+    key = f"remote.{_PROMISOR}"
+    git(["config", f"{key}.url", "/nonexistent/history-blobs-not-fetched"], dest)
+    git(["config", "--unset", f"{key}.uploadpack"], dest)
+
+
 def _copy_tags_before(dest: Path, source: str, base_commit: str) -> None:
     """Tags on ``base_commit`` or its ancestors (versioning tools such as setuptools_scm read them);
     tags on later commits stay out, like the commits themselves."""
@@ -65,7 +102,9 @@ def _copy_tags_before(dest: Path, source: str, base_commit: str) -> None:
                 peeled[name[:-3]] = sha
             else:
                 peeled.setdefault(name, sha)
+    # Only the commits already here are asked about: naming any other object in a partial clone
+    # would fetch it through the promisor, later commits included.
+    ancestors = set(git(["rev-list", base_commit], dest).split())
     for name, sha in peeled.items():
-        # the commit is here only if it is base_commit or one of its ancestors (nothing else was fetched)
-        if git(["merge-base", sha, base_commit], dest, check=False).strip() == sha:
+        if sha in ancestors:
             git(["update-ref", f"refs/tags/{name}", sha], dest)
