@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import asyncio
 import platform
-import time
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
@@ -22,11 +21,9 @@ from pydantic import BaseModel, Field
 
 from swe_rl.agent.config import AgentConfig
 from swe_rl.agent.context import ContextManager
-from swe_rl.agent.loop import left_patch, run_agent
 from swe_rl.agent.trajectory import Trajectory, mini_swe_agent_record
 from swe_rl.envs.cache import EnvCache
-from swe_rl.errors import SweRlError
-from swe_rl.harness.grade import grade_patch
+from swe_rl.episode.run import EpisodeSettings, run_episode
 from swe_rl.harness.verdict import GradingMode
 from swe_rl.llm.base import LLM, SamplingParams
 from swe_rl.llm.cost import PricedLLM, PriceTable
@@ -208,40 +205,35 @@ async def attempt_outcome(
     settings: EvalSettings,
 ) -> AttemptOutcome:
     """One attempt, graded; nothing written (the artifacts' folder is named in ``result.artifacts``)."""
-    started = time.monotonic()
     folder = attempt_folder(settings.output_dir, task.instance_id, attempt)
-    result = InstanceResult(
-        instance_id=task.instance_id, attempt=attempt, exit_status="infra_error", artifacts=str(folder)
+    context = ContextManager(settings.max_context, params.max_tokens) if settings.max_context else None
+    episode = await run_episode(
+        task,
+        llm,
+        cache=cache,
+        factory=factory,
+        agent=agent,
+        params=params,
+        settings=EpisodeSettings(
+            limits=settings.limits, grade_timeout=settings.grade_timeout, grading=settings.grading
+        ),
+        context=context,
     )
-    traj: Trajectory | None = None
-    patch = ""
-    try:
-        env = await asyncio.to_thread(cache.ensure, task)
-        context = ContextManager(settings.max_context, params.max_tokens) if settings.max_context else None
-        async with await factory.create(env, settings.limits) as box:
-            traj = await run_agent(task, box, llm, agent, params, context=context, workdir=env.workdir)
-            left = await left_patch(traj, box)  # None after agent_error: an unresolved attempt
-        patch = left or ""
-        if traj.submission is not None:
-            result.patch_source = "submission"
-        elif patch.strip():
-            result.patch_source = "diff_fallback"
-        _fill(result, traj)
-        if traj.exit_status == "infra_error":
-            result.error = traj.exit_message
-        else:
-            t0 = time.monotonic()
-            verdict = await grade_patch(
-                task, left, factory, env, timeout=settings.grade_timeout, mode=settings.grading
-            )
-            result.eval_time_s = time.monotonic() - t0
-            result.resolved, result.grade_status = verdict.resolved, verdict.status
-    except SweRlError as exc:
-        result.error = f"{type(exc).__name__}: {exc}"
-        if traj is not None:
-            _fill(result, traj)
-    result.elapsed = time.monotonic() - started
-    return AttemptOutcome(result=result, trajectory=traj, patch=patch)
+    result = InstanceResult(
+        instance_id=task.instance_id,
+        attempt=attempt,
+        exit_status=episode.exit_status,
+        artifacts=str(folder),
+        patch_source=episode.patch_source or "none",
+        error=episode.error,
+        elapsed=episode.total_s,
+    )
+    if episode.trajectory is not None:
+        _fill(result, episode.trajectory)
+    if episode.verdict is not None:
+        result.resolved, result.grade_status = episode.verdict.resolved, episode.verdict.status
+        result.eval_time_s = episode.grade_s
+    return AttemptOutcome(result=result, trajectory=episode.trajectory, patch=episode.patch or "")
 
 
 def _fill(result: InstanceResult, traj: Trajectory) -> None:

@@ -9,9 +9,7 @@ stay untouched: ``SWE_RL_EXECUTOR`` (local | pool:<url> | service:<url> | ray[:<
 
 from __future__ import annotations
 
-import asyncio
 import os
-import time
 import uuid
 from typing import Any
 
@@ -19,11 +17,9 @@ from pydantic import BaseModel, Field
 
 from swe_rl.agent.config import AgentConfig
 from swe_rl.agent.context import ContextManager
-from swe_rl.agent.loop import left_patch, run_agent
 from swe_rl.agent.trajectory import Trajectory
 from swe_rl.envs.cache import EnvCache
-from swe_rl.errors import SweRlError
-from swe_rl.harness.grade import grade_patch
+from swe_rl.episode.run import Episode, EpisodeSettings, run_episode
 from swe_rl.llm.base import LLM, SamplingParams
 from swe_rl.rl.rewards import OutcomeReward, combined_reward, prm_step_scores
 from swe_rl.rl.samples import (
@@ -76,20 +72,26 @@ async def run_rollout(
     its settings (``runs.executor.ProcessReward``): the reward becomes outcome + coef * mean step score.
     """
     trajectory_id = uuid.uuid4().hex
-    started = time.monotonic()
-    traj: Trajectory | None = None
-    try:
-        env = await asyncio.to_thread(cache.ensure, task)
-        async with await factory.create(env) as box:
-            traj = await run_agent(task, box, llm, config, params, context=context, workdir=env.workdir)
-            patch = await left_patch(traj, box)  # None after agent_error: graded as no patch, scored
-        if traj.exit_status == "infra_error":
-            return _failed(traj, traj.exit_message, started)
-        t0 = time.monotonic()
-        verdict = await grade_patch(task, patch, factory, env, mode="strict")
-        eval_s = time.monotonic() - t0
-    except SweRlError as exc:
-        return _failed(traj, f"{type(exc).__name__}: {exc}", started)
+    episode = await run_episode(
+        task,
+        llm,
+        cache=cache,
+        factory=factory,
+        agent=config,
+        params=params,
+        settings=EpisodeSettings(grading="strict"),
+        context=context,
+    )
+    traj = episode.trajectory
+    if episode.error is not None or episode.verdict is None or traj is None:
+        return RolloutResult(
+            status="infra_error",
+            exit_status="infra_error",
+            error=episode.error,
+            trajectory=traj,
+            metrics=_metrics(episode) if traj else {},
+        )
+    verdict = episode.verdict
     reward = (outcome or OutcomeReward())(verdict.resolved)
     extra: dict[str, float] = {}
     if prm is not None and traj.steps:
@@ -110,27 +112,19 @@ async def run_rollout(
         sample.resolved = verdict.resolved
     return RolloutResult(
         status=status_of(traj),
-        exit_status=traj.exit_status or "infra_error",
+        exit_status=episode.exit_status,
         reward=reward,
         resolved=verdict.resolved,
         samples=samples,
         trajectory=traj,
-        metrics={**_metrics(traj, started, eval_s), **extra},
+        metrics={**_metrics(episode), **extra},
     )
 
 
-def _failed(traj: Trajectory | None, error: str, started: float) -> RolloutResult:
-    return RolloutResult(
-        status="infra_error",
-        exit_status="infra_error",
-        error=error,
-        trajectory=traj,
-        metrics=_metrics(traj, started, 0.0) if traj else {},
-    )
-
-
-def _metrics(traj: Trajectory, started: float, eval_s: float) -> dict[str, float]:
-    total = time.monotonic() - started
+def _metrics(episode: Episode) -> dict[str, float]:
+    traj = episode.trajectory
+    assert traj is not None
+    total, eval_s = episode.total_s, episode.grade_s
     return {
         "agent/turns": float(len(traj.steps)),
         "agent/tool_calls": float(traj.tool_calls),
