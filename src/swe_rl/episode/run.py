@@ -35,7 +35,9 @@ PatchSource = Literal["submission", "diff_fallback"]
 class EpisodeSettings(BaseModel):
     """How an episode's sandbox and grading run (its task, model and agent are given beside it)."""
 
-    limits: Limits | None = Field(default=None, description="The agent's sandbox limits (None: the backend's).")
+    limits: Limits | None = Field(
+        default=None, description="The agent's sandbox limits (None: the backend's)."
+    )
     grade_timeout: float = Field(default=DEFAULT_TEST_TIMEOUT, gt=0, description="Seconds for the test run.")
     grading: GradingMode = Field(
         default="official", description="official (SWE-bench's verdict, steering flagged) or strict."
@@ -48,11 +50,14 @@ class Episode(BaseModel):
     instance_id: str
     trajectory: Trajectory | None = None
     patch: str | None = Field(
-        default=None, description="What was graded; None when the agent left nothing that can be (agent_error)."
+        default=None,
+        description="What was graded; None when the agent left nothing that can be (agent_error).",
     )
     patch_source: PatchSource | None = None
     verdict: Verdict | None = None
-    error: str | None = Field(default=None, description="The infrastructure failure, typed, when there was one.")
+    error: str | None = Field(
+        default=None, description="The infrastructure failure, typed, when there was one."
+    )
     total_s: float = 0.0
     grade_s: float = 0.0
 
