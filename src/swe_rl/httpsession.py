@@ -5,12 +5,18 @@ trainer's process-wide executor) must not reuse it on the next loop. :class:`Loo
 for the running loop and registers it with that loop as an async generator, so a loop that shuts down
 (``asyncio.run``, ``asyncio.Runner``: they finalize async generators) closes the session before it closes.
 A loop that stops without that step leaves its session to the garbage collector.
+
+Also the two readings every HTTP client here shares: a ``Retry-After`` header and swe-rl's error body.
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
+import math
 from collections.abc import AsyncGenerator, Callable
+from datetime import UTC, datetime
+from email.utils import parsedate_to_datetime
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -59,3 +65,36 @@ class LoopSession:
         self._closer = self._session = self._loop = None
         if closer is not None and loop is not None and loop.is_running() and not loop.is_closed():
             asyncio.run_coroutine_threadsafe(closer.aclose(), loop)
+
+
+def retry_after_s(value: str | None, *, cap: float) -> float | None:
+    """The seconds a ``Retry-After`` header asks for, held to ``[0, cap]``; None when absent or unreadable.
+
+    Both forms of RFC 9110 (10.2.3) are read: delta-seconds, and an HTTP-date (a proxy's or a load
+    balancer's), counted from now.
+    """
+    if not value or not value.strip():
+        return None
+    text = value.strip()
+    try:
+        seconds = float(text)
+    except ValueError:
+        try:
+            when = parsedate_to_datetime(text)
+        except (TypeError, ValueError, IndexError):
+            return None
+        if when.tzinfo is None:
+            when = when.replace(tzinfo=UTC)
+        seconds = (when - datetime.now(UTC)).total_seconds()
+    if math.isnan(seconds):
+        return None
+    return min(cap, max(0.0, seconds))
+
+
+def error_body(data: bytes) -> tuple[str, str]:
+    """(kind, message) of swe-rl's error body ``{"error": {"kind", "message"}}``; else ("unknown", its start)."""
+    try:
+        err = json.loads(data)["error"]
+        return str(err["kind"]), str(err["message"])
+    except (ValueError, KeyError, TypeError):
+        return "unknown", data[:200].decode(errors="replace")

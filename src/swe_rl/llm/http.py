@@ -11,6 +11,7 @@ import random
 import time
 from typing import Any
 
+from swe_rl.httpsession import retry_after_s
 from swe_rl.llm.base import LLMError
 
 MAX_BODY = 8 * 1024 * 1024
@@ -42,7 +43,7 @@ async def post_json(
                 last = f"HTTP {resp.status}: {body[:200].decode(errors='replace')}"
                 if resp.status not in RETRY_STATUS:
                     raise LLMError(f"{name} at {url}: {last}")
-                delay = _retry_after(resp.headers.get("Retry-After"))
+                delay = retry_after_s(resp.headers.get("Retry-After"), cap=120.0)
         except (TimeoutError, aiohttp.ClientError, ConnectionError) as exc:
             last = f"{type(exc).__name__}: {exc}"
         if attempt < max_retries:
@@ -61,10 +62,3 @@ async def _read_capped(resp: Any, name: str) -> bytes:
         if len(body) > MAX_BODY:
             raise LLMError(f"{name}: reply larger than {MAX_BODY} bytes")
     return bytes(body)
-
-
-def _retry_after(value: str | None) -> float | None:
-    try:
-        return min(120.0, max(0.0, float(value))) if value else None
-    except ValueError:
-        return None

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import os
 import random
 import time
@@ -28,7 +27,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from swe_rl.errors import ConfigError
-from swe_rl.httpsession import LoopSession
+from swe_rl.httpsession import LoopSession, error_body, retry_after_s
 from swe_rl.runs.executor import RolloutRequest
 from swe_rl.runs.rollout import RolloutResult
 
@@ -156,14 +155,14 @@ class ServiceExecutor:
             else:
                 if status == 200:
                     return _result(data, url)
-                kind, message = _error(data)
+                kind, message = error_body(data)
                 last = f"HTTP {status} {kind}: {message}"
                 if 400 <= status < 500 and kind != "cancelled":
                     raise ConfigError(f"rollout server {url} refused the request: {last}")
                 if status == 409:  # cancelled on the server (DELETE /run/{id} from someone else)
                     return _infra(f"rollout server {url}: {last}")
                 if status == BUSY:  # refused, nothing ran: try again there or on a less busy server
-                    delay = _seconds(retry_after) or 1.0
+                    delay = retry_after_s(retry_after, cap=60.0) or 1.0
                     self._assign(request_id, self._pick(avoid=url))
                     if time.monotonic() + delay > deadline:
                         return _infra(f"rollout server {url} busy for {self.max_wait_s:.0f}s: {last}")
@@ -210,18 +209,3 @@ def _result(data: bytes, url: str) -> RolloutResult:
         return RolloutResult.model_validate_json(data)
     except ValidationError as exc:
         return _infra(f"rollout server {url} sent a reply that is not a rollout: {exc.errors()[0]['msg']}")
-
-
-def _error(data: bytes) -> tuple[str, str]:
-    try:
-        err = json.loads(data)["error"]
-        return str(err["kind"]), str(err["message"])
-    except (ValueError, KeyError, TypeError):
-        return "unknown", data[:200].decode(errors="replace")
-
-
-def _seconds(value: str | None) -> float | None:
-    try:
-        return min(60.0, max(0.0, float(value))) if value else None
-    except ValueError:
-        return None

@@ -19,13 +19,16 @@ import uuid
 from typing import Any, Self
 
 from swe_rl.errors import BackendLostError, OutputLimitError, SandboxError, SandboxUnavailableError
-from swe_rl.httpsession import LoopSession
+from swe_rl.httpsession import LoopSession, error_body, retry_after_s
 from swe_rl.sandbox.base import EnvSpec, ExecResult, Limits
 from swe_rl.sandbox.shell import FILE_CAP
 from swe_rl.sandbox.wire import AllocateResponse, timeout_note
 
 RETRYABLE = {502, 503, 504}
 SANDBOX_KINDS = {"sandbox_error", "bad_request"}  # the node answered about this sandbox or this request
+
+
+RETRY_AFTER_CAP_S = 60.0  # a server (or a proxy) that asks for longer is waited for this long
 
 
 class RemoteClient:
@@ -59,7 +62,7 @@ class RemoteClient:
                     data = await resp.read()
                     if resp.status == 200:
                         return dict(json.loads(data))
-                    kind, message = _error(data)
+                    kind, message = error_body(data)
                     last = f"HTTP {resp.status} {kind}: {message}"
                     if kind == "too_large":
                         raise OutputLimitError(f"{self.url}{path}: {message}")
@@ -67,7 +70,7 @@ class RemoteClient:
                         raise SandboxError(f"{self.url}{path}: {last}")
                     if resp.status not in RETRYABLE or kind == "node_down":
                         raise BackendLostError(f"{self.url}{path}: {last}")
-                    retry_after = float(resp.headers.get("Retry-After") or 0) or None
+                    retry_after = retry_after_s(resp.headers.get("Retry-After"), cap=RETRY_AFTER_CAP_S)
             except OutputLimitError:
                 raise  # an OSError, but an answer: not a transport fault to retry
             except (aiohttp.ClientError, OSError, TimeoutError) as exc:
@@ -84,14 +87,6 @@ def _new_session() -> Any:
     import aiohttp
 
     return aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=256))
-
-
-def _error(data: bytes) -> tuple[str, str]:
-    try:
-        err = json.loads(data)["error"]
-        return str(err["kind"]), str(err["message"])
-    except (ValueError, KeyError, TypeError):
-        return "unknown", data[:200].decode(errors="replace")
 
 
 class RemoteSandbox:
