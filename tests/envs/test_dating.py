@@ -666,3 +666,15 @@ def test_a_dependency_whose_dated_release_does_not_build_here_is_widened_after_t
     ]
     log = (venv / "swe-rl-install.log").read_text()
     assert log.index("again with the task date's") < log.index("swe-rl: widened sdonly")
+
+
+def test_parallel_builds_wait_for_each_others_sdist_builds(tmp_path, monkeypatch):
+    """pvlib 0.5 and 0.6 built at -j 2 both needed pandas 1.1.2 from source (no wheel for Python 3.9): the
+    second waited on uv's cache lock past its default 300 s and failed while the first was still compiling."""
+    monkeypatch.delenv("UV_LOCK_TIMEOUT", raising=False)
+    run = InstallRun(
+        EnvRecipe(), tmp_path / "venv", tmp_path, tmp_path / "log", installer="uv", cache=tmp_path / "uv"
+    )
+    assert float(run.environ()["UV_LOCK_TIMEOUT"]) >= 3600
+    monkeypatch.setenv("UV_LOCK_TIMEOUT", "42")  # the host's own setting wins
+    assert run.environ()["UV_LOCK_TIMEOUT"] == "42"

@@ -137,6 +137,9 @@ def choose_installer(wanted: Installer, recipe: EnvRecipe) -> tuple[Installer, s
     return "pip", None
 
 
+UV_LOCK_TIMEOUT_S = "7200"  # the host's UV_LOCK_TIMEOUT, when set, wins
+
+
 class InstallRun:
     """Runs install commands for one venv build; everything goes to one log file."""
 
@@ -212,6 +215,9 @@ class InstallRun:
             "/dev/null"  # a host pip config can send old Pythons into long backtracking
         )
         environ["UV_CACHE_DIR"] = str(self.cache)
+        # builds in parallel share the cache: one waits while another compiles the same sdist (pandas 1.1.2
+        # for Python 3.9 takes over 20 minutes on 2 cores), longer than uv's default of 300 s
+        environ["UV_LOCK_TIMEOUT"] = UV_LOCK_TIMEOUT_S
         # the testbed may belong to the ns sandboxes' uid already: git (setuptools-scm, versioneer) must
         # still answer here, where root runs the install
         environ.update(GIT_CONFIG_COUNT="1", GIT_CONFIG_KEY_0="safe.directory", GIT_CONFIG_VALUE_0="*")
