@@ -14,7 +14,11 @@ times out) are *data*, returned in results. Exceptions are for what stops the wo
         ├── SandboxError                           a sandbox could not be created, died, or misbehaved
         │   ├── SandboxUnavailableError            a backend cannot run on this machine
         │   └── BackendLostError                   the node, server or engine behind a sandbox is gone
-        └── EnvBuildError                          an environment could not be built
+        ├── EnvBuildError                          an environment could not be built
+        └── LLMError                               the model endpoint failed after its retries
+    ServiceError (service/common.py)               a server's answer as an exception: its wire kind
+                                                   (bad_request, capacity, ...) and Retry-After, which
+                                                   the endpoint turns into the structured error body
 
 Who a failure is charged to is decided by where it happened, not by these types alone (docs/TRAINING.md,
 "Outcome attribution"): a SandboxError or OutputLimitError from the agent's own sandbox while the agent
@@ -87,3 +91,7 @@ class BackendLostError(SandboxError):
 
 class EnvBuildError(InfraError):
     """An environment could not be built."""
+
+
+class LLMError(InfraError):
+    """The model endpoint failed (down, garbage, timeouts, too long) after retries. Never a wrong answer."""

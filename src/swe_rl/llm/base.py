@@ -7,11 +7,9 @@ from typing import Literal, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from swe_rl.errors import InfraError
+from swe_rl.errors import LLMError
 
-
-class LLMError(InfraError):
-    """The model endpoint failed (down, garbage, timeouts, too long) after retries. Never a wrong answer."""
+__all__ = ["LLM", "Completion", "LLMError", "Message", "SamplingParams"]
 
 
 class Message(BaseModel):

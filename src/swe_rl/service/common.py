@@ -69,7 +69,9 @@ BODY_CAPS: dict[type[BaseModel], int] = {
 _log = logging.getLogger(__name__)
 
 
-class ServiceError(Exception):
+class ServiceError(SweRlError):
+    """An answer a handler gives by raising: the endpoint sends its kind's status and error body."""
+
     def __init__(self, kind: ErrorKind, message: str, retry_after: float | None = None) -> None:
         super().__init__(message)
         self.kind = kind
