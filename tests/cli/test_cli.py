@@ -48,6 +48,13 @@ def test_usage_errors_are_one_message_not_a_traceback(args, message):
     assert out.returncode == 2 and message in out.stderr and "Traceback" not in out.stderr, out.stderr
 
 
+def test_an_option_its_settings_refuse_is_one_message_naming_the_field():
+    """--lr 0 passes the option's own bound (min=0.0, closed) but not the settings' (gt=0)."""
+    out = swe_rl("train", "rl", "--lr", "0")
+    assert out.returncode == 2 and "Traceback" not in out.stderr, out.stderr
+    assert "invalid GRPOSettings: learning_rate: Input should be greater than 0 (got 0.0)" in out.stderr
+
+
 def test_env_validate_json(tasks, tmp_path):
     report = tmp_path / "r.json"
     out = swe_rl(

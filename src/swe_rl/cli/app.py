@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import sys
+from typing import Any
 
 import typer
 
@@ -38,6 +39,8 @@ def _root(verbose: bool = typer.Option(False, "--verbose", "-v", help="Log debug
 
 def main() -> None:
     """Entry point: SweRlError becomes a one-line message and exit code 2 (bad input) or 3 (infrastructure)."""
+    from pydantic import ValidationError
+
     from swe_rl.errors import ConfigError, SweRlError
 
     try:
@@ -45,6 +48,9 @@ def main() -> None:
     except SweRlError as exc:
         print(f"error: {exc}", file=sys.stderr)
         sys.exit(2 if isinstance(exc, ConfigError) else 3)
+    except ValidationError as exc:  # settings built from the options: bad input, named by field
+        print(f"error: {_invalid(exc)}", file=sys.stderr)
+        sys.exit(2)
     except typer.Exit as exc:
         sys.exit(exc.exit_code)
     except typer.Abort:
@@ -58,6 +64,15 @@ def main() -> None:
             sys.exit(exit_code)
         raise
     sys.exit(code if isinstance(code, int) else 0)
+
+
+def _invalid(exc: Any) -> str:
+    """One line for a pydantic ValidationError: which settings, which fields, and why."""
+    problems = [
+        f"{'.'.join(str(part) for part in error['loc']) or 'value'}: {error['msg']} (got {error.get('input')!r})"
+        for error in exc.errors()
+    ]
+    return f"invalid {exc.title}: " + "; ".join(problems)
 
 
 if __name__ == "__main__":
