@@ -678,3 +678,70 @@ def test_parallel_builds_wait_for_each_others_sdist_builds(tmp_path, monkeypatch
     assert float(run.environ()["UV_LOCK_TIMEOUT"]) >= 3600
     monkeypatch.setenv("UV_LOCK_TIMEOUT", "42")  # the host's own setting wins
     assert run.environ()["UV_LOCK_TIMEOUT"] == "42"
+
+
+# a repo whose own build backend, like setuptools, makes editables only from 64, and which depends on sdonly
+DEPENDENT_BACKEND = """import base64, hashlib, os, zipfile
+import setuptools
+
+METADATA = "Metadata-Version: 2.1\\nName: ownpkg\\nVersion: 1.0\\nRequires-Dist: sdonly\\n"
+
+
+def _modern():
+    if int(setuptools.VERSION.split(".")[0]) < 64:
+        raise AttributeError("module 'setuptools.build_meta' has no attribute 'build_editable'")
+
+
+def get_requires_for_build_editable(config_settings=None):
+    return []
+
+
+def prepare_metadata_for_build_editable(metadata_directory, config_settings=None):
+    _modern()
+    info = os.path.join(metadata_directory, "ownpkg-1.0.dist-info")
+    os.makedirs(info)
+    with open(os.path.join(info, "METADATA"), "w") as out:
+        out.write(METADATA)
+    return "ownpkg-1.0.dist-info"
+
+
+def build_editable(wheel_directory, config_settings=None, metadata_directory=None):
+    _modern()
+    name = "ownpkg-1.0-py3-none-any.whl"
+    with zipfile.ZipFile(os.path.join(wheel_directory, name), "w") as zf:
+        zf.writestr("ownpkg.py", "VERSION = '1.0'\\n")
+        zf.writestr("ownpkg-1.0.dist-info/METADATA", METADATA)
+        zf.writestr("ownpkg-1.0.dist-info/WHEEL", "Wheel-Version: 1.0\\nRoot-Is-Purelib: true\\nTag: py3-none-any\\n")
+        zf.writestr("ownpkg-1.0.dist-info/RECORD", "")
+    return name
+"""
+
+
+def test_when_the_dated_tools_cannot_build_the_repo_editable_the_failed_dependency_is_widened(
+    tmp_path, index
+):
+    """pvlib 0.6's `-e .[all]`: netcdf4 1.5.4 (no wheel for Python 3.9, an sdist that needs HDF5's headers)
+    failed with 2024's build tools; the task date's then could not build pvlib itself editable (setuptools
+    < 64), and the install went to pip, which brought today's pytest-cov beside pytest 6.1 (no test ran).
+    Instead 2024's come back and the dependency that failed under them is taken from today's index."""
+    index.serve("sdonly", make_c_sdist(tmp_path / "wheels", "sdonly", "1.0", NO_BLAS_BACKEND), BEFORE)
+    index.add("sdonly", "2.0", AFTER)
+    index.add("setuptools", "40.8.0", BEFORE)
+    index.add("setuptools", "70.0.0", "2024-05-20T00:00:00Z")
+    testbed = tmp_path / "testbed"
+    testbed.mkdir()
+    (testbed / "ownbackend.py").write_text(DEPENDENT_BACKEND)
+    (testbed / "pyproject.toml").write_text(
+        '[build-system]\nrequires = ["setuptools"]\nbuild-backend = "ownbackend"\nbackend-path = ["."]\n'
+    )
+    venv = tmp_path / "venv"
+    create_venv(host_interpreter()[0], venv)  # no pip in it: a fallback to pip would fail the build
+    recipe = EnvRecipe(install="python -m pip install -e .", exclude_newer=TASK_DATE)
+    run = InstallRun(recipe, venv, testbed, tmp_path / "install.log", installer="uv", cache=tmp_path / "uv")
+    lock = run.build(None)
+    log = (tmp_path / "install.log").read_text()
+    assert "No lapack/blas resources found" in log  # sdonly 1.0 failed with 2024's build tools
+    assert "has no attribute 'build_editable'" in log  # the task date's could not build the repo editable
+    assert run.fallbacks == [] and "sdonly==2.0" in lock and f"-e file://{testbed}" in lock
+    assert [w.package for w in run.widened] == ["sdonly"]
+    assert not any(line.startswith("# swe-rl: build tools as of") for line in lock)

@@ -166,6 +166,7 @@ class InstallRun:
         # next command starts again from 2024's: the repo's own editable install needs setuptools >= 64
         self.dated_build_tools = False
         self.dated_commands: list[str] = []  # the commands that built only with them
+        self._tried_dated, self._reverted, self._failed_with_2024 = False, False, ""  # per command (run)
         self.skipped: list[str] = []  # conda packages pip could not install
         self.lock: list[str] = []  # the resolved set of the last build, with the widening and fallback notes
         self.pytest_floor = False  # pytest held to PYTEST_RA_FLOOR, resolved as of PYTEST_RA_AS_OF
@@ -233,6 +234,9 @@ class InstallRun:
         the local project), pip runs the command, as the official images' pip did.
         """
         dated_before = self.dated_build_tools
+        self._tried_dated = self.dated_build_tools  # the task date's build tools, tried for this command
+        self._failed_with_2024 = ""  # what 2024's build tools gave before those were tried
+        self._reverted = False
         code, output = self._run(command, self.install_command())
         said = output
         while code != 0 and self.kind == "uv" and self._remedied(output, command):
@@ -266,8 +270,29 @@ class InstallRun:
         header, is taken from today's index; a failed build is retried once with the task date's build tools;
         a dependency whose dated release still does not build here (no wheel for this Python, a download in its
         setup.py) is taken from today's index, as the official images, resolved in 2024, got one that installs.
+        When the task date's build tools cannot make the repo's own editable install, 2024's come back, and the
+        dependency whose build had failed with them is taken from today's index instead.
         Each applies once (per package, or once for the build tools), so retrying ends.
         """
+        if (
+            self.dated_build_tools
+            and not self._reverted
+            and self._failed_with_2024
+            and _NO_PEP660.search(output)
+        ):
+            # the task date's build tools cannot make the repo's editable install (setuptools < 64): back to
+            # 2024's, with the dependency whose build failed under those taken from today's index (pvlib 0.6's
+            # netcdf4 1.5.4: no wheel for Python 3.9, an sdist that needs HDF5's headers)
+            self._reverted = True
+            self.dated_build_tools = False
+            found = self._to_widen(self._failed_with_2024, command, dependencies=True)
+            if found is not None:
+                self.widened.append(found)
+            self._note(
+                f"swe-rl: the task date's build tools cannot build `{command}` editable; 2024's again"
+                + (f", with {found.package} widened: {found.detail()}" if found is not None else "")
+            )
+            return True
         tools_too_new = self._build_tools_too_new(output)
         found = self._to_widen(output, command, dependencies=not tools_too_new)
         if found is not None:
@@ -276,7 +301,8 @@ class InstallRun:
             return True
         if tools_too_new:
             # an sdist of the task's time builds only with the setuptools of its time (setuptools.Feature, ...)
-            self.dated_build_tools = True
+            self.dated_build_tools = self._tried_dated = True
+            self._failed_with_2024 = output
             self._note(
                 f"swe-rl: a build failed with 2024's build tools; `{command}` again with the task date's"
             )
@@ -352,7 +378,7 @@ class InstallRun:
     def _build_tools_too_new(self, output: str) -> bool:
         return (
             self.kind == "uv"
-            and not self.dated_build_tools
+            and not self._tried_dated
             and BUILD_TOOLS_AS_OF > self.recipe.exclude_newer > ""
             and _BUILD_FAILED.search(output) is not None
             and not _NO_PEP660.search(output)
