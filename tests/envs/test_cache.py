@@ -34,6 +34,18 @@ def test_testbed_has_no_history_after_base(tasks, envs, cache_root):
     assert not (env.testbed / ".git" / "FETCH_HEAD").exists()
 
 
+def test_an_env_whose_venv_was_deleted_by_hand_is_built_again(tmp_path, tasks):
+    import shutil
+
+    cache = EnvCache(tmp_path / "envs")
+    spec = cache.ensure(tasks[0])
+    assert spec.venv is not None
+    shutil.rmtree(spec.venv)  # a user freeing disk space; its record stays
+    assert cache.get(spec.key) == spec, "control: the record still names the deleted venv"
+    again = cache.ensure(tasks[0])
+    assert again == spec and again.venv is not None and (again.venv / "bin" / "python").exists()
+
+
 def test_envs_are_shared_per_commit_and_recipe(tasks, envs):
     specs = {t.instance_id: envs.ensure(t) for t in tasks}
     by_repo = {}

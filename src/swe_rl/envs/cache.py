@@ -93,8 +93,9 @@ class EnvCache:
         python, prefix = self._interpreter(recipe)
         testbed_key, venv_key, key = self._keys(task, recipe, python)
         built = self.get(key)
-        if built is not None:
+        if built is not None and _present(built):
             return built
+        # not built, or its testbed or venv was deleted by hand since: build what is missing
         testbed = self._ensure_dir("testbeds", testbed_key, lambda d, _: self._build_testbed(task, d))
         venv = self._ensure_dir(
             "venvs",
@@ -316,3 +317,7 @@ class EnvCache:
                 yield True
             finally:
                 fcntl.flock(fh, fcntl.LOCK_UN)
+
+
+def _present(spec: EnvSpec) -> bool:
+    return spec.testbed.is_dir() and (spec.venv is None or spec.venv.is_dir())
