@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Qwen3-8B with process rewards (PRM), 5 nodes (40 GPUs) in the seed: 4 train the policy, the 5th serves the
 # judge. Every step of every rollout is judged SWE_RL_PRM_M times (seed: 3) with \boxed{+1}/\boxed{-1};
-# reward = outcome + SWE_RL_PRM_COEF (seed: 1.0) * mean step score (swe_rl.runs.rollout, rl.rewards).
+# reward = outcome + SWE_RL_PRM_COEF (seed: 1.0) * mean step score (swe_rl.integrations.settings, rl.rewards).
 # Start the judge first on the 5th node (any OpenAI-compatible server), e.g.
 #   python -m sglang.launch_server --model-path /models/judge --port 30000 --host 0.0.0.0
 # then, on the head node:

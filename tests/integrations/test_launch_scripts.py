@@ -87,8 +87,15 @@ def test_prm_script_needs_a_judge_and_passes_the_seed_settings():
     assert done.returncode != 0 and "SWE_RL_PRM_URL" in done.stderr
     text = script.read_text()
     assert "SWE_RL_PRM_M:-3" in text and "SWE_RL_PRM_COEF:-1.0" in text
-    # the variables it sets are the ones the rollout reads
-    from swe_rl.runs import rollout
+    # the variables it sets are the ones the adapters read
+    from swe_rl.integrations.settings import AdapterSettings
 
-    source = Path(rollout.__file__).read_text()
-    assert all(v in source for v in ("SWE_RL_PRM_URL", "SWE_RL_PRM_MODEL", "SWE_RL_PRM_M", "SWE_RL_PRM_COEF"))
+    prm = AdapterSettings.from_environ(
+        {
+            "SWE_RL_PRM_URL": "http://j/v1",
+            "SWE_RL_PRM_MODEL": "m",
+            "SWE_RL_PRM_M": "4",
+            "SWE_RL_PRM_COEF": "0.5",
+        }
+    ).prm
+    assert prm is not None and (prm.url, prm.model, prm.m, prm.coef) == ("http://j/v1", "m", 4, 0.5)

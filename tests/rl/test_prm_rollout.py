@@ -5,10 +5,10 @@ from __future__ import annotations
 import pytest
 from tests.conftest import available_factory
 
+from swe_rl.integrations.common import build_request
 from swe_rl.llm.fake_server import FakeLLMServer
 from swe_rl.llm.scripted import oracle_policy
 from swe_rl.runs.executor import LocalExecutor, Policy, ProcessReward, RolloutRequest
-from swe_rl.runs.rollout import request_from_env
 
 tokenizer_mod = pytest.importorskip("swe_rl.rl.tokenizer", exc_type=ImportError)
 
@@ -48,9 +48,11 @@ async def test_judge_scores_steps_m_times_and_the_reward_is_outcome_plus_coef_me
 def test_trainer_settings_turn_process_rewards_on(monkeypatch):
     from swe_rl.llm.base import SamplingParams
 
-    assert request_from_env({}, "http://p", "qwen", SamplingParams()).prm is None
+    policy = Policy(url="http://p")
+    assert build_request({}, policy, SamplingParams(), dynamic_history=True).prm is None
     monkeypatch.setenv("SWE_RL_PRM_URL", "http://judge:30000/v1")
     monkeypatch.setenv("SWE_RL_PRM_M", "5")
     monkeypatch.setenv("SWE_RL_PRM_COEF", "0.2")
-    prm = request_from_env({}, "http://p", "qwen", SamplingParams()).prm
+    prm = build_request({}, policy, SamplingParams(), dynamic_history=True).prm
+    assert prm is not None
     assert (prm.url, prm.m, prm.coef, prm.model) == ("http://judge:30000/v1", 5, 0.2, "judge")

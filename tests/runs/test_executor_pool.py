@@ -6,7 +6,7 @@ import json
 import subprocess
 import sys
 
-from swe_rl.runs.executor import LocalExecutor, get_executor
+from swe_rl.runs.executor import LocalExecutor
 
 
 def test_eval_with_the_pool_executor_resolves_through_the_pool(remote_service, tmp_path):
@@ -24,8 +24,11 @@ def test_eval_with_the_pool_executor_resolves_through_the_pool(remote_service, t
     assert summary["args"]["backend"] == remote_service.url
 
 
-def test_get_executor_pool_is_a_local_executor_on_the_pool(remote_service, monkeypatch):
-    monkeypatch.setenv("SWE_MAX_CONCURRENT", "7")
-    executor = get_executor(f"pool:{remote_service.url}")
+def test_a_pool_executor_is_a_local_executor_on_the_pool(remote_service, monkeypatch, shared_executors):
+    from swe_rl.integrations.common import shared_executor
+
+    monkeypatch.setenv("SWE_RL_EXECUTOR", f"pool:{remote_service.url}")
+    monkeypatch.setenv("SWE_MAX_CONCURRENT", "7")  # read by the adapters' settings, passed to get_executor
+    executor = shared_executor()
     assert isinstance(executor, LocalExecutor) and executor.factory.backend == "remote"
     assert executor.capacity == 7

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import asyncio
 
-from swe_rl.runs.executor import LocalExecutor, close_shared_executors, shared_executor
+from swe_rl.integrations.common import close_shared_executors, shared_executor
+from swe_rl.integrations.settings import AdapterSettings
+from swe_rl.runs.executor import LocalExecutor
 from swe_rl.sandbox.base import EnvSpec
 from tests.conftest import available_factory
 from tests.service.servers import exec_server, pool_server
@@ -14,7 +16,7 @@ def test_a_shared_pool_executor_leases_from_two_event_loops_then_closes(textkit_
     available_factory("ns")
     node = exec_server(None, "--capacity", "2").start()
     pool = pool_server([node]).start()
-    spec = f"pool:{pool.url}"
+    spec = AdapterSettings(executor=f"pool:{pool.url}")
 
     async def echo() -> str:
         executor = shared_executor(spec)

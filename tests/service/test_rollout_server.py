@@ -148,8 +148,6 @@ def test_capacity_comes_from_the_machine_unless_set(rollout_server, envs, monkey
     assert default_capacity() == max(1, machine)
     factory = available_factory("ns")
     assert create_app(factory, envs).state.node.capacity == default_capacity()
-    monkeypatch.setenv("SWE_RL_CAPACITY", "5")
-    assert create_app(factory, envs).state.node.capacity == 5
     assert create_app(factory, envs, capacity=2).state.node.capacity == 2
     # whichever of CPU and memory is scarcer bounds it
     assert machine_capacity(per_cpu=10_000, mem_mb_each=host_memory_mb() // 3) == 3

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import sys
 from collections.abc import Coroutine
 from pathlib import Path
@@ -68,6 +69,11 @@ TopPOpt = Annotated[
 
 def run(coro: Coroutine[Any, Any, T]) -> T:
     return asyncio.run(coro)
+
+
+def pool_token() -> str | None:
+    """The bearer token of a pool or rollout server this command calls: ``$SWE_RL_TOKEN``."""
+    return os.environ.get("SWE_RL_TOKEN") or None
 
 
 def resolve_backend(name: str) -> str:

@@ -29,6 +29,7 @@ def demo(
     """
     import time
 
+    from swe_rl.cli.common import pool_token
     from swe_rl.cli.env import print_validation
     from swe_rl.runs.demo import demo_predictions
     from swe_rl.runs.grading import grade_predictions
@@ -43,7 +44,7 @@ def demo(
     tasks = builtin_tasks()
     note(f"builtin suite: {len(tasks)} tasks in {len({t.repo for t in tasks})} repositories")
     cache = env_cache(cache_dir, None)
-    factory = get_factory(chosen)
+    factory = get_factory(chosen, token=pool_token())
 
     validation = run(validate_tasks(tasks, cache, factory, concurrency=concurrency))
     atomic_write_json(out / "validation.json", validation.model_dump(mode="json"))

@@ -102,9 +102,10 @@ def build(
     cache = EnvCache(cache_dir, repo_cache=repo_cache, options=options)
     factory = None
     if validate:
+        from swe_rl.cli.common import pool_token
         from swe_rl.sandbox import get_factory
 
-        factory = get_factory(resolve_backend(backend))
+        factory = get_factory(resolve_backend(backend), token=pool_token())
     result = run(build_dataset(tasks, cache, jobs=jobs, report_path=report, factory=factory, timeout=timeout))
     if json_out:
         print_json(result.model_dump(mode="json"))
@@ -158,13 +159,14 @@ def validate(
 
     Exits 1 when any task is invalid or could not be checked.
     """
+    from swe_rl.cli.common import pool_token
     from swe_rl.runs.validation import validate_tasks
     from swe_rl.sandbox import get_factory
     from swe_rl.tasks.io import atomic_write_json
     from swe_rl.tasks.loaders import load_tasks
 
     tasks = load_tasks(source, instance_ids=instance)
-    factory = get_factory(resolve_backend(backend))
+    factory = get_factory(resolve_backend(backend), token=pool_token())
     result = run(
         validate_tasks(
             tasks, env_cache(cache_dir, repo_cache), factory, concurrency=concurrency, timeout=timeout

@@ -123,6 +123,7 @@ def eval_command(
 ) -> None:
     """Run a model on tasks; write traj.json/patch.diff/meta.json per instance, results.jsonl, summary.json, preds.json."""
     from swe_rl.agent.config import load_agent_config
+    from swe_rl.cli.common import pool_token
     from swe_rl.llm.base import SamplingParams
     from swe_rl.llm.cost import load_prices
     from swe_rl.llm.select import choose_model
@@ -148,7 +149,9 @@ def eval_command(
     prices = load_prices(price_file)
     if cost_limit or run_cost_limit:
         prices.require(choice.name)  # a limit on a model without a price would never stop anything
-    factory = get_factory(chosen_backend) if remote is None else None  # remote: sandboxes on the nodes
+    factory = (
+        get_factory(chosen_backend, token=pool_token()) if remote is None else None
+    )  # remote: sandboxes on the nodes
     settings = EvalSettings(
         output_dir=output_dir,
         max_concurrent=max_concurrent,
@@ -240,11 +243,12 @@ def _remote(
     spec: str, backend: str, llm: str | None, model: str | None, api_base: str | None
 ) -> RemoteAttempts:
     """Attempts on an executor's nodes; the model is built there from the same options."""
+    from swe_rl.cli.common import pool_token
     from swe_rl.errors import ConfigError
     from swe_rl.runs.evaluation import ModelSpec, RemoteAttempts
     from swe_rl.runs.executor import get_executor
 
-    chosen = get_executor(spec, backend=backend)
+    chosen = get_executor(spec, backend=backend, token=pool_token())
     if not hasattr(chosen, "run_attempt"):
         raise ConfigError(
             f"--executor {spec} runs training rollouts (token-level policies) only; "

@@ -50,6 +50,7 @@ def grade(
 
     Exits 1 when an infrastructure error kept an instance from being graded (rerun to retry it); a patch
     that does not apply is an error in the report, as in swebench, but not a failure of the command."""
+    from swe_rl.cli.common import pool_token
     from swe_rl.runs.grading import grade_predictions, infra_errors
     from swe_rl.runs.predictions import load_predictions
     from swe_rl.sandbox import get_factory
@@ -57,7 +58,7 @@ def grade(
 
     preds = load_predictions(predictions)
     tasks = load_tasks(source)
-    factory = get_factory(resolve_backend(backend))
+    factory = get_factory(resolve_backend(backend), token=pool_token())
     path, report = run(
         grade_predictions(
             preds,

@@ -78,7 +78,8 @@ def serve_exec(
         ),
     ] = "builtin",
     capacity: Annotated[
-        int | None, typer.Option(help="Max sandboxes [default: from CPUs and memory].")
+        int | None,
+        typer.Option(envvar="SWE_RL_CAPACITY", help="Max sandboxes [default: from CPUs and memory].", min=1),
     ] = None,
     token: TokenOpt = None,
     allow: AllowOpt = None,
@@ -153,8 +154,9 @@ def serve_rollout(
     capacity: Annotated[
         int | None,
         typer.Option(
-            help="Rollouts at once; more requests queue. Default: $SWE_RL_CAPACITY, else what the "
-            "machine allows (8 per usable CPU, 512 MiB of memory each).",
+            envvar="SWE_RL_CAPACITY",
+            help="Rollouts at once; more requests queue. Default: what the machine allows (8 per usable "
+            "CPU, 512 MiB of memory each).",
             min=1,
         ),
     ] = None,
@@ -189,11 +191,12 @@ def _node(
     backend: str, tasks: str | None, cache_dir: Path | None, repo_cache: Path | None
 ) -> tuple[Any, Any, list[Any]]:
     """What a sandbox-side server needs: its backend's factory, the env cache and the tasks it knows."""
+    from swe_rl.cli.common import pool_token
     from swe_rl.sandbox import get_factory
     from swe_rl.tasks.loaders import load_tasks
 
     return (
-        get_factory(resolve_backend(backend)),
+        get_factory(resolve_backend(backend), token=pool_token()),
         env_cache(cache_dir, repo_cache),
         load_tasks(tasks) if tasks else [],
     )

@@ -173,6 +173,7 @@ def synth(
     """
     import os
 
+    from swe_rl.cli.common import pool_token
     from swe_rl.sandbox import get_factory
     from swe_rl.synth import DIFFICULTIES, SynthOptions, parse_split, synthesize
     from swe_rl.tasks.io import atomic_write_json
@@ -195,7 +196,7 @@ def synth(
         allow_failing=allow_failing,
     )
     shares = parse_split(split) if split else None
-    factory = get_factory(resolve_backend(backend))
+    factory = get_factory(resolve_backend(backend), token=pool_token())
     import signal
 
     def _terminate(signum: int, frame: object) -> None:

@@ -116,6 +116,7 @@ def train_rl(
     Runs on the GPU when torch sees one, else on CPU (small models only).
     """
     from swe_rl.agent.config import load_agent_config
+    from swe_rl.cli.common import pool_token
     from swe_rl.integrations.trl import GRPOSettings, train_grpo
     from swe_rl.sandbox import get_factory
     from swe_rl.tasks.loaders import load_tasks
@@ -154,7 +155,7 @@ def train_rl(
     summary = train_grpo(
         selected,
         settings,
-        get_factory(chosen_backend),
+        get_factory(chosen_backend, token=pool_token()),
         env_cache(cache_dir, repo_cache),
         load_agent_config(agent_config, step_limit=step_limit),
     )

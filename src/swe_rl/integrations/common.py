@@ -1,5 +1,5 @@
 """What the SkyRL and verl adapters share: a policy and rollout requests from ``SWE_RL_*`` settings, and
-the exact per-trajectory span of a rollout (their executor is ``runs.executor.shared_executor``).
+the exact per-trajectory span of a rollout (their executor is :func:`shared_executor`).
 
 Both trainers take one sample per dataset row (verl always; SkyRL unless ``step_wise_trajectories``): the
 first prompt's ids as the prompt and every later id as the response, loss mask 1 exactly on generated ids.
@@ -12,7 +12,7 @@ trains on every step instead.
 
 from __future__ import annotations
 
-import os
+import uuid
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -20,14 +20,19 @@ from typing import Any
 from pydantic import BaseModel
 
 from swe_rl.errors import ConfigError
+from swe_rl.integrations.settings import AdapterSettings
 from swe_rl.llm.base import SamplingParams
 from swe_rl.rl.samples import TrainingSample
-from swe_rl.runs.executor import Policy, RolloutRequest
-from swe_rl.runs.rollout import RolloutResult, request_from_env
+from swe_rl.runs.executor import Executor, Policy, RolloutRequest, get_executor
+from swe_rl.runs.rollout import RolloutResult
 
 
 def policy_from_env(
-    default_url: str | None = None, *, default_kind: str = "sglang", tokenizer: str | None = None
+    default_url: str | None = None,
+    *,
+    default_kind: str = "sglang",
+    tokenizer: str | None = None,
+    settings: AdapterSettings | None = None,
 ) -> Policy:
     """The policy as ``SWE_RL_POLICY_URL`` / ``SWE_RL_POLICY_KIND`` / ``SWE_RL_TOKENIZER`` name it.
 
@@ -35,7 +40,8 @@ def policy_from_env(
     win, and a URL from ``SWE_RL_POLICY_URL`` is an SGLang server unless ``SWE_RL_POLICY_KIND`` says
     otherwise. ConfigError when neither gives a URL.
     """
-    url = os.environ.get("SWE_RL_POLICY_URL")
+    settings = settings or AdapterSettings.from_environ()
+    url = settings.policy_url
     if url:
         default_kind = "sglang"
     url = url or default_url
@@ -44,14 +50,14 @@ def policy_from_env(
             "no policy endpoint: set SWE_RL_POLICY_URL to the trainer's SGLang server or router "
             "(or an OpenAI-compatible base URL ending in /v1 with SWE_RL_POLICY_KIND=openai)"
         )
-    kind = os.environ.get("SWE_RL_POLICY_KIND") or default_kind
+    kind = settings.policy_kind or default_kind
     if kind not in ("sglang", "openai"):
         raise ConfigError(f"SWE_RL_POLICY_KIND must be sglang or openai, not {kind!r}")
     return Policy(
         url=url,
         kind=kind,
-        tokenizer=os.environ.get("SWE_RL_TOKENIZER") or tokenizer or "qwen",
-        model=os.environ.get("SWE_RL_POLICY_MODEL") or "policy",
+        tokenizer=settings.tokenizer or tokenizer or "qwen",
+        model=settings.policy_model or "policy",
     )
 
 
@@ -71,14 +77,95 @@ def sampling_from(params: Mapping[str, Any] | None, default: SamplingParams) -> 
 
 
 def build_request(
-    task: str | dict[str, Any], policy: Policy, params: SamplingParams, *, dynamic_history: bool
+    task: str | dict[str, Any],
+    policy: Policy,
+    params: SamplingParams,
+    *,
+    dynamic_history: bool,
+    settings: AdapterSettings | None = None,
 ) -> RolloutRequest:
-    """A request with the agent settings of ``SWE_RL_STEP_LIMIT``, ``SWE_RL_AGENT_CONFIG``, ``SWE_RL_MAX_CONTEXT``."""
-    base = request_from_env(task if isinstance(task, dict) else {}, policy.url, policy.tokenizer, params)
-    request: RolloutRequest = base.model_copy(
-        update={"task": task, "policy": policy, "dynamic_history": dynamic_history}
+    """A request with the agent settings of ``SWE_RL_STEP_LIMIT``, ``SWE_RL_AGENT_CONFIG``,
+    ``SWE_RL_MAX_CONTEXT`` and the process rewards of ``SWE_RL_PRM_*``."""
+    settings = settings or AdapterSettings.from_environ()
+    return RolloutRequest(
+        task=task,
+        policy=policy,
+        sampling=params,
+        step_limit=settings.step_limit,
+        agent_config=settings.agent_config,
+        max_context=settings.max_context,
+        dynamic_history=dynamic_history,
+        prm=settings.prm,
     )
-    return request
+
+
+async def rollout(
+    task: str | dict[str, Any], policy_url: str, tokenizer: str, params: SamplingParams
+) -> list[TrainingSample]:
+    """slime's and miles' entry: settings from the environment, an SGLang policy, samples out.
+
+    Runs on the executor ``SWE_RL_EXECUTOR`` names (one per process). An infrastructure failure gives one
+    placeholder sample with status ``infra_error`` (to be removed from the batch, never scored).
+    """
+    settings = AdapterSettings.from_environ()
+    policy = Policy(url=policy_url, kind="sglang", tokenizer=tokenizer)
+    request = build_request(task, policy, params, dynamic_history=settings.dynamic_history, settings=settings)
+    result = await shared_executor(settings).run(request)
+    if result.status == "infra_error":
+        instance_id = task.get("instance_id", "") if isinstance(task, dict) else task
+        return [infra_placeholder(str(instance_id))]
+    return result.samples
+
+
+def infra_placeholder(instance_id: str) -> TrainingSample:
+    """A sample that stands for a failed rollout: trainers remove it from the batch, never score it."""
+    return TrainingSample(
+        tokens=[0],
+        prompt_length=1,
+        loss_mask=[],
+        rollout_logprobs=[],
+        status="infra_error",
+        instance_id=instance_id,
+        trajectory_id=uuid.uuid4().hex,
+        step_indices=[],
+    )
+
+
+_SHARED: dict[tuple[Any, ...], Executor] = {}
+
+
+def shared_executor(settings: AdapterSettings | None = None) -> Executor:
+    """The executor the settings name (``SWE_RL_EXECUTOR``), made once per process and setting.
+
+    For trainer hooks, which have nowhere to keep one; :func:`close_shared_executors` ends them.
+    """
+    settings = settings or AdapterSettings.from_environ()
+    key = (
+        settings.executor,
+        settings.backend,
+        settings.token,
+        settings.capacity,
+        settings.pool_slots,
+        settings.rollout_timeout_s,
+    )
+    if key not in _SHARED:
+        _SHARED[key] = get_executor(
+            settings.executor,
+            backend=settings.backend,
+            capacity=settings.capacity,
+            token=settings.token,
+            pool_slots=settings.pool_slots,
+            rollout_timeout_s=settings.rollout_timeout_s,
+        )
+    return _SHARED[key]
+
+
+async def close_shared_executors() -> None:
+    """Close every shared executor and forget it (the next :func:`shared_executor` call makes a new one)."""
+    executors = list(_SHARED.values())
+    _SHARED.clear()
+    for executor in executors:
+        await executor.close()
 
 
 def task_of(row: Mapping[str, Any]) -> str | dict[str, Any]:

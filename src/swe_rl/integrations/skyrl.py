@@ -33,12 +33,13 @@ from swe_rl.integrations.common import (
     healthy_group_means,
     policy_from_env,
     sampling_from,
+    shared_executor,
     task_of,
     trajectory_span,
 )
 from swe_rl.integrations.trl import episode_metrics
 from swe_rl.llm.base import SamplingParams
-from swe_rl.runs.executor import Executor, Policy, shared_executor
+from swe_rl.runs.executor import Executor, Policy
 from swe_rl.runs.rollout import RolloutResult
 
 # SkyRL's stop reasons are the inference engine's ("stop", "length"); options such as

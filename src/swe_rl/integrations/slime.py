@@ -22,24 +22,20 @@ bundled Qwen vocabulary), ``SWE_RL_AGENT_CONFIG``, ``SWE_RL_STEP_LIMIT``, ``SWE_
 from __future__ import annotations
 
 import copy
-import os
 import zlib
 from typing import Any
 
-from swe_rl.errors import ConfigError
+from swe_rl.integrations.common import rollout
+from swe_rl.integrations.settings import AdapterSettings
 from swe_rl.llm.base import SamplingParams
 from swe_rl.rl.samples import TrainingSample
-from swe_rl.runs.rollout import rollout
 
 STATUS = {"completed": "COMPLETED", "truncated": "TRUNCATED", "aborted": "ABORTED", "infra_error": "FAILED"}
 
 
 def reward_format() -> str:
     """``dict`` (the seed's ``{"score", "acc"}``, the default) or ``float``, from ``SWE_RL_SLIME_REWARD``."""
-    kind = os.environ.get("SWE_RL_SLIME_REWARD", "dict")
-    if kind not in ("dict", "float"):
-        raise ConfigError(f"SWE_RL_SLIME_REWARD must be 'dict' or 'float', not {kind!r}")
-    return kind
+    return AdapterSettings.from_environ().slime_reward
 
 
 def trainer_reward(score: float | None, resolved: bool | None, kind: str) -> float | dict[str, float]:
@@ -82,7 +78,7 @@ def to_trainer_sample(
 async def generate(args: Any, sample: Any, sampling_params: dict[str, Any]) -> list[Any]:
     """slime/miles custom generate function: one agent rollout -> a list of Samples."""
     url = f"http://{args.sglang_router_ip}:{args.sglang_router_port}"
-    tokenizer = os.environ.get("SWE_RL_TOKENIZER") or getattr(args, "hf_checkpoint", None) or "qwen"
+    tokenizer = AdapterSettings.from_environ().tokenizer or getattr(args, "hf_checkpoint", None) or "qwen"
     kind = reward_format()
     params = SamplingParams(
         max_tokens=int(sampling_params.get("max_new_tokens", 4096)),

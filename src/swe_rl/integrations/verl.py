@@ -25,7 +25,6 @@ group's GRPO mean and std (it adds no loss of its own).
 
 from __future__ import annotations
 
-import os
 from typing import Any
 
 from swe_rl.errors import MissingExtraError
@@ -33,11 +32,12 @@ from swe_rl.integrations.common import (
     build_request,
     policy_from_env,
     sampling_from,
+    shared_executor,
     task_of,
     trajectory_span,
 )
+from swe_rl.integrations.settings import AdapterSettings
 from swe_rl.llm.base import SamplingParams
-from swe_rl.runs.executor import shared_executor
 from swe_rl.runs.rollout import RolloutResult
 
 try:
@@ -104,11 +104,12 @@ class SweRlAgentLoop(AgentLoopBase):
 
     async def run(self, sampling_params: dict[str, Any], **kwargs: Any) -> Any:
         rollout = self.rollout_config
-        policy = policy_from_env(tokenizer=getattr(self.tokenizer, "name_or_path", None))
-        max_tokens = int(os.environ.get("SWE_RL_MAX_TOKENS") or rollout.response_length)
+        settings = AdapterSettings.from_environ()
+        policy = policy_from_env(tokenizer=getattr(self.tokenizer, "name_or_path", None), settings=settings)
+        max_tokens = settings.max_tokens or int(rollout.response_length)
         params = sampling_from({**sampling_params, "max_tokens": max_tokens}, SamplingParams(temperature=1.0))
-        request = build_request(task_of(kwargs), policy, params, dynamic_history=False)
-        result = await shared_executor().run(request)
+        request = build_request(task_of(kwargs), policy, params, dynamic_history=False, settings=settings)
+        result = await shared_executor(settings).run(request)
         filler = getattr(self.tokenizer, "pad_token_id", None)
         return to_agent_loop_output(
             result,

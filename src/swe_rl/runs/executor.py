@@ -11,7 +11,6 @@ results rather than raising, so a trainer never scores a dead node as a wrong an
 from __future__ import annotations
 
 import asyncio
-import os
 from typing import Any, Literal, Protocol
 
 from pydantic import BaseModel, Field, model_validator
@@ -197,68 +196,52 @@ class LocalExecutor:
             await close()
 
 
-_SHARED: dict[str, Executor] = {}
-
-
-def shared_executor(spec: str | None = None) -> Executor:
-    """The executor named by ``spec`` (default ``$SWE_RL_EXECUTOR`` or local), made once per process.
-
-    For trainer adapters, whose hooks have nowhere to keep one; :func:`close_shared_executors` ends them.
-    """
-    spec = spec or os.environ.get("SWE_RL_EXECUTOR") or "local"
-    if spec not in _SHARED:
-        _SHARED[spec] = get_executor(spec)
-    return _SHARED[spec]
-
-
-async def close_shared_executors() -> None:
-    """Close every shared executor and forget it (the next :func:`shared_executor` call makes a new one)."""
-    executors = list(_SHARED.values())
-    _SHARED.clear()
-    for executor in executors:
-        await executor.close()
-
-
 def get_executor(
-    spec: str | None = None, *, backend: str | None = None, capacity: int | None = None
+    spec: str = "local",
+    *,
+    backend: str | None = None,
+    capacity: int | None = None,
+    token: str | None = None,
+    pool_slots: int | None = None,
+    rollout_timeout_s: float | None = None,
 ) -> Executor:
-    """An executor from a spec (``EXECUTOR_SPECS``); default ``$SWE_RL_EXECUTOR`` or ``local``.
+    """An executor from a spec (``EXECUTOR_SPECS``).
 
-    ``backend`` is the sandbox backend of a local executor (default ``$SWE_RL_BACKEND`` or ns).
+    ``backend``: the sandbox backend of a local executor (default ns); ``capacity``: its rollouts at once
+    (default :func:`default_capacity`); ``pool_slots``: rollouts at once against a pool (default 128);
+    ``token``: the pool's or rollout servers' bearer token; ``rollout_timeout_s``: a rollout server's limit.
     """
-    spec = spec or os.environ.get("SWE_RL_EXECUTOR") or "local"
     kind, _, arg = spec.partition(":")
     if kind == "local":
         from swe_rl.sandbox import get_factory
 
-        chosen = arg or backend or os.environ.get("SWE_RL_BACKEND") or "ns"
-        return LocalExecutor(get_factory(chosen), capacity=capacity or default_capacity())
+        chosen = arg or backend or "ns"
+        return LocalExecutor(get_factory(chosen, token=token), capacity=capacity or default_capacity())
     if kind == "pool":  # rollouts here, sandboxes from a pool server (the seed's layout)
         from swe_rl.sandbox import get_factory
 
-        url = arg or backend or os.environ.get("SWE_RL_BACKEND") or ""
+        url = arg or backend or ""
         if not url.startswith(("http://", "https://")):
             raise ConfigError("--executor pool needs the pool server's URL: pool:<URL>")
-        slots = capacity or int(os.environ.get("SWE_MAX_CONCURRENT", "0")) or 128
-        return LocalExecutor(get_factory(url), capacity=slots)
+        return LocalExecutor(get_factory(url, token=token), capacity=pool_slots or 128)
     if kind == "service":
         if not arg:
             raise ConfigError("--executor service:<URL> needs the rollout server's URL")
         from swe_rl.runs.service_executor import ServiceExecutor
 
-        return ServiceExecutor(arg)
+        return ServiceExecutor(arg, token, timeout_s=rollout_timeout_s)
     if kind == "ray":
         from swe_rl.runs.ray_executor import RayExecutor
 
-        return RayExecutor(address=arg or None, backend=backend)
+        return RayExecutor(address=arg or None, backend=backend, token=token)
     raise ConfigError(f"unknown executor {spec!r}; use {EXECUTOR_SPECS}")
 
 
 def default_capacity() -> int:
-    """Rollouts at once on this machine: ``$SWE_RL_CAPACITY``, else 8 per usable CPU and 512 MiB each.
+    """Rollouts at once on this machine: 8 per usable CPU and 512 MiB each.
 
     A rollout mostly waits on the policy; its sandbox is busy only while a command or the tests run.
     """
     from swe_rl.sandbox.capacity import machine_capacity
 
-    return int(os.environ.get("SWE_RL_CAPACITY", "0")) or machine_capacity(per_cpu=8, mem_mb_each=512)
+    return machine_capacity(per_cpu=8, mem_mb_each=512)

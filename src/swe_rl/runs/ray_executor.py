@@ -124,11 +124,13 @@ class RayExecutor:
         address: str | None = None,
         *,
         backend: str | None = None,
+        token: str | None = None,
         retries: int = 1,
         tasks: list[Task] | None = None,
     ) -> None:
         self.ray = import_ray()
-        self.backend = backend or os.environ.get("SWE_RL_BACKEND") or "ns"
+        self.backend = backend or "ns"
+        self.token = token
         self.retries = retries
         self.tasks = {t.instance_id: t for t in tasks or []}
         self.owns_cluster = connect(address)
@@ -215,7 +217,7 @@ class RayExecutor:
             strategy = NodeAffinitySchedulingStrategy(node, soft=True, _spill_on_unavailable=spill)
             ref = self._remote.options(
                 num_cpus=0, resources={"sandbox": 1}, max_retries=0, scheduling_strategy=strategy
-            ).remote(kind, payload, self.backend)
+            ).remote(kind, payload, self.backend, self.token)
             self.counts["submitted"] += 1
             self.inflight[node] += 1
             try:

@@ -235,19 +235,24 @@ class _StartUpGate:
 
 
 @functools.cache
-def _factory(backend: str) -> SandboxFactory:
+def _factory(backend: str, token: str | None) -> SandboxFactory:
     from swe_rl.sandbox import get_factory
 
-    return get_factory(backend)
+    return get_factory(backend, token=token)
 
 
-def run_on_node(kind: str, payload: dict[str, Any], backend: str) -> tuple[dict[str, Any], str]:
-    """The Ray task: one rollout (``kind`` rollout) or eval attempt (``attempt``) on this node."""
+def run_on_node(
+    kind: str, payload: dict[str, Any], backend: str, token: str | None = None
+) -> tuple[dict[str, Any], str]:
+    """The Ray task: one rollout (``kind`` rollout) or eval attempt (``attempt``) on this node; ``token``
+    is a pool backend's bearer token."""
     node_id = import_ray().get_runtime_context().get_node_id()
-    return asyncio.run(_on_node(node_id, kind, payload, backend)), node_id
+    return asyncio.run(_on_node(node_id, kind, payload, backend, token)), node_id
 
 
-async def _on_node(node_id: str, kind: str, payload: dict[str, Any], backend: str) -> dict[str, Any]:
+async def _on_node(
+    node_id: str, kind: str, payload: dict[str, Any], backend: str, token: str | None
+) -> dict[str, Any]:
     from swe_rl.envs.cache import EnvCache
 
     host = host_handle(node_id)
@@ -257,7 +262,7 @@ async def _on_node(node_id: str, kind: str, payload: dict[str, Any], backend: st
     try:
         with contextlib.suppress(Exception):  # the run's own ensure() fails the same way, typed
             await host.ensure.remote(record)
-        factory = _StartUpGate(_factory(backend), host)
+        factory = _StartUpGate(_factory(backend, token), host)
         if kind == "rollout":
             from swe_rl.runs.executor import LocalExecutor, RolloutRequest
 

@@ -1,15 +1,11 @@
 """One training rollout: agent in a sandbox against a token-level policy, graded, as training samples.
 
 Shared by every executor (runs/executor.py: in-process, rollout service, Ray) and the trainer adapters
-(integrations/). The adapters' settings come from environment variables so a trainer's own arguments
-stay untouched: ``SWE_RL_EXECUTOR`` (local | pool:<url> | service:<url> | ray[:<address>]),
-``SWE_RL_BACKEND`` (ns | docker | a pool URL), ``SWE_RL_AGENT_CONFIG``, ``SWE_RL_STEP_LIMIT``,
-``SWE_RL_DYNAMIC_HISTORY`` (1/0), ``SWE_RL_MAX_CONTEXT``.
+(integrations/, whose settings come from the environment: integrations/settings.py).
 """
 
 from __future__ import annotations
 
-import os
 import uuid
 from typing import Any
 
@@ -134,67 +130,3 @@ def _metrics(episode: Episode) -> dict[str, float]:
         "agent/eval_time": eval_s,
         "agent/overhead_time": max(0.0, total - traj.model_time_s - traj.env_time_s - eval_s),
     }
-
-
-def request_from_env(
-    task_record: dict[str, Any], policy_url: str, tokenizer: str, params: SamplingParams
-) -> Any:
-    """A rollout request for the trainer adapters, with the agent settings from ``SWE_RL_*`` variables."""
-    from swe_rl.runs.executor import Policy, RolloutRequest
-
-    return RolloutRequest(
-        task=task_record,
-        policy=Policy(url=policy_url, kind="sglang", tokenizer=tokenizer),
-        sampling=params,
-        step_limit=int(os.environ.get("SWE_RL_STEP_LIMIT", "0")) or None,
-        agent_config=os.environ.get("SWE_RL_AGENT_CONFIG") or None,
-        max_context=int(os.environ.get("SWE_RL_MAX_CONTEXT", "0")) or None,
-        dynamic_history=os.environ.get("SWE_RL_DYNAMIC_HISTORY", "1") == "1",
-        prm=prm_from_env(),
-    )
-
-
-def prm_from_env() -> Any:
-    """Process rewards when ``SWE_RL_PRM_URL`` names a judge (``SWE_RL_PRM_MODEL``, ``_M``, ``_COEF``)."""
-    from swe_rl.runs.executor import ProcessReward
-
-    url = os.environ.get("SWE_RL_PRM_URL")
-    if not url:
-        return None
-    return ProcessReward(
-        url=url,
-        model=os.environ.get("SWE_RL_PRM_MODEL") or "judge",
-        m=int(os.environ.get("SWE_RL_PRM_M") or 3),
-        coef=float(os.environ.get("SWE_RL_PRM_COEF") or 1.0),
-    )
-
-
-async def rollout(
-    task_record: dict[str, Any], policy_url: str, tokenizer: str, params: SamplingParams
-) -> list[TrainingSample]:
-    """The trainer adapters' entry: settings from the environment, an SGLang policy, samples out.
-
-    Runs on the executor named by ``SWE_RL_EXECUTOR`` (local, pool:<url>, service:<url>, ray; one per process).
-    An infrastructure failure gives one placeholder sample with status ``infra_error`` (to be removed).
-    """
-    from swe_rl.runs.executor import shared_executor
-
-    request = request_from_env(task_record, policy_url, tokenizer, params)
-    result = await shared_executor().run(request)
-    if result.status == "infra_error":
-        return [infra_placeholder(str(task_record.get("instance_id", "")))]
-    return result.samples
-
-
-def infra_placeholder(instance_id: str) -> TrainingSample:
-    """A sample that stands for a failed rollout: trainers remove it from the batch, never score it."""
-    return TrainingSample(
-        tokens=[0],
-        prompt_length=1,
-        loss_mask=[],
-        rollout_logprobs=[],
-        status="infra_error",
-        instance_id=instance_id,
-        trajectory_id=uuid.uuid4().hex,
-        step_indices=[],
-    )

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import os
 import random
 import time
 import uuid
@@ -71,8 +70,8 @@ class ServiceExecutor:
         self._in_flight = dict.fromkeys(self.urls, 0)
         self._turn = 0
         self._server_of: dict[str, str] = {}  # request id -> the server running it
-        self._token = token if token is not None else os.environ.get("SWE_RL_TOKEN") or None
-        self.timeout_s = timeout_s or float(os.environ.get("SWE_RL_ROLLOUT_TIMEOUT", "0") or 0) or 3600.0
+        self._token = token or None
+        self.timeout_s = timeout_s or 3600.0
         self.connect_timeout_s = connect_timeout_s
         self.retries = retries
         self.backoff_s = backoff_s

@@ -12,14 +12,13 @@ from swe_rl.sandbox.base import EnvSpec, ExecResult, Limits, Sandbox, SandboxFac
 BACKENDS = ("ns", "docker", "local")
 
 
-def get_factory(backend: str) -> SandboxFactory:
-    """The factory of a backend by name; ``http://...`` (or ``remote:http://...``) is a pool server."""
+def get_factory(backend: str, *, token: str | None = None) -> SandboxFactory:
+    """The factory of a backend by name; ``http://...`` (or ``remote:http://...``) is a pool server, sent
+    ``token`` as its bearer token."""
     if backend.startswith(("http://", "https://", "remote:")):
-        import os
-
         from swe_rl.sandbox.remote import RemoteFactory
 
-        return RemoteFactory(backend.removeprefix("remote:"), os.environ.get("SWE_RL_TOKEN"))
+        return RemoteFactory(backend.removeprefix("remote:"), token)
     if backend == "local":
         from swe_rl.sandbox.local import LocalFactory
 
