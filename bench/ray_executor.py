@@ -31,9 +31,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from swe_rl.agent.config import load_agent_config
 from swe_rl.envs.cache import EnvCache
+from swe_rl.episode.attempt import AttemptSpec, ModelSpec, attempt_outcome
 from swe_rl.llm.base import SamplingParams
 from swe_rl.llm.scripted import scripted_for
-from swe_rl.runs.evaluation import AttemptSpec, EvalSettings, ModelSpec, attempt_outcome
+from swe_rl.runs.evaluation import EvalSettings
 from swe_rl.sandbox import get_factory
 from swe_rl.tasks.builtin import builtin_tasks
 from swe_rl.tasks.model import Task
@@ -118,7 +119,7 @@ def main() -> None:
     import ray
     from ray.cluster_utils import Cluster
 
-    from swe_rl.runs.ray_executor import RayExecutor
+    from swe_rl.executors.ray import RayExecutor
 
     tasks = builtin_tasks()
     timed = tasks[: args.tasks]

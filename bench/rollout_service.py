@@ -33,12 +33,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from tests.service.servers import Server, TcpProxy, exec_server, free_port, pool_server, serve_in_thread
 
 from swe_rl.envs.cache import EnvCache
+from swe_rl.executors.base import Executor, Policy, RolloutRequest
+from swe_rl.executors.local import LocalExecutor
+from swe_rl.executors.service import ServiceExecutor
 from swe_rl.llm.base import SamplingParams
 from swe_rl.llm.fake_server import FakeLLMServer
 from swe_rl.llm.scripted import oracle_policy
 from swe_rl.rl.tokenizer import qwen_tokenizer
-from swe_rl.runs.executor import Executor, LocalExecutor, Policy, RolloutRequest
-from swe_rl.runs.service_executor import ServiceExecutor
 from swe_rl.sandbox import get_factory
 from swe_rl.sandbox.remote import RemoteFactory
 from swe_rl.tasks.builtin import builtin_tasks

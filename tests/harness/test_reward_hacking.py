@@ -33,7 +33,7 @@ from swe_rl.harness.verdict import GradingMode, Verdict
 from swe_rl.llm.base import SamplingParams
 from swe_rl.llm.scripted import SUBMIT, ScriptedLLM, bash_reply
 from swe_rl.rl.rewards import OutcomeReward
-from swe_rl.runs.rollout import run_rollout
+from swe_rl.rl.rollout import run_rollout
 from swe_rl.sandbox.base import EnvSpec, SandboxFactory
 from swe_rl.sandbox.shell import FILE_CAP
 from swe_rl.tasks.model import Task

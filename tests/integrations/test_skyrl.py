@@ -17,11 +17,12 @@ from typing import Any
 import pytest
 
 from swe_rl.errors import ConfigError, InfraError
+from swe_rl.executors import get_executor
+from swe_rl.executors.base import Policy
 from swe_rl.integrations.skyrl import SkyRLGenerator
 from swe_rl.llm.base import SamplingParams
 from swe_rl.llm.fake_server import FakeLLMServer, Fault
 from swe_rl.llm.scripted import oracle_policy
-from swe_rl.runs.executor import Policy, get_executor
 
 tokenizer_mod = pytest.importorskip("swe_rl.rl.tokenizer", exc_type=ImportError)
 

@@ -12,7 +12,7 @@ from swe_rl.agent.config import load_agent_config
 from swe_rl.llm.base import Message, SamplingParams
 from swe_rl.llm.prompts import PromptExtender
 from swe_rl.llm.scripted import oracle_replies
-from swe_rl.runs.rollout import RolloutResult, run_rollout
+from swe_rl.rl.rollout import RolloutResult, run_rollout
 
 tokenizer_mod = pytest.importorskip("swe_rl.rl.tokenizer", exc_type=ImportError)
 torch = pytest.importorskip("torch")
@@ -212,9 +212,10 @@ async def test_sglang_rollout_is_one_exact_sample_even_when_sampled_ids_are_not_
     task_by_id, envs, tok
 ):
     """The next prompt holds the ids the model generated, so the multi-turn sample never has to be cut."""
+    from swe_rl.executors.base import Policy, RolloutRequest
+    from swe_rl.executors.local import LocalExecutor
     from swe_rl.llm.fake_server import FakeLLMServer
     from swe_rl.llm.scripted import oracle_policy
-    from swe_rl.runs.executor import LocalExecutor, Policy, RolloutRequest
 
     task = task_by_id["swe-rl-builtin__textkit-3"]
     async with FakeLLMServer(oracle_policy([task]), tokenizer=_CharIdsServerTokenizer(tok)) as server:

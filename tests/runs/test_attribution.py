@@ -31,8 +31,8 @@ from swe_rl.llm.base import Message, SamplingParams
 from swe_rl.llm.openai import OpenAIClient
 from swe_rl.llm.scripted import SUBMIT, ScriptedLLM, bash_reply, scripted_for
 from swe_rl.rl.rewards import OutcomeReward
+from swe_rl.rl.rollout import RolloutResult, run_rollout
 from swe_rl.runs.evaluation import EvalSettings, run_eval
-from swe_rl.runs.rollout import RolloutResult, run_rollout
 from swe_rl.sandbox.remote import RemoteFactory
 from swe_rl.tasks.model import Task
 

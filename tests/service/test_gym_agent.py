@@ -42,9 +42,9 @@ import httpx
 import pytest
 from pydantic import ValidationError
 
+from swe_rl.executors.base import RolloutRequest
 from swe_rl.llm.fake_server import FakeLLMServer
 from swe_rl.llm.scripted import oracle_policy
-from swe_rl.runs.executor import RolloutRequest
 from tests.conftest import available_factory
 from tests.service.servers import Server, free_port, serve_in_thread
 

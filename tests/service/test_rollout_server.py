@@ -17,12 +17,14 @@ import aiohttp
 import pytest
 
 from swe_rl.errors import ConfigError
+from swe_rl.executors import default_capacity
+from swe_rl.executors.base import Policy, RolloutRequest
+from swe_rl.executors.local import LocalExecutor
+from swe_rl.executors.service import ServiceExecutor
 from swe_rl.llm.base import SamplingParams
 from swe_rl.llm.fake_server import FakeLLMServer, Fault
 from swe_rl.llm.scripted import oracle_policy
-from swe_rl.runs.executor import LocalExecutor, Policy, RolloutRequest, default_capacity
-from swe_rl.runs.rollout import RolloutResult
-from swe_rl.runs.service_executor import ServiceExecutor
+from swe_rl.rl.rollout import RolloutResult
 from swe_rl.sandbox.capacity import host_cpus, host_memory_mb, machine_capacity
 from tests.conftest import available_factory
 from tests.service.servers import Server, TcpProxy, free_port, serve_in_thread
@@ -411,8 +413,8 @@ async def test_delete_cancels_a_running_rollout_and_frees_its_sandbox(rollout_se
 
 CLIENT = """
 import asyncio, sys
-from swe_rl.runs.executor import RolloutRequest
-from swe_rl.runs.service_executor import ServiceExecutor
+from swe_rl.executors.base import RolloutRequest
+from swe_rl.executors.service import ServiceExecutor
 request = RolloutRequest.model_validate_json(sys.argv[2])
 print(asyncio.run(ServiceExecutor(sys.argv[1]).run(request)).status)
 """

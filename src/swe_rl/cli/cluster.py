@@ -78,7 +78,7 @@ def up(
     at once, 'env_io' = environment builds at once. Run `swe-rl cluster up` on each kind of machine to size
     it from its own capacity. Every node needs swe-rl with the ray extra (`pip install 'swe-rl[ray]'`).
     """
-    from swe_rl.runs.ray_executor import node_resources
+    from swe_rl.executors.ray import node_resources
 
     resources = node_resources(cpus, int(memory_gb * 1024) if memory_gb else None)
     for name, given in (("sandbox", slots), ("sandbox_start_up", start_up), ("env_io", env_io)):
@@ -113,12 +113,13 @@ def up(
 @app.command("status")
 def status(
     address: Annotated[
-        str | None, typer.Option("--address", help="The cluster (default: $RAY_ADDRESS or the one here).")
+        str | None,
+        typer.Option("--address", envvar="RAY_ADDRESS", help="The cluster (default: the one here)."),
     ] = None,
     json_out: Annotated[bool, typer.Option("--json", help="Print the node list as JSON.")] = False,
 ) -> None:
     """Nodes of the cluster: swe-rl resources (total and free), envs held, rollouts running and done."""
-    from swe_rl.runs.ray_executor import cluster_status
+    from swe_rl.executors.ray import cluster_status
 
     nodes = cluster_status(address)
     if json_out:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, NoReturn, cast
 
@@ -22,8 +23,9 @@ from swe_rl.cli.common import (
 )
 
 if TYPE_CHECKING:
+    from swe_rl.executors.base import AttemptExecutor
     from swe_rl.llm.select import ModelChoice
-    from swe_rl.runs.evaluation import AttemptExecutor, RemoteAttempts
+    from swe_rl.runs.evaluation import RemoteAttempts
 
 
 def eval_command(
@@ -232,6 +234,8 @@ def _placement(executor: str, backend: str) -> tuple[str | None, str]:
         if not url.startswith(("http://", "https://")):
             raise ConfigError("--executor pool needs the pool server's URL: pool:<URL>, or --backend <URL>")
         return None, url
+    if kind == "ray" and not arg and os.environ.get("RAY_ADDRESS"):
+        executor = f"ray:{os.environ['RAY_ADDRESS']}"
     if kind in ("ray", "service"):
         return executor, "ns" if backend == "auto" else backend  # 'auto' is decided per machine: ns on nodes
     raise ConfigError(
@@ -244,9 +248,10 @@ def _remote(
 ) -> RemoteAttempts:
     """Attempts on an executor's nodes; the model is built there from the same options."""
     from swe_rl.cli.common import pool_token
+    from swe_rl.episode.attempt import ModelSpec
     from swe_rl.errors import ConfigError
-    from swe_rl.runs.evaluation import ModelSpec, RemoteAttempts
-    from swe_rl.runs.executor import get_executor
+    from swe_rl.executors import get_executor
+    from swe_rl.runs.evaluation import RemoteAttempts
 
     chosen = get_executor(spec, backend=backend, token=pool_token())
     if not hasattr(chosen, "run_attempt"):

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import ipaddress
-import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -116,8 +115,19 @@ def serve_pool(
     node_token: Annotated[
         str | None, typer.Option(envvar="SWE_RL_NODE_TOKEN", help="Token for the exec servers.")
     ] = None,
+    max_concurrent: Annotated[
+        int, typer.Option(envvar="SWE_MAX_CONCURRENT", min=1, help="Leases at once across all nodes.")
+    ] = 128,
+    per_node: Annotated[
+        int | None,
+        typer.Option(
+            envvar="SWE_MAX_CONTAINERS_PER_NODE",
+            min=1,
+            help="Leases at once per node [default: its capacity].",
+        ),
+    ] = None,
 ) -> None:
-    """The pool server: leases across exec servers (SWE_MAX_CONCURRENT, SWE_MAX_CONTAINERS_PER_NODE honoured)."""
+    """The pool server: leases across exec servers (the seed's SWE_MAX_CONCURRENT, SWE_MAX_CONTAINERS_PER_NODE)."""
     from swe_rl.service.pool_server import create_app
 
     urls = [u.strip() for u in (nodes or "").split(",") if u.strip()]
@@ -127,18 +137,19 @@ def serve_pool(
         urls,
         token=_auth(host, token, allow),
         node_token=node_token or token,
+        max_concurrent=max_concurrent,
+        per_node=per_node,
         ttl=ttl,
         wait=wait,
         health_period=health_period,
         reap_period=reap_period,
     )
-    per_node = os.environ.get("SWE_MAX_CONTAINERS_PER_NODE", "by capacity")
     _run(
         app_,
         host,
         port,
         f"pool server over {len(urls)} node(s) (max concurrent "
-        f"{app_.state.pool.max_concurrent}, per node {per_node})",
+        f"{app_.state.pool.max_concurrent}, per node {per_node or 'by capacity'})",
     )
 
 

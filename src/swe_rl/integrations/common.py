@@ -20,11 +20,12 @@ from typing import Any
 from pydantic import BaseModel
 
 from swe_rl.errors import ConfigError
+from swe_rl.executors import get_executor
+from swe_rl.executors.base import Executor, Policy, RolloutRequest
 from swe_rl.integrations.settings import AdapterSettings
 from swe_rl.llm.base import SamplingParams
+from swe_rl.rl.rollout import RolloutResult
 from swe_rl.rl.samples import TrainingSample
-from swe_rl.runs.executor import Executor, Policy, RolloutRequest, get_executor
-from swe_rl.runs.rollout import RolloutResult
 
 
 def policy_from_env(

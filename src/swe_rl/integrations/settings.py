@@ -8,6 +8,7 @@ below the command line that reads it: everything under ``integrations/`` gets an
 | variable | field | meaning |
 |---|---|---|
 | ``SWE_RL_EXECUTOR`` | executor | where rollouts run: local[:backend] \\| pool:<URL> \\| service:<URL>[,URL...] \\| ray[:address] |
+| ``RAY_ADDRESS`` | executor | the cluster of a plain ``ray`` executor (Ray's own variable) |
 | ``SWE_RL_BACKEND`` | backend | sandboxes of a local executor: ns \\| docker \\| a pool URL |
 | ``SWE_RL_TOKEN`` | token | bearer token of the pool and rollout servers |
 | ``SWE_RL_CAPACITY`` | capacity | rollouts at once on this machine (default: from its CPUs and memory) |
@@ -29,7 +30,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field, ValidationError
 
 from swe_rl.errors import ConfigError
-from swe_rl.runs.executor import ProcessReward
+from swe_rl.executors.base import ProcessReward
 
 # field -> variable, for the fields read as they are
 _PLAIN = {
@@ -82,6 +83,8 @@ class AdapterSettings(BaseModel):
             value = (environ.get(variable) or "").strip()
             if value and not (field in _ZERO_IS_UNSET and value in ("0", "0.0")):
                 values[field] = value
+        if values.get("executor") == "ray" and environ.get("RAY_ADDRESS"):
+            values["executor"] = f"ray:{environ['RAY_ADDRESS']}"
         history = (environ.get("SWE_RL_DYNAMIC_HISTORY") or "1").strip()
         if history not in ("0", "1"):
             raise ConfigError(f"SWE_RL_DYNAMIC_HISTORY must be 1 or 0, not {history!r}")

@@ -1,5 +1,5 @@
 """SkyRL adapter: a generator (SkyRL's ``GeneratorInterface``: ``async generate(input_batch) -> GeneratorOutput``)
-whose trajectories are whole swe-rl rollouts run through an :class:`~swe_rl.runs.executor.Executor`.
+whose trajectories are whole swe-rl rollouts run through an :class:`~swe_rl.executors.base.Executor`.
 
 Each prompt's task is ``env_extras[i]["instance"]`` (a task record or an instance id the executor knows;
 rows from ``swe-rl data prepare`` carry it). The policy is the trainer's inference endpoint.
@@ -27,6 +27,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from swe_rl.errors import InfraError
+from swe_rl.executors.base import Executor, Policy
 from swe_rl.integrations.common import (
     Span,
     build_request,
@@ -39,8 +40,7 @@ from swe_rl.integrations.common import (
 )
 from swe_rl.integrations.trl import episode_metrics
 from swe_rl.llm.base import SamplingParams
-from swe_rl.runs.executor import Executor, Policy
-from swe_rl.runs.rollout import RolloutResult
+from swe_rl.rl.rollout import RolloutResult
 
 # SkyRL's stop reasons are the inference engine's ("stop", "length"); options such as
 # zero_reward_on_non_stop and apply_overlong_filtering read them.

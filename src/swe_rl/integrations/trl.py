@@ -36,8 +36,8 @@ from swe_rl.errors import ConfigError, MissingExtraError
 from swe_rl.integrations.common import healthy_group_means, trajectory_span
 from swe_rl.llm.base import SamplingParams
 from swe_rl.rl.rewards import OutcomeReward
+from swe_rl.rl.rollout import RolloutResult, run_rollout
 from swe_rl.runs.metrics import MetricsSink
-from swe_rl.runs.rollout import RolloutResult, run_rollout
 from swe_rl.sandbox.base import SandboxFactory
 from swe_rl.tasks.io import atomic_write_json
 from swe_rl.tasks.model import Task

@@ -1,5 +1,5 @@
 """verl adapter: an agent loop registered as ``swe_rl`` (``@register`` in verl's agent-loop registry), whose
-``run()`` runs one graded swe-rl rollout through an :class:`~swe_rl.runs.executor.Executor` and returns
+``run()`` runs one graded swe-rl rollout through an :class:`~swe_rl.executors.base.Executor` and returns
 verl's ``AgentLoopOutput``.
 
 Use: ``import swe_rl.integrations.verl`` where verl's agent-loop workers start (or list it in an
@@ -38,7 +38,7 @@ from swe_rl.integrations.common import (
 )
 from swe_rl.integrations.settings import AdapterSettings
 from swe_rl.llm.base import SamplingParams
-from swe_rl.runs.rollout import RolloutResult
+from swe_rl.rl.rollout import RolloutResult
 
 try:
     from verl.experimental.agent_loop.agent_loop import (

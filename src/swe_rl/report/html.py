@@ -11,9 +11,10 @@ from html import escape
 from pathlib import Path
 from typing import Any
 
+from swe_rl.episode.record import InstanceResult
 from swe_rl.errors import ConfigError
 from swe_rl.report import svg
-from swe_rl.runs.metrics import InstanceResult, agent_metrics
+from swe_rl.runs.metrics import agent_metrics
 from swe_rl.runs.rundir import RunDir, read_json
 from swe_rl.tasks.io import atomic_write_text
 

@@ -15,50 +15,47 @@ import platform
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
-from pydantic import BaseModel, Field
+from pydantic import Field
 
 from swe_rl.agent.config import AgentConfig
-from swe_rl.agent.context import ContextManager
 from swe_rl.agent.trajectory import Trajectory, mini_swe_agent_record
 from swe_rl.envs.cache import EnvCache
-from swe_rl.episode.run import EpisodeSettings, run_episode
-from swe_rl.harness.verdict import GradingMode
+from swe_rl.episode.attempt import AttemptSettings, AttemptSpec, ModelSpec, attempt_outcome, priced
+from swe_rl.episode.record import InstanceResult
+from swe_rl.executors.base import AttemptExecutor
 from swe_rl.llm.base import LLM, SamplingParams
-from swe_rl.llm.cost import PricedLLM, PriceTable
-from swe_rl.runs.metrics import InstanceResult, MetricsSink, agent_metrics
+from swe_rl.runs.metrics import MetricsSink, agent_metrics
 from swe_rl.runs.progress import RunProgress
 from swe_rl.runs.rundir import RunDir
-from swe_rl.sandbox.base import Limits, SandboxFactory
+from swe_rl.sandbox.base import SandboxFactory
 from swe_rl.tasks.io import atomic_write_json, atomic_write_text
 from swe_rl.tasks.model import Task
 
 LLMFactory = Callable[[Task], LLM]
 
 
-class EvalSettings(BaseModel):
-    output_dir: Path
+class EvalSettings(AttemptSettings):
+    """A whole eval run: its attempts' settings and how many, how fast, and what it may spend."""
+
     max_concurrent: int = Field(default=2, ge=1)
     n_samples: int = Field(default=1, ge=1)
     resume: bool = False
-    max_context: int | None = Field(default=None, description="Context window; enables the context manager.")
-    grade_timeout: float = 1800.0
-    grading: GradingMode = Field(
-        default="official", description="official (SWE-bench's verdict, steering flagged) or strict."
-    )
-    limits: Limits = Field(default_factory=Limits)
     args: dict[str, Any] = Field(
         default_factory=dict, description="What the user asked for (redacted on disk)."
     )
     metrics_backends: list[str] = Field(default_factory=list, description="Also log to: tensorboard, wandb.")
-    prices: PriceTable | None = Field(default=None, description="Price every model call (llm.cost).")
     run_cost_limit: float | None = Field(
         default=None,
         gt=0,
         description="USD for the whole run (results.jsonl so far included): no attempt starts past it; "
         "attempts under way finish, each bounded by the agent's cost_limit.",
     )
+
+    def for_attempt(self) -> AttemptSettings:
+        """The part an attempt needs (sent to the node that runs it)."""
+        return AttemptSettings.model_validate(self.model_dump(include=set(AttemptSettings.model_fields)))
 
 
 async def run_eval(
@@ -96,7 +93,7 @@ async def run_eval(
                 result = await remote.run(task, attempt, agent, params, settings)
             else:
                 assert factory is not None, "attempts in this process need a sandbox factory"
-                llm = _priced(make_llm(task), settings.prices)
+                llm = priced(make_llm(task), settings.prices)
                 result = await _attempt(task, attempt, llm, cache, factory, agent, params, settings)
             budget.spent += result.cost_usd
             run.append(result)
@@ -131,11 +128,6 @@ class RunBudget:
             f"run cost limit ${self.limit:g} reached (spent ${self.spent:.4f}); "
             f"{self.skipped} attempts not started (--resume with a higher limit runs them)"
         )
-
-
-def _priced(llm: LLM, prices: PriceTable | None) -> LLM:
-    price = prices.lookup(llm.name) if prices is not None else None
-    return PricedLLM(llm, price) if price is not None else llm
 
 
 def _finish(run: RunDir, tasks: Sequence[Task], settings: EvalSettings, budget: RunBudget) -> dict[str, Any]:
@@ -180,69 +172,9 @@ async def _attempt(
     return outcome.result
 
 
-def attempt_folder(output_dir: Path, instance_id: str, attempt: int) -> Path:
-    stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%S%f")
-    return (
-        output_dir / f"{instance_id}__{stamp}"
-        if attempt == 0
-        else output_dir / f"{instance_id}__a{attempt}__{stamp}"
-    )
-
-
 def _folder(result: InstanceResult) -> Path:
     assert result.artifacts is not None
     return Path(result.artifacts)
-
-
-async def attempt_outcome(
-    task: Task,
-    attempt: int,
-    llm: LLM,
-    cache: EnvCache,
-    factory: SandboxFactory,
-    agent: AgentConfig,
-    params: SamplingParams,
-    settings: EvalSettings,
-) -> AttemptOutcome:
-    """One attempt, graded; nothing written (the artifacts' folder is named in ``result.artifacts``)."""
-    folder = attempt_folder(settings.output_dir, task.instance_id, attempt)
-    context = ContextManager(settings.max_context, params.max_tokens) if settings.max_context else None
-    episode = await run_episode(
-        task,
-        llm,
-        cache=cache,
-        factory=factory,
-        agent=agent,
-        params=params,
-        settings=EpisodeSettings(
-            limits=settings.limits, grade_timeout=settings.grade_timeout, grading=settings.grading
-        ),
-        context=context,
-    )
-    result = InstanceResult(
-        instance_id=task.instance_id,
-        attempt=attempt,
-        exit_status=episode.exit_status,
-        artifacts=str(folder),
-        patch_source=episode.patch_source or "none",
-        error=episode.error,
-        elapsed=episode.total_s,
-    )
-    if episode.trajectory is not None:
-        _fill(result, episode.trajectory)
-    if episode.verdict is not None:
-        result.resolved, result.grade_status = episode.verdict.resolved, episode.verdict.status
-        result.eval_time_s = episode.grade_s
-    return AttemptOutcome(result=result, trajectory=episode.trajectory, patch=episode.patch or "")
-
-
-def _fill(result: InstanceResult, traj: Trajectory) -> None:
-    result.exit_status = traj.exit_status or "infra_error"
-    result.n_steps, result.tool_calls = len(traj.steps), traj.tool_calls
-    result.format_errors = traj.format_errors
-    result.model_time_s, result.env_time_s = traj.model_time_s, traj.env_time_s
-    result.prompt_tokens, result.completion_tokens = traj.prompt_tokens, traj.completion_tokens
-    result.cost_usd = traj.cost_usd
 
 
 def _write_artifacts(
@@ -266,44 +198,6 @@ def _write_artifacts(
     )
 
 
-class AttemptOutcome(BaseModel):
-    """What an attempt produced; the caller writes it (``_write_artifacts``) where the run lives."""
-
-    result: InstanceResult
-    trajectory: Trajectory | None = None
-    patch: str = ""
-
-
-class ModelSpec(BaseModel):
-    """A model as the command line names it (``--llm/--model/--api-base``), built where the attempt runs.
-
-    API keys are not part of it: a node reads its own ``OPENAI_API_KEY``.
-    """
-
-    llm: str | None = None
-    model: str | None = None
-    api_base: str | None = None
-
-
-class AttemptSpec(BaseModel):
-    """One eval attempt as plain data, so that it can run on another node."""
-
-    task: dict[str, Any]
-    attempt: int = 0
-    model: ModelSpec
-    agent: AgentConfig
-    params: SamplingParams
-    settings: EvalSettings
-
-
-class AttemptExecutor(Protocol):
-    name: str
-
-    async def run_attempt(self, spec: AttemptSpec) -> AttemptOutcome: ...
-
-    async def close(self) -> None: ...
-
-
 class RemoteAttempts:
     """Attempts run by an executor elsewhere (``--executor ray``); their artifacts are written here."""
 
@@ -319,41 +213,11 @@ class RemoteAttempts:
             model=self.model,
             agent=agent,
             params=params,
-            settings=settings,
+            settings=settings.for_attempt(),
         )
         outcome = await self.executor.run_attempt(spec)
         _write_artifacts(_folder(outcome.result), task, outcome.trajectory, outcome.patch, outcome.result)
         return outcome.result
-
-
-async def run_attempt_spec(spec: AttemptSpec, cache: EnvCache, factory: SandboxFactory) -> AttemptOutcome:
-    """Run an :class:`AttemptSpec` here (on a Ray node): build its model, run, grade; write nothing."""
-    from swe_rl.llm.select import choose_model
-    from swe_rl.tasks.model import parse_task
-
-    task = parse_task(spec.task, where="task")
-    choice = choose_model(spec.model.llm, spec.model.model, spec.model.api_base)
-    try:
-        llm = _priced(choice.factory(task), spec.settings.prices)
-        return await attempt_outcome(
-            task, spec.attempt, llm, cache, factory, spec.agent, spec.params, spec.settings
-        )
-    finally:
-        await choice.close()
-
-
-def failed_attempt(spec: AttemptSpec, error: str) -> AttemptOutcome:
-    """The outcome of an attempt whose node was lost: an infra error, retried by ``--resume``."""
-    instance_id = str(spec.task.get("instance_id", ""))
-    folder = attempt_folder(spec.settings.output_dir, instance_id, spec.attempt)
-    result = InstanceResult(
-        instance_id=instance_id,
-        attempt=spec.attempt,
-        exit_status="infra_error",
-        error=error,
-        artifacts=str(folder),
-    )
-    return AttemptOutcome(result=result)
 
 
 def provenance() -> dict[str, Any]:

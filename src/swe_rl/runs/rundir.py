@@ -17,7 +17,7 @@ from math import comb
 from pathlib import Path
 from typing import Any
 
-from swe_rl.runs.metrics import InstanceResult
+from swe_rl.episode.record import InstanceResult
 from swe_rl.tasks.io import atomic_write_json
 
 _SECRET = re.compile(r"(key|token|secret|password|authorization)", re.IGNORECASE)

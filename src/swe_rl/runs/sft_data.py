@@ -23,9 +23,9 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 from swe_rl.agent.trajectory import Trajectory
+from swe_rl.episode.record import InstanceResult
 from swe_rl.errors import ConfigError
 from swe_rl.llm.base import Message
-from swe_rl.runs.metrics import InstanceResult
 from swe_rl.tasks.io import atomic_write_json, atomic_write_text
 
 ARTIFACT_FILES = ("traj.json", "patch.diff", "meta.json")

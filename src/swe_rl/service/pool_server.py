@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import os
 import time
 import uuid
 from collections import deque
@@ -342,12 +341,11 @@ def create_app(
     health_period: float = 2.0,
     reap_period: float = 1.0,
 ) -> Starlette:
-    env_cap = os.environ.get("SWE_MAX_CONTAINERS_PER_NODE")
     pool = LeasePool(
         urls,
         token=node_token,
-        max_concurrent=max_concurrent or int(os.environ.get("SWE_MAX_CONCURRENT", 128)),
-        per_node=per_node or (int(env_cap) if env_cap else None),
+        max_concurrent=max_concurrent or 128,
+        per_node=per_node,
         ttl=ttl,
         wait=wait,
         health_period=health_period,

@@ -28,8 +28,10 @@ from starlette.routing import Route
 from swe_rl.agent.config import load_agent_config
 from swe_rl.envs.cache import EnvCache
 from swe_rl.errors import ConfigError
-from swe_rl.runs.executor import LocalExecutor, RolloutRequest, default_capacity, policy_tokenizer
-from swe_rl.runs.rollout import RolloutResult
+from swe_rl.executors import default_capacity
+from swe_rl.executors.base import RolloutRequest, policy_tokenizer
+from swe_rl.executors.local import LocalExecutor
+from swe_rl.rl.rollout import RolloutResult
 from swe_rl.sandbox.base import SandboxFactory
 from swe_rl.service import gym_agent
 from swe_rl.service.common import (

@@ -20,7 +20,8 @@ from typing import Any
 
 from swe_rl.errors import TaskFormatError
 from swe_rl.tasks.model import Task
-from swe_rl.tasks.specs import RepoSpec, conda_env_packages, conda_to_pip
+from swe_rl.tasks.repospec import RepoSpec
+from swe_rl.tasks.specs import conda_env_packages, conda_to_pip
 
 INSTALL_CONFIG = "install_config"
 _APT = re.compile(r"^\s*(sudo\s+)?apt(-get)?\s")

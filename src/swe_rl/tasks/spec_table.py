@@ -27,7 +27,7 @@ from __future__ import annotations
 import shlex
 from typing import Any
 
-from swe_rl.tasks.specs import RepoSpec
+from swe_rl.tasks.repospec import RepoSpec
 
 _UTF8 = (
     "export LANG=C.UTF-8",

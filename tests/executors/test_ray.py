@@ -21,9 +21,10 @@ from tests.conftest import available_factory
 
 from swe_rl.agent.config import load_agent_config
 from swe_rl.envs.cache import EnvCache
+from swe_rl.episode.attempt import ModelSpec
+from swe_rl.executors.ray import RayExecutor, host_handle
 from swe_rl.llm.base import SamplingParams
-from swe_rl.runs.evaluation import EvalSettings, ModelSpec, RemoteAttempts, run_eval
-from swe_rl.runs.ray_executor import RayExecutor, host_handle
+from swe_rl.runs.evaluation import EvalSettings, RemoteAttempts, run_eval
 
 if os.environ.get("CI"):
     import ray  # the dev script installs it: in CI a missing ray is a failure, not a skip
@@ -147,9 +148,10 @@ def test_eval_cli_on_three_nodes_resolves_all_within_each_nodes_slots(cluster, t
 
 
 async def test_token_level_rollout_on_ray_equals_the_local_executor(cluster, task_by_id, envs):
+    from swe_rl.executors.base import Policy, RolloutRequest
+    from swe_rl.executors.local import LocalExecutor
     from swe_rl.llm.fake_server import FakeLLMServer
     from swe_rl.llm.scripted import oracle_policy
-    from swe_rl.runs.executor import LocalExecutor, Policy, RolloutRequest
 
     tokenizer_mod = pytest.importorskip("swe_rl.rl.tokenizer", exc_type=ImportError)
     task = task_by_id["swe-rl-builtin__statkit-2"]
@@ -266,7 +268,7 @@ def test_missing_ray_names_the_extra():
     code = (
         "import sys; sys.modules['ray'] = None\n"
         "from swe_rl.errors import MissingExtraError\n"
-        "from swe_rl.runs.executor import get_executor\n"
+        "from swe_rl.executors import get_executor\n"
         "try:\n    get_executor('ray')\nexcept MissingExtraError as e:\n    print(e)\n"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)

@@ -26,9 +26,9 @@ from typing import Any
 from pydantic import ValidationError
 
 from swe_rl.errors import ConfigError
+from swe_rl.executors.base import RolloutRequest
 from swe_rl.httpsession import LoopSession, error_body, retry_after_s
-from swe_rl.runs.executor import RolloutRequest
-from swe_rl.runs.rollout import RolloutResult
+from swe_rl.rl.rollout import RolloutResult
 
 RETRYABLE = {502, 504}
 BUSY = 503  # capacity or draining: wait as the server asks

@@ -6,7 +6,7 @@ import json
 import subprocess
 import sys
 
-from swe_rl.runs.executor import LocalExecutor
+from swe_rl.executors.local import LocalExecutor
 
 
 def test_eval_with_the_pool_executor_resolves_through_the_pool(remote_service, tmp_path):

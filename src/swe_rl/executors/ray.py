@@ -16,7 +16,7 @@ when that node is gone or full), else to the node with most free slots, which th
 A node that dies takes its rollouts with it: they are retried on other nodes up to ``retries`` times,
 then come back as ``infra_error`` results, never scored.
 
-This module is the head's side; the node's side (host actor, the Ray task) is :mod:`swe_rl.runs.ray_node`.
+This module is the head's side; the node's side (host actor, the Ray task) is :mod:`swe_rl.executors.ray_node`.
 Every node needs swe-rl installed (the same version) and its own cache (``SWE_RL_CACHE`` in the
 environment of its ``ray start``).
 """
@@ -24,7 +24,6 @@ environment of its ``ray start``).
 from __future__ import annotations
 
 import asyncio
-import os
 import socket
 import time
 from collections import Counter
@@ -32,7 +31,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from swe_rl.errors import ConfigError
-from swe_rl.runs.ray_node import (
+from swe_rl.executors.ray_node import (
     NAMESPACE,
     REFRESH_S,
     RESOURCES,
@@ -45,12 +44,12 @@ from swe_rl.runs.ray_node import (
     placement_key,
     run_on_node,
 )
-from swe_rl.runs.rollout import RolloutResult
+from swe_rl.rl.rollout import RolloutResult
 from swe_rl.tasks.model import Task, parse_task
 
 if TYPE_CHECKING:
-    from swe_rl.runs.evaluation import AttemptOutcome, AttemptSpec
-    from swe_rl.runs.executor import RolloutRequest
+    from swe_rl.episode.attempt import AttemptOutcome, AttemptSpec
+    from swe_rl.executors.base import RolloutRequest
 
 WATCH_S = 10.0  # how often a waiting rollout checks that some node can still run it
 
@@ -78,7 +77,9 @@ def _reachable(address: str) -> None:
 
 
 def connect(address: str | None, *, start: bool = True) -> bool:
-    """Join a Ray cluster (``address``, ``$RAY_ADDRESS``, or one running here); True if we started one.
+    """Join a Ray cluster (``address``, or one running here); True if we started one.
+
+    The edges pass ``$RAY_ADDRESS`` as ``address`` where no address was named (the CLI, the adapters' settings).
 
     With no cluster to join, starts a one-node cluster on this machine that advertises its own capacity
     (unless ``start`` is false: then ConfigError).
@@ -86,7 +87,6 @@ def connect(address: str | None, *, start: bool = True) -> bool:
     ray = import_ray()
     if ray.is_initialized():
         return False
-    address = address or os.environ.get("RAY_ADDRESS")
     if address and address != "auto":
         _reachable(address)
     quiet = {"log_to_driver": False, "logging_level": "WARNING"}
@@ -159,7 +159,7 @@ class RayExecutor:
 
     async def run_attempt(self, spec: AttemptSpec) -> AttemptOutcome:
         """One ``swe-rl eval`` attempt on a node; the caller writes its artifacts."""
-        from swe_rl.runs.evaluation import AttemptOutcome, failed_attempt
+        from swe_rl.episode.attempt import AttemptOutcome, failed_attempt
 
         task = parse_task(spec.task, where="task")
         out = await self._submit("attempt", spec.model_dump(mode="json"), task)

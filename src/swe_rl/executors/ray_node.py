@@ -264,13 +264,14 @@ async def _on_node(
             await host.ensure.remote(record)
         factory = _StartUpGate(_factory(backend, token), host)
         if kind == "rollout":
-            from swe_rl.runs.executor import LocalExecutor, RolloutRequest
+            from swe_rl.executors.base import RolloutRequest
+            from swe_rl.executors.local import LocalExecutor
 
             request = RolloutRequest.model_validate(payload)
             local = LocalExecutor(factory, EnvCache())
             result = await local.run_now(local.task(request.task), request)
             return result.model_dump(mode="json")
-        from swe_rl.runs.evaluation import AttemptSpec, run_attempt_spec
+        from swe_rl.episode.attempt import AttemptSpec, run_attempt_spec
 
         outcome = await run_attempt_spec(AttemptSpec.model_validate(payload), EnvCache(), factory)
         return outcome.model_dump(mode="json")

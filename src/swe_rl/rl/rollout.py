@@ -1,6 +1,6 @@
 """One training rollout: agent in a sandbox against a token-level policy, graded, as training samples.
 
-Shared by every executor (runs/executor.py: in-process, rollout service, Ray) and the trainer adapters
+Shared by every executor (executors/: in-process, rollout service, Ray) and the trainer adapters
 (integrations/, whose settings come from the environment: integrations/settings.py).
 """
 
@@ -65,7 +65,7 @@ async def run_rollout(
 
     ``tokenizer``: for a text-only policy (an OpenAI endpoint that returns no ids), steps without ids are
     encoded with the fixed-base method; with ids from the server, it is not used. ``prm``: a judge and
-    its settings (``runs.executor.ProcessReward``): the reward becomes outcome + coef * mean step score.
+    its settings (``executors.base.ProcessReward``): the reward becomes outcome + coef * mean step score.
     """
     trajectory_id = uuid.uuid4().hex
     episode = await run_episode(

@@ -1,0 +1,66 @@
+"""Settings come from the environment only at the edges: the CLI and the trainer adapters.
+
+Below them a module takes its settings as arguments. The few reads left are listed here with their reason: path
+defaults (where a cache or an interpreter lives) and the environment handed on to a child process.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import swe_rl
+
+PACKAGE = Path(swe_rl.__file__).parent
+EDGES = ("cli/", "integrations/")
+ALLOWED = {
+    "paths.py": "path default: SWE_RL_CACHE, the cache root",
+    "envs/interpreters.py": "path defaults: PYENV_ROOT, UV_PYTHON_INSTALL_DIR, SWE_RL_CONDA (where interpreters live)",
+    "gitutil.py": "a child's environment: git runs without the caller's GIT_* variables",
+    "envs/installer.py": "a child's environment: the installer's uv and pip get the host's proxy and UV_* variables",
+    "llm/openai.py": "the provider's credential, OPENAI_API_KEY, read where the client is made so keys never "
+    "travel in a request to a remote node",
+}
+
+
+def environ_reads(source: str) -> list[int]:
+    """Line numbers where ``source`` reads the process environment (``os.environ``, ``os.getenv``, ``environ``)."""
+    tree = ast.parse(source)
+    imported = {
+        alias.asname or alias.name
+        for node in ast.walk(tree)
+        if isinstance(node, ast.ImportFrom) and node.module == "os"
+        for alias in node.names
+        if alias.name in ("environ", "getenv")
+    }
+    lines = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Attribute) and node.attr in ("environ", "getenv", "environb"):
+            if isinstance(node.value, ast.Name) and node.value.id == "os":
+                lines.append(node.lineno)
+        elif isinstance(node, ast.Name) and node.id in imported:
+            lines.append(node.lineno)
+    return sorted(lines)
+
+
+def test_the_scanner_finds_each_way_of_reading_the_environment() -> None:
+    # the control: every spelling is seen, and a local named like it is not
+    assert environ_reads("import os\nx = os.environ.get('A')\ny = os.getenv('B')\n") == [2, 3]
+    assert environ_reads("from os import environ as e\nx = e['A']\n") == [2]
+    assert environ_reads("from os import getenv\nx = getenv('A')\n") == [2]
+    assert environ_reads("environ = {}\nx = environ.get('A')\n") == []
+
+
+def test_only_the_edges_and_the_listed_defaults_read_the_environment() -> None:
+    readers = {}
+    for path in sorted(PACKAGE.rglob("*.py")):
+        rel = path.relative_to(PACKAGE).as_posix()
+        if rel.startswith("tasks/builtin/repos/"):  # the builtin tasks' own libraries, not swe-rl
+            continue
+        lines = environ_reads(path.read_text())
+        if lines and not rel.startswith(EDGES):
+            readers[rel] = lines
+    unexplained = {rel: lines for rel, lines in readers.items() if rel not in ALLOWED}
+    assert not unexplained, f"reads of os.environ below the CLI and the adapters: {unexplained}"
+    stale = set(ALLOWED) - set(readers)
+    assert not stale, f"listed as reading the environment but no longer do: {stale}"
