@@ -22,7 +22,9 @@ from tests.envs.helpers import git, make_repo, make_wheel, widget_task
 
 from swe_rl.envs.cache import EnvCache
 from swe_rl.envs.dating import widened_in
-from swe_rl.envs.installer import LOCK_NAME, InstallRun, uv_binary
+from swe_rl.envs.install_tools import uv_binary
+from swe_rl.envs.installer import InstallRun
+from swe_rl.envs.lock import LOCK_NAME
 from swe_rl.envs.recipe import EnvRecipe, InstallOptions
 from swe_rl.envs.venv import create_venv, host_interpreter
 from swe_rl.errors import EnvBuildError
@@ -434,11 +436,11 @@ def test_setuptools_plugins_follow_the_build_tools_date_not_the_tasks(tmp_path, 
 def test_a_traceback_through_prepare_metadata_for_build_editable_is_not_a_missing_pep_660_hook():
     """matplotlib 3.4's metadata step failed inside prepare_metadata_for_build_editable (a setuptools-scm
     error): that is not a backend without build_editable, and pip's legacy path must not be taken for it."""
-    from swe_rl.envs.installer import _NO_PEP660
+    from swe_rl.envs.uv_output import NO_PEP660
 
     astroid = "AttributeError: module 'setuptools.build_meta' has no attribute 'build_editable'"
     matplotlib = "Call to `setuptools.build_meta:__legacy__.prepare_metadata_for_build_editable` failed"
-    assert _NO_PEP660.search(astroid) and not _NO_PEP660.search(matplotlib)
+    assert NO_PEP660.search(astroid) and not NO_PEP660.search(matplotlib)
 
 
 def test_the_pytest_floor_is_resolved_as_of_its_own_date_not_from_today(tmp_path, index):

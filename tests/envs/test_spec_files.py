@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 from tests.envs.helpers import make_wheel
 
-from swe_rl.envs.installer import InstallRun, uv_binary
+from swe_rl.envs.install_tools import uv_binary
+from swe_rl.envs.installer import InstallRun
 from swe_rl.envs.recipe import EnvRecipe
 from swe_rl.envs.venv import create_venv, ensure_pip, host_interpreter
 from swe_rl.errors import EnvBuildError

@@ -30,8 +30,9 @@ from pathlib import Path
 from typing import TypeVar
 
 from swe_rl.envs.dating import Widening
-from swe_rl.envs.installer import LOCK_NAME, InstallRun, lock_difference
+from swe_rl.envs.installer import InstallRun
 from swe_rl.envs.interpreters import find_python, provider
+from swe_rl.envs.lock import LOCK_NAME, lock_difference
 from swe_rl.envs.recipe import EnvRecipe, InstallOptions, recipe_for
 from swe_rl.envs.repos import find_repo_source
 from swe_rl.envs.testbed import make_testbed

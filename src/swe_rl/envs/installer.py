@@ -9,25 +9,27 @@ written as a lock (``pip freeze`` format); a rebuild of the same recipe installs
 
 from __future__ import annotations
 
-import os
-import posixpath
 import re
 import shlex
-import shutil
 import subprocess
-from collections.abc import Callable
 from pathlib import Path
 
 from swe_rl.envs.dating import WIDENED, Resolver, Widening, unreachable, widened_in
+from swe_rl.envs.install_tools import SHIMS, choose_installer, freeze, install_environ
+from swe_rl.envs.lock import DATED_BUILD_TOOLS, FALLBACK, SKIPPED, pinned
 from swe_rl.envs.recipe import EnvRecipe, Installer
-from swe_rl.errors import ConfigError, EnvBuildError
-from swe_rl.sandbox.shell import base_environment
-from swe_rl.tasks.specs import check_system, conda_env_packages
-
-LOCK_NAME = "swe-rl-lock.txt"
-# Requirements that no longer install, and what replaces them (types-pkg_resources was yanked from PyPI;
-# the SWE-bench harness makes the same substitution).
-REPLACED_REQUIREMENTS = {"types-pkg_resources": "types-setuptools", "types-pkg-resources": "types-setuptools"}
+from swe_rl.envs.requirement_files import RecipeFiles
+from swe_rl.envs.uv_output import (
+    BUILD_FAILED,
+    DEPENDENCY_FAILED,
+    FILTERED,
+    LOCAL_BUILD_FAILED,
+    NO_LIBRARY,
+    NO_PEP660,
+    missing_library,
+)
+from swe_rl.errors import EnvBuildError
+from swe_rl.tasks.specs import check_system
 
 # Build tools are not resolved as of the task's date: setuptools older than 64 cannot make the editable
 # installs (PEP 660) that uv performs, and the official images built every repo with a 2024 setuptools.
@@ -46,98 +48,6 @@ PYTEST_RA_FLOOR = "pytest>=4.6"  # 4.5 (2019-05) first listed passed tests under
 # the floor's own date: 4.6.0-4.6.2 were uploaded 2019-06-01..03. pytest is resolved as of it, not from today:
 # a 2019 env's plugins (pytest-rerunfailures 7.0 imports _pytest.resultlog, gone in 6.1) need a 2019 pytest
 PYTEST_RA_AS_OF = "2019-06-04T00:00:00Z"
-SKIPPED = (
-    "# swe-rl: skipped conda package: "  # a lock line: a conda environment's package pip could not install
-)
-# a lock line per install command that built only with the build tools of the task's date
-DATED_BUILD_TOOLS = "# swe-rl: build tools as of the task's date (a build failed with 2024's): "
-FALLBACK = "# swe-rl: pip fallback: "  # a lock line: an install command that uv could not build and pip ran
-# uv's failure on a build backend without PEP 660 editable support (setuptools < 64)
-_FILTERED = re.compile(r"`([A-Za-z0-9._-]+)` was filtered by `exclude-newer(?:-package)?`")
-# uv's hint when a dependency's sdist fails to compile for want of a C library's header
-_NO_LIBRARY = re.compile(r"need to install a library that provides `([^`]+)` for `([A-Za-z0-9._-]+)@([^`]+)`")
-# Debian packages of the headers that SWE-bench's dependencies' sdists are known to compile against
-HEADER_PACKAGES = {
-    "libmemcached/memcached.h": "libmemcached-dev",
-    "ffi.h": "libffi-dev",
-    "libxml/xmlversion.h": "libxml2-dev",
-    "libxslt/xsltconfig.h": "libxslt1-dev",
-    "jpeglib.h": "libjpeg-dev",
-    "zlib.h": "zlib1g-dev",
-    "ft2build.h": "libfreetype-dev",
-    "png.h": "libpng-dev",
-    "openssl/ssl.h": "libssl-dev",
-    "pg_config.h": "libpq-dev",
-    "mysql.h": "default-libmysqlclient-dev",
-    "tiffio.h": "libtiff-dev",
-}
-# uv's words for a failed build (of a dependency, or of the project itself), and for one of a local project
-_BUILD_FAILED = re.compile(r"Failed to build|The build backend returned an error")
-_DEPENDENCY_FAILED = re.compile(r"Failed to build `([A-Za-z0-9._-]+)==([^`]+)`")
-_LOCAL_BUILD_FAILED = re.compile(
-    r"Failed to build `[^`]+ @ file://|^error: The build backend returned an error", re.M
-)
-# (not any failed call of the hook: `setuptools.build_meta.build_editable` failed is an ordinary build error)
-_NO_PEP660 = re.compile(
-    r"has no attribute 'build_editable'|does not support editable|Editable installs? .*not supported"
-)
-
-_PASS_VARS = {
-    "PIP_CERT",
-    "PIP_INDEX_URL",
-    "PIP_EXTRA_INDEX_URL",
-    "PIP_FIND_LINKS",
-    "PIP_NO_INDEX",
-    "PIP_TRUSTED_HOST",
-    "PIP_DEFAULT_TIMEOUT",
-    "SSL_CERT_FILE",
-    "SSL_CERT_DIR",
-    "REQUESTS_CA_BUNDLE",
-    "CURL_CA_BUNDLE",
-    "HTTP_PROXY",
-    "HTTPS_PROXY",
-    "NO_PROXY",
-    "http_proxy",
-    "https_proxy",
-    "no_proxy",
-}
-
-_SHIMS = r"""
-swe_rl_install() { eval "$SWE_RL_INSTALL" '"$@"'; }
-pip() { if [ "${1:-}" = install ]; then shift; swe_rl_install "$@"; else command pip "$@"; fi; }
-pip3() { pip "$@"; }
-python() {
-  if [ "${1:-}" = -m ] && [ "${2:-}" = pip ] && [ "${3:-}" = install ]; then shift 3; swe_rl_install "$@";
-  else command python "$@"; fi
-}
-export -f swe_rl_install pip pip3 python
-"""
-
-
-def uv_binary() -> str | None:
-    """uv from the ``uv`` wheel installed with swe-rl, else one on PATH."""
-    try:
-        from uv import find_uv_bin
-
-        return str(find_uv_bin())
-    except (ImportError, FileNotFoundError):
-        return shutil.which("uv")
-
-
-def choose_installer(wanted: Installer, recipe: EnvRecipe) -> tuple[Installer, str | None]:
-    """(installer, uv path); uv falls back to pip, which cannot resolve as of a date."""
-    uv = uv_binary() if wanted == "uv" else None
-    if uv is not None:
-        return "uv", uv
-    if recipe.exclude_newer:
-        raise ConfigError(
-            "resolving packages as of the task's date needs uv (`pip install uv`); "
-            "or build with --latest (today's releases)"
-        )
-    return "pip", None
-
-
-UV_LOCK_TIMEOUT_S = "7200"  # the host's UV_LOCK_TIMEOUT, when set, wins
 
 
 class InstallRun:
@@ -208,23 +118,7 @@ class InstallRun:
 
     def environ(self) -> dict[str, str]:
         """The environment of install commands: the venv first on PATH, the host's network settings."""
-        from swe_rl.sandbox.base import EnvSpec
-
-        spec = EnvSpec(key="build", repo="", base_commit="", testbed=self.testbed, venv=self.venv)
-        environ = base_environment(spec, home=str(self.venv.parent), tmpdir=str(self.venv.parent))
-        environ["PIP_CONFIG_FILE"] = (
-            "/dev/null"  # a host pip config can send old Pythons into long backtracking
-        )
-        environ["UV_CACHE_DIR"] = str(self.cache)
-        # builds in parallel share the cache: one waits while another compiles the same sdist (pandas 1.1.2
-        # for Python 3.9 takes over 20 minutes on 2 cores), longer than uv's default of 300 s
-        environ["UV_LOCK_TIMEOUT"] = UV_LOCK_TIMEOUT_S
-        # the testbed may belong to the ns sandboxes' uid already: git (setuptools-scm, versioneer) must
-        # still answer here, where root runs the install
-        environ.update(GIT_CONFIG_COUNT="1", GIT_CONFIG_KEY_0="safe.directory", GIT_CONFIG_VALUE_0="*")
-        # the host's network settings (proxy, CA bundle, index) are needed to reach an index at all
-        environ.update({k: v for k, v in os.environ.items() if k in _PASS_VARS or k.startswith("UV_")})
-        return environ
+        return install_environ(self.testbed, self.venv, self.cache)
 
     def run(self, command: str) -> None:
         """Run ``command`` in the testbed with the venv first on PATH and the install shims defined.
@@ -243,8 +137,8 @@ class InstallRun:
             # each remedy applies once (per package, or once for the build tools), so this ends
             code, output = self._run(command, self.install_command())
             said += output
-        no_pep660 = _NO_PEP660.search(output) is not None
-        if code != 0 and self.kind == "uv" and (no_pep660 or _LOCAL_BUILD_FAILED.search(output)):
+        no_pep660 = NO_PEP660.search(output) is not None
+        if code != 0 and self.kind == "uv" and (no_pep660 or LOCAL_BUILD_FAILED.search(output)):
             # the repo itself: the official harness installed it with pip, whose build isolation takes today's
             # build tools, all of one time (uv's build envs follow the date, where setuptools-scm 6 met a
             # setuptools without pkg_resources). Not for dependencies: pip knows no date, and would bring
@@ -257,7 +151,7 @@ class InstallRun:
         if code != 0:
             tail = self.log.read_text(errors="replace")[-3000:]
             raise EnvBuildError(
-                f"install command exited {code} (log {self.log}):\n{tail}{_missing_library(said)}"
+                f"install command exited {code} (log {self.log}):\n{tail}{missing_library(said)}"
             )
         if self.dated_build_tools:
             self.dated_commands.append(command)
@@ -278,7 +172,7 @@ class InstallRun:
             self.dated_build_tools
             and not self._reverted
             and self._failed_with_2024
-            and _NO_PEP660.search(output)
+            and NO_PEP660.search(output)
         ):
             # the task date's build tools cannot make the repo's editable install (setuptools < 64): back to
             # 2024's, with the dependency whose build failed under those taken from today's index (pvlib 0.6's
@@ -316,14 +210,14 @@ class InstallRun:
         1.6.3's wheel), and with ``dependencies`` one whose dated release uv failed to build at all."""
         if not self.recipe.exclude_newer:
             return None
-        candidates = [Widening(package=name, needed_by=f"`{command}`") for name in _FILTERED.findall(output)]
+        candidates = [Widening(package=name, needed_by=f"`{command}`") for name in FILTERED.findall(output)]
         candidates += [
             Widening(
                 package=name,
                 needed_by=f"{name}=={version}",
                 reason=f"the dated sdist does not build here (no {header})",
             )
-            for header, name, version in _NO_LIBRARY.findall(output)
+            for header, name, version in NO_LIBRARY.findall(output)
         ]
         if dependencies:
             candidates += [
@@ -332,7 +226,7 @@ class InstallRun:
                     needed_by=f"{name}=={version}",
                     reason="the dated release does not build here",
                 )
-                for name, version in _DEPENDENCY_FAILED.findall(output)
+                for name, version in DEPENDENCY_FAILED.findall(output)
             ]
         done = {w.package for w in self.widened} | set(undated_packages(self.recipe))
         return next((w for w in candidates if w.package not in done), None)
@@ -345,7 +239,7 @@ class InstallRun:
             out.flush()
             start = out.tell()
             proc = subprocess.run(
-                ["bash", "-c", _SHIMS + command],
+                ["bash", "-c", SHIMS + command],
                 cwd=self.testbed,
                 env=environ,
                 stdout=out,
@@ -380,14 +274,14 @@ class InstallRun:
             self.kind == "uv"
             and not self._tried_dated
             and BUILD_TOOLS_AS_OF > self.recipe.exclude_newer > ""
-            and _BUILD_FAILED.search(output) is not None
-            and not _NO_PEP660.search(output)
+            and BUILD_FAILED.search(output) is not None
+            and not NO_PEP660.search(output)
         )
 
     def _pip_command(self) -> str:
         """pip in the venv, held to what is installed already (pip cannot resolve as of a date)."""
         held = self.venv / "swe-rl-pip-constraints.txt"
-        held.write_text("".join(f"{line}\n" for line in _pinned(self.freeze())))
+        held.write_text("".join(f"{line}\n" for line in pinned(self.freeze())))
         python = str(self.venv / "bin" / "python")
         head = [python, "-m", "pip", "install", "--disable-pip-version-check", "-c", str(held)]
         if self.constraints.is_file():
@@ -420,7 +314,7 @@ class InstallRun:
             for name in widened_in(lock or [])
             if name not in known
         ]
-        lines = [*recipe.constraints, *(_pinned(lock) if lock else []), *self._runner_floor()]
+        lines = [*recipe.constraints, *(pinned(lock) if lock else []), *self._runner_floor()]
         if lines:
             self.constraints.write_text("".join(f"{line}\n" for line in lines))
         if self.kind == "pip":
@@ -428,10 +322,11 @@ class InstallRun:
             self.run("python -m pip install -q --upgrade 'pip<25'")
         # the repo's requirements, then the spec's packages, which win where both pin (as the official
         # env scripts install requirement files before pip_packages)
-        requirements = self._requirement_files()
+        files = RecipeFiles(recipe, self.testbed, self.source)
+        requirements = files.requirements()
         if requirements:
             self.run("python -m pip install " + " ".join(shlex.quote(p) for p in requirements))
-        self._install_best_effort(self._conda_packages())
+        self._install_best_effort(files.conda_packages())
         if recipe.pip:
             self.run("python -m pip install " + " ".join(shlex.quote(p) for p in recipe.pip))
         for command in recipe.pre_install:
@@ -444,23 +339,6 @@ class InstallRun:
         notes += [f"{DATED_BUILD_TOOLS}{command}" for command in self.dated_commands]
         self.lock = [*self.freeze(), *notes]
         return self.lock
-
-    def _requirement_files(self) -> list[str]:
-        """The lines of the recipe's requirement file (the first of its names that exists)."""
-        if not self.recipe.requirements:
-            return []
-        name = self._first_file(self.recipe.requirements, "requirements file")
-        return read_requirements(name, self._read)
-
-    def _conda_packages(self) -> list[str]:
-        """The dependencies of the recipe's conda environment file, as pip requirements."""
-        if not self.recipe.env_yml:
-            return []
-        name = self._first_file(self.recipe.env_yml, "conda environment file")
-        try:
-            return conda_env_packages(self._read(name) or "")
-        except ValueError as exc:
-            raise EnvBuildError(f"{name}: {exc}") from None
 
     def _install_best_effort(self, packages: list[str]) -> None:
         """Conda's packages with pip: all at once, else one by one, skipping (and logging) what pip cannot install
@@ -481,87 +359,8 @@ class InstallRun:
                 self.skipped.append(package)
                 self._note(f"swe-rl: skipped conda package {package}: pip cannot install it here")
 
-    def _read(self, name: str) -> str | None:
-        """A file of the repo at the commit the recipe reads requirements at (swebench reads them at the
-        environment setup commit), from the repo's source; else the testbed's copy."""
-        if self.source and self.recipe.requirements_at:
-            proc = subprocess.run(
-                [
-                    "git",
-                    "-c",
-                    "safe.directory=*",
-                    "-C",
-                    self.source,
-                    "show",
-                    f"{self.recipe.requirements_at}:{name}",
-                ],
-                capture_output=True,
-                text=True,
-                check=False,
-            )
-            if proc.returncode == 0:
-                return proc.stdout
-        path = self.testbed / name
-        return path.read_text() if path.is_file() else None
-
-    def _first_file(self, names: list[str], what: str) -> str:
-        for name in names:
-            if self._read(name) is not None:
-                return name
-        raise EnvBuildError(
-            f"no {what} ({', '.join(names)}) in the repo at {self.recipe.requirements_at[:12]}"
-        )
-
     def freeze(self) -> list[str]:
-        if self.kind == "uv":
-            assert self.uv is not None
-            cmd = [self.uv, "pip", "freeze", "--python", str(self.venv / "bin" / "python")]
-        else:
-            cmd = [str(self.venv / "bin" / "python"), "-m", "pip", "freeze", "--all"]
-        proc = subprocess.run(
-            cmd,
-            capture_output=True,
-            text=True,
-            check=False,
-            env={**os.environ, "PIP_CONFIG_FILE": "/dev/null"},
-        )
-        if proc.returncode != 0:
-            raise EnvBuildError(
-                f"cannot list the installed packages of {self.venv}: {proc.stderr.strip()[-1000:]}"
-            )
-        return sorted(line.strip() for line in proc.stdout.splitlines() if line.strip())
-
-
-def read_requirements(name: str, read: Callable[[str], str | None]) -> list[str]:
-    """Requirement lines of a file (comments, options and nested files resolved), with replacements."""
-    text = read(name)
-    if text is None:
-        raise EnvBuildError(f"requirements file {name} not found in the repo")
-    out: list[str] = []
-    for raw in text.splitlines():
-        line = raw.split(" #")[0].strip()
-        if not line or line.startswith("#"):
-            continue
-        if line.startswith(("-r ", "--requirement ")):
-            out += read_requirements(
-                posixpath.normpath(posixpath.join(posixpath.dirname(name), line.split()[1])), read
-            )
-            continue
-        if line.startswith("-"):
-            continue  # index options and editable installs: the spec's install covers the repo itself
-        name = re.split(r"[<>=!~ ;\[]", line, maxsplit=1)[0]
-        out.append(REPLACED_REQUIREMENTS.get(name, line))
-    return out
-
-
-def _missing_library(output: str) -> str:
-    """What to install on the host when a build failed for want of a C library's header."""
-    lines = []
-    for header, name, version in dict.fromkeys(_NO_LIBRARY.findall(output)):
-        package = HEADER_PACKAGES.get(header)
-        where = f"the Debian package {package}" if package else f"the -dev package that provides {header}"
-        lines.append(f"\n{name} {version} compiles against {header}: install {where} on the host")
-    return "".join(lines)
+        return freeze(self.kind, self.uv, self.venv)
 
 
 def undated_packages(recipe: EnvRecipe) -> list[str]:
@@ -572,14 +371,3 @@ def undated_packages(recipe: EnvRecipe) -> list[str]:
         if sep and re.fullmatch(r"[A-Za-z0-9._-]+", name.strip()) and version.strip():
             names.append(name.strip())
     return sorted(set(names))
-
-
-def _pinned(lock: list[str]) -> list[str]:
-    """The lock's ``name==version`` lines (editable and local installs are rebuilt from the repo)."""
-    return [line for line in lock if "==" in line and " @ " not in line and not line.startswith(("-", "#"))]
-
-
-def lock_difference(expected: list[str], got: list[str]) -> list[str]:
-    """Pinned lines that differ between two locks (added with +, missing with -)."""
-    a, b = set(_pinned(expected)), set(_pinned(got))
-    return sorted([f"-{x}" for x in a - b] + [f"+{x}" for x in b - a])

@@ -99,7 +99,7 @@ def _probe_all(candidates: list[Path], version: str) -> tuple[Path, Path] | None
 
 def _fetch(version: str, store: Path | None) -> tuple[Path, Path] | None:
     """``uv python install``, then conda, when the network allows; None when neither works."""
-    from swe_rl.envs.installer import uv_binary
+    from swe_rl.envs.install_tools import uv_binary
 
     uv = uv_binary()
     if uv is not None:

@@ -1,0 +1,109 @@
+"""The two installers, uv and pip: which one a build gets, the shell functions that send a command's installs to
+it, the environment it runs in (the host's network settings passed on), and the set of packages it lists."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+from swe_rl.envs.recipe import EnvRecipe, Installer
+from swe_rl.errors import ConfigError, EnvBuildError
+from swe_rl.sandbox.shell import base_environment
+
+UV_LOCK_TIMEOUT_S = "7200"  # the host's UV_LOCK_TIMEOUT, when set, wins
+
+PASS_VARS = {
+    "PIP_CERT",
+    "PIP_INDEX_URL",
+    "PIP_EXTRA_INDEX_URL",
+    "PIP_FIND_LINKS",
+    "PIP_NO_INDEX",
+    "PIP_TRUSTED_HOST",
+    "PIP_DEFAULT_TIMEOUT",
+    "SSL_CERT_FILE",
+    "SSL_CERT_DIR",
+    "REQUESTS_CA_BUNDLE",
+    "CURL_CA_BUNDLE",
+    "HTTP_PROXY",
+    "HTTPS_PROXY",
+    "NO_PROXY",
+    "http_proxy",
+    "https_proxy",
+    "no_proxy",
+}
+
+# bash functions in front of every install command: `pip install` and `python -m pip install` run
+# $SWE_RL_INSTALL, the chosen installer with the build's options
+SHIMS = r"""
+swe_rl_install() { eval "$SWE_RL_INSTALL" '"$@"'; }
+pip() { if [ "${1:-}" = install ]; then shift; swe_rl_install "$@"; else command pip "$@"; fi; }
+pip3() { pip "$@"; }
+python() {
+  if [ "${1:-}" = -m ] && [ "${2:-}" = pip ] && [ "${3:-}" = install ]; then shift 3; swe_rl_install "$@";
+  else command python "$@"; fi
+}
+export -f swe_rl_install pip pip3 python
+"""
+
+
+def uv_binary() -> str | None:
+    """uv from the ``uv`` wheel installed with swe-rl, else one on PATH."""
+    try:
+        from uv import find_uv_bin
+
+        return str(find_uv_bin())
+    except (ImportError, FileNotFoundError):
+        return shutil.which("uv")
+
+
+def choose_installer(wanted: Installer, recipe: EnvRecipe) -> tuple[Installer, str | None]:
+    """(installer, uv path); uv falls back to pip, which cannot resolve as of a date."""
+    uv = uv_binary() if wanted == "uv" else None
+    if uv is not None:
+        return "uv", uv
+    if recipe.exclude_newer:
+        raise ConfigError(
+            "resolving packages as of the task's date needs uv (`pip install uv`); "
+            "or build with --latest (today's releases)"
+        )
+    return "pip", None
+
+
+def install_environ(testbed: Path, venv: Path, cache: Path) -> dict[str, str]:
+    """The environment of install commands: the venv first on PATH, the host's network settings."""
+    from swe_rl.sandbox.base import EnvSpec
+
+    spec = EnvSpec(key="build", repo="", base_commit="", testbed=testbed, venv=venv)
+    environ = base_environment(spec, home=str(venv.parent), tmpdir=str(venv.parent))
+    environ["PIP_CONFIG_FILE"] = "/dev/null"  # a host pip config can send old Pythons into long backtracking
+    environ["UV_CACHE_DIR"] = str(cache)
+    # builds in parallel share the cache: one waits while another compiles the same sdist (pandas 1.1.2
+    # for Python 3.9 takes over 20 minutes on 2 cores), longer than uv's default of 300 s
+    environ["UV_LOCK_TIMEOUT"] = UV_LOCK_TIMEOUT_S
+    # the testbed may belong to the ns sandboxes' uid already: git (setuptools-scm, versioneer) must
+    # still answer here, where root runs the install
+    environ.update(GIT_CONFIG_COUNT="1", GIT_CONFIG_KEY_0="safe.directory", GIT_CONFIG_VALUE_0="*")
+    # the host's network settings (proxy, CA bundle, index) are needed to reach an index at all
+    environ.update({k: v for k, v in os.environ.items() if k in PASS_VARS or k.startswith("UV_")})
+    return environ
+
+
+def freeze(kind: Installer, uv: str | None, venv: Path) -> list[str]:
+    """The packages installed in ``venv``, sorted ``pip freeze`` lines."""
+    if kind == "uv":
+        assert uv is not None
+        cmd = [uv, "pip", "freeze", "--python", str(venv / "bin" / "python")]
+    else:
+        cmd = [str(venv / "bin" / "python"), "-m", "pip", "freeze", "--all"]
+    proc = subprocess.run(
+        cmd,
+        capture_output=True,
+        text=True,
+        check=False,
+        env={**os.environ, "PIP_CONFIG_FILE": "/dev/null"},
+    )
+    if proc.returncode != 0:
+        raise EnvBuildError(f"cannot list the installed packages of {venv}: {proc.stderr.strip()[-1000:]}")
+    return sorted(line.strip() for line in proc.stdout.splitlines() if line.strip())
