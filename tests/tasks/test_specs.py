@@ -259,7 +259,7 @@ def test_sphinx_tox_env_python_runs_the_venvs_python_with_tox_bin_first_on_path(
     itself (a plain `exec python` looped forever, burning a core per validation until the run timed out)."""
     import sys
 
-    from swe_rl.tasks.spec_table import _TOX_VENV_PYTHON
+    from swe_rl.tasks.spec_families.dev_tools import _TOX_VENV_PYTHON
 
     subprocess.run(["bash", "-c", _TOX_VENV_PYTHON], cwd=tmp_path, check=True)
     shim = tmp_path / ".tox" / "py39" / "bin" / "python"
