@@ -185,12 +185,10 @@ if [ -n "$RESULTS" ]; then  # small files only: never model weights
   done
   if [ -d "$W/grpo" ]; then
     mkdir -p "$RESULTS/grpo"
-    for f in metrics.jsonl summary.json config.json report.html; do
+    # the run's summary and curves only: rollouts.jsonl and report.html stay in $W (`swe-rl report` renders it)
+    for f in metrics.jsonl summary.json config.json; do
       [ -f "$W/grpo/$f" ] && cp "$W/grpo/$f" "$RESULTS/grpo/"
     done
-    if [ -f "$W/grpo/rollouts.jsonl" ] && [ "$(stat -c %s "$W/grpo/rollouts.jsonl")" -lt 1000000 ]; then
-      cp "$W/grpo/rollouts.jsonl" "$RESULTS/grpo/"
-    fi
   fi
   say "results in $RESULTS/"
 fi

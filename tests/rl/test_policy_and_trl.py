@@ -17,6 +17,8 @@ from swe_rl.rl.rollout import RolloutResult, run_rollout
 tokenizer_mod = pytest.importorskip("swe_rl.rl.tokenizer", exc_type=ImportError)
 torch = pytest.importorskip("torch")
 trl_mod = pytest.importorskip("swe_rl.integrations.trl", exc_type=ImportError)
+grpo_mod = pytest.importorskip("swe_rl.train.grpo", exc_type=ImportError)
+models_mod = pytest.importorskip("swe_rl.train.models", exc_type=ImportError)
 
 
 @pytest.fixture(scope="module")
@@ -72,7 +74,7 @@ def test_a_template_that_rewrites_history_starts_afresh(tok):
 def tiny():
     from swe_rl.llm.hf import load_model
 
-    model, tok = load_model(str(tokenizer_mod.tiny_qwen_dir()))
+    model, tok = load_model(str(models_mod.tiny_qwen_dir()))
     return model, tok
 
 
@@ -136,7 +138,7 @@ async def test_rollout_output_for_trl_masks_observations_and_failures(task_by_id
 def test_grpo_run_with_trl_writes_curve_metrics_and_a_loadable_model(tasks, envs, tmp_path):
     from transformers import AutoModelForCausalLM
 
-    settings = trl_mod.GRPOSettings(
+    settings = grpo_mod.GRPOSettings(
         output_dir=tmp_path / "run",
         model="tiny-qwen",
         steps=1,
@@ -148,7 +150,7 @@ def test_grpo_run_with_trl_writes_curve_metrics_and_a_loadable_model(tasks, envs
         top_p=0.9,
         trl={"top_entropy_quantile": 0.5},
     )
-    summary = trl_mod.train_grpo(
+    summary = grpo_mod.train_grpo(
         tasks[:1], settings, available_factory("ns"), envs, load_agent_config(step_limit=2), quiet=True
     )
     rows = [json.loads(line) for line in (tmp_path / "run/rollouts.jsonl").read_text().splitlines()]
@@ -165,14 +167,14 @@ def test_grpo_run_with_trl_writes_curve_metrics_and_a_loadable_model(tasks, envs
     assert "resolve rate per step" in page and page.count("<svg") == 4 and tasks[0].instance_id in page
     assert "resolve rate 0% at the first step, 0% over the last 1, best 0% (step 0)" in page
     with pytest.raises(Exception, match="already holds a training run"):
-        trl_mod.train_grpo(tasks[:1], settings, available_factory("ns"), envs, load_agent_config())
+        grpo_mod.train_grpo(tasks[:1], settings, available_factory("ns"), envs, load_agent_config())
 
 
 def test_eval_with_a_local_model_batches_concurrent_agents(tasks, envs, tmp_path):
     from swe_rl.llm.select import choose_model
     from swe_rl.runs.evaluation import EvalSettings, run_eval
 
-    choice = choose_model(f"hf:{tokenizer_mod.tiny_qwen_dir()}", None, None)
+    choice = choose_model(f"hf:{models_mod.tiny_qwen_dir()}", None, None)
     summary = asyncio.run(
         run_eval(
             tasks[:3],
@@ -240,10 +242,10 @@ async def test_sglang_rollout_is_one_exact_sample_even_when_sampled_ids_are_not_
 def test_frozen_token_embeddings_get_no_gradient_and_the_layers_do():
     from transformers import AutoModelForCausalLM
 
-    model = AutoModelForCausalLM.from_pretrained(tokenizer_mod.tiny_qwen_dir())
+    model = AutoModelForCausalLM.from_pretrained(models_mod.tiny_qwen_dir())
     embedding = model.get_input_embeddings().weight
     assert model.get_output_embeddings().weight is embedding  # tied: one matrix, counted once
-    assert trl_mod.freeze_token_embeddings(model) == embedding.numel()
+    assert grpo_mod.freeze_token_embeddings(model) == embedding.numel()
     ids = torch.tensor([[1, 2, 3, 4, 5]])
     model(input_ids=ids, labels=ids).loss.backward()
     assert embedding.grad is None and not embedding.requires_grad

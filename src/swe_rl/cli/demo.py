@@ -11,9 +11,9 @@ from swe_rl.cli.common import BackendOpt, CacheOpt, ConcurrencyOpt, env_cache, n
 
 
 def demo(
-    out: Annotated[Path, typer.Option("--out", "-o", help="Run directory for reports and logs.")] = Path(
-        "swe-rl-demo"
-    ),
+    out: Annotated[
+        Path, typer.Option("--output-dir", "-o", help="Run directory for reports and logs.")
+    ] = Path("swe-rl-demo"),
     backend: BackendOpt = "auto",
     cache_dir: CacheOpt = None,
     concurrency: ConcurrencyOpt = 2,
@@ -127,8 +127,8 @@ def _demo_train(tasks: list[Any], cache: Any, factory: Any, out: Path) -> dict[s
         note("skipping the RL stage: it needs torch and the train extra (pip install 'swe-rl[train]')")
         return None
     from swe_rl.agent.config import load_agent_config
-    from swe_rl.integrations.trl import GRPOSettings, train_grpo
     from swe_rl.report.training import render_training_report
+    from swe_rl.train.grpo import GRPOSettings, train_grpo
 
     os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
     shutil.rmtree(out / "train", ignore_errors=True)  # the demo starts over each time

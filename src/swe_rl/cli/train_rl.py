@@ -65,12 +65,12 @@ def train_rl(
     num_generations: Annotated[
         int, typer.Option("--num-generations", "-g", min=2, help="Episodes per task: the GRPO group.")
     ] = 4,
-    learning_rate: Annotated[float, typer.Option("--lr", min=0.0, help="Learning rate.")] = 1e-5,
+    learning_rate: Annotated[float, typer.Option("--lr", help="Learning rate (> 0).")] = 1e-5,
     beta: Annotated[
         float, typer.Option("--beta", min=0.0, help="KL coefficient (0: no reference model).")
     ] = 0.0,
     max_tokens: Annotated[int, typer.Option("--max-tokens", min=1, help="New tokens per turn.")] = 256,
-    temperature: Annotated[float, typer.Option("--temperature", min=0.01)] = 1.0,
+    temperature: Annotated[float, typer.Option("--temperature", help="Sampling temperature (> 0).")] = 1.0,
     top_p: TopPOpt = 1.0,
     step_limit: Annotated[int, typer.Option("--step-limit", min=1, help="Agent turns per episode.")] = 4,
     agent_config: Annotated[
@@ -81,7 +81,7 @@ def train_rl(
     ] = None,
     backend: BackendOpt = "auto",
     max_concurrent: Annotated[
-        int, typer.Option("--max-concurrent", "-j", min=1, help="Episodes (sandboxes) at once.")
+        int, typer.Option("--jobs", "-j", min=1, help="Episodes (sandboxes) at once.")
     ] = 16,
     save_steps: Annotated[
         int, typer.Option("--save-steps", min=0, help="Checkpoint every N steps (0: the final model only).")
@@ -117,9 +117,9 @@ def train_rl(
     """
     from swe_rl.agent.config import load_agent_config
     from swe_rl.cli.common import pool_token
-    from swe_rl.integrations.trl import GRPOSettings, train_grpo
     from swe_rl.sandbox import get_factory
     from swe_rl.tasks.loaders import load_tasks
+    from swe_rl.train.grpo import GRPOSettings, train_grpo
 
     selected = load_tasks(tasks, instance_ids=instance)
     if max_instances:

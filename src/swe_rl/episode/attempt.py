@@ -16,7 +16,7 @@ from swe_rl.agent.config import AgentConfig
 from swe_rl.agent.context import ContextManager
 from swe_rl.agent.trajectory import Trajectory
 from swe_rl.envs.cache import EnvCache
-from swe_rl.episode.record import InstanceResult
+from swe_rl.episode.record import EpisodeRecord
 from swe_rl.episode.run import EpisodeSettings, run_episode
 from swe_rl.harness.verdict import GradingMode
 from swe_rl.llm.base import LLM, SamplingParams
@@ -41,7 +41,7 @@ class AttemptSettings(BaseModel):
 class AttemptOutcome(BaseModel):
     """What an attempt produced; the caller writes it where the run lives."""
 
-    result: InstanceResult
+    result: EpisodeRecord
     trajectory: Trajectory | None = None
     patch: str = ""
 
@@ -102,30 +102,8 @@ async def attempt_outcome(
         ),
         context=context,
     )
-    result = InstanceResult(
-        instance_id=task.instance_id,
-        attempt=attempt,
-        exit_status=episode.exit_status,
-        artifacts=str(folder),
-        patch_source=episode.patch_source or "none",
-        error=episode.error,
-        elapsed=episode.total_s,
-    )
-    if episode.trajectory is not None:
-        _fill(result, episode.trajectory)
-    if episode.verdict is not None:
-        result.resolved, result.grade_status = episode.verdict.resolved, episode.verdict.status
-        result.eval_time_s = episode.grade_s
+    result = EpisodeRecord.of(episode, attempt=attempt, artifacts=str(folder))
     return AttemptOutcome(result=result, trajectory=episode.trajectory, patch=episode.patch or "")
-
-
-def _fill(result: InstanceResult, traj: Trajectory) -> None:
-    result.exit_status = traj.exit_status or "infra_error"
-    result.n_steps, result.tool_calls = len(traj.steps), traj.tool_calls
-    result.format_errors = traj.format_errors
-    result.model_time_s, result.env_time_s = traj.model_time_s, traj.env_time_s
-    result.prompt_tokens, result.completion_tokens = traj.prompt_tokens, traj.completion_tokens
-    result.cost_usd = traj.cost_usd
 
 
 def priced(llm: LLM, prices: PriceTable | None) -> LLM:
@@ -154,7 +132,7 @@ def failed_attempt(spec: AttemptSpec, error: str) -> AttemptOutcome:
     """The outcome of an attempt whose node was lost: an infra error, retried by ``--resume``."""
     instance_id = str(spec.task.get("instance_id", ""))
     folder = attempt_folder(spec.settings.output_dir, instance_id, spec.attempt)
-    result = InstanceResult(
+    result = EpisodeRecord(
         instance_id=instance_id,
         attempt=spec.attempt,
         exit_status="infra_error",

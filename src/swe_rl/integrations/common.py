@@ -19,12 +19,13 @@ from typing import Any
 
 from pydantic import BaseModel
 
+from swe_rl.episode.summary import summarize
 from swe_rl.errors import ConfigError
 from swe_rl.executors import get_executor
 from swe_rl.executors.base import Executor, Policy, RolloutRequest
 from swe_rl.integrations.settings import AdapterSettings
 from swe_rl.llm.base import SamplingParams
-from swe_rl.rl.rollout import RolloutResult
+from swe_rl.rl.rollout import RolloutResult, rollout_record
 from swe_rl.rl.samples import TrainingSample
 
 
@@ -228,3 +229,19 @@ def healthy_group_means(spans: Sequence[Span | None], groups: Sequence[str]) -> 
         if span is not None:
             healthy[group].append(span.reward)
     return {g: (sum(healthy[g]) / len(healthy[g]) if healthy[g] else 0.0) for g in groups}
+
+
+def episode_metrics(results: Sequence[RolloutResult]) -> dict[str, float]:
+    """``rl/*`` metrics of one step's episodes (episode/summary.py's rates, over the graded ones) and the
+    mean of each ``agent/*`` metric."""
+    summary = summarize([rollout_record(r) for r in results])
+    out: dict[str, float] = {"rl/episodes": float(summary.episodes), "rl/infra_errors": float(summary.errors)}
+    if summary.completed:
+        out["rl/resolve_rate"] = summary.resolve_rate
+        out["rl/reward_mean"] = summary.reward_mean or 0.0
+        out["rl/format_error_rate"] = summary.format_error_rate
+        healthy = [r for r in results if not rollout_record(r).infra_error]
+        for k in sorted({k for r in healthy for k in r.metrics}):
+            values = [r.metrics[k] for r in healthy if k in r.metrics]
+            out[f"{k}_mean"] = sum(values) / len(values)
+    return out

@@ -31,6 +31,7 @@ from swe_rl.executors.base import Executor, Policy
 from swe_rl.integrations.common import (
     Span,
     build_request,
+    episode_metrics,
     healthy_group_means,
     policy_from_env,
     sampling_from,
@@ -38,7 +39,6 @@ from swe_rl.integrations.common import (
     task_of,
     trajectory_span,
 )
-from swe_rl.integrations.trl import episode_metrics
 from swe_rl.llm.base import SamplingParams
 from swe_rl.rl.rollout import RolloutResult
 

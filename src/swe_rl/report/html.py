@@ -11,10 +11,10 @@ from html import escape
 from pathlib import Path
 from typing import Any
 
-from swe_rl.episode.record import InstanceResult
+from swe_rl.episode.record import EpisodeRecord
+from swe_rl.episode.summary import agent_metrics
 from swe_rl.errors import ConfigError
 from swe_rl.report import svg
-from swe_rl.runs.metrics import agent_metrics
 from swe_rl.runs.rundir import RunDir, read_json
 from swe_rl.tasks.io import atomic_write_text
 
@@ -59,7 +59,7 @@ def render_report(run_dir: Path, out: Path | None = None) -> Path:
     return target
 
 
-def _charts(results: list[InstanceResult]) -> str:
+def _charts(results: list[EpisodeRecord]) -> str:
     finished = [r for r in results if not r.infra_error]
     resolved = sum(r.resolved for r in finished)
     overhead = sum(max(0.0, r.elapsed - r.model_time_s - r.env_time_s - r.eval_time_s) for r in finished)
@@ -86,7 +86,7 @@ def _charts(results: list[InstanceResult]) -> str:
 
 
 def _page(
-    run_dir: Path, summary: dict[str, Any], results: list[InstanceResult], trajectories: dict[str, Any]
+    run_dir: Path, summary: dict[str, Any], results: list[EpisodeRecord], trajectories: dict[str, Any]
 ) -> str:
     data = {
         "summary": summary,

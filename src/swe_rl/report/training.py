@@ -8,11 +8,12 @@ and the time per step; lists every episode. Static, self-contained HTML.
 from __future__ import annotations
 
 import json
-from collections import defaultdict
 from html import escape
 from pathlib import Path
 from typing import Any
 
+from swe_rl.episode.record import EpisodeRecord
+from swe_rl.episode.summary import step_curve
 from swe_rl.errors import ConfigError
 from swe_rl.report import svg
 from swe_rl.tasks.io import atomic_write_text
@@ -35,6 +36,7 @@ def is_training_run(run_dir: Path) -> bool:
 
 
 def render_training_report(run_dir: Path, out: Path | None = None) -> Path:
+    """Write the report of the training run in ``run_dir`` (to ``report.html`` there unless ``out``)."""
     episodes = _jsonl(run_dir / "rollouts.jsonl")
     if not episodes:
         raise ConfigError(f"{run_dir} has no rollouts.jsonl entries: is it a swe-rl training run?")
@@ -42,47 +44,35 @@ def render_training_report(run_dir: Path, out: Path | None = None) -> Path:
     summary = (
         json.loads((run_dir / "summary.json").read_text()) if (run_dir / "summary.json").is_file() else {}
     )
-    per_step: dict[int, list[dict[str, Any]]] = defaultdict(list)
-    for e in episodes:
-        per_step[int(e["step"])].append(e)
-    resolve, fmt, reward = [], [], []
-    for step in sorted(per_step):
-        healthy = [e for e in per_step[step] if e["status"] != "infra_error"]
-        if healthy:
-            resolve.append((step, sum(bool(e["resolved"]) for e in healthy) / len(healthy)))
-            fmt.append((step, sum(1 for e in healthy if e.get("format_errors")) / len(healthy)))
-            reward.append((step, sum(e["reward"] or 0.0 for e in healthy) / len(healthy)))
+    records = [EpisodeRecord.model_validate(_with_turns(e)) for e in episodes]
+    curve = [point for point in step_curve(records) if point["resolve_rate"] is not None]
+    charts = _charts(curve, metrics)
+    headline = _headline(records, [(p["step"], p["resolve_rate"]) for p in curve])
+    config = json.loads((run_dir / "config.json").read_text()) if (run_dir / "config.json").is_file() else {}
+    settings = json.dumps(summary.get("settings") or config.get("settings") or {}, indent=1)
+    page = _page(run_dir.name, headline, charts, settings, _episode_rows(records))
+    target = out or run_dir / "report.html"
+    atomic_write_text(target, page)
+    return target
+
+
+def _charts(curve: list[dict[str, Any]], metrics: list[dict[str, Any]]) -> list[str]:
+    """The learning curves: resolve and format-error rates, mean reward, loss, rollout time, per step."""
+    resolve = [(p["step"], p["resolve_rate"]) for p in curve]
+    fmt = [(p["step"], p["format_error_rate"]) for p in curve]
+    reward = [(p["step"], p["reward_mean"] or 0.0) for p in curve]
     loss = [(m["step"], m["trl/loss"]) for m in metrics if "trl/loss" in m]
     times = [(m["step"], m["rl/rollout_time_s"]) for m in metrics if "rl/rollout_time_s" in m]
-    charts = [
+    return [
         svg.lines("resolve rate per step", {"resolve rate": resolve, "format errors": fmt}, y_range=(0, 1)),
         svg.lines("mean reward per step", {"reward": reward}),
         svg.lines("loss", {"loss": loss}),
         svg.lines("rollout time per step (s)", {"seconds": times}),
     ]
-    rows = "".join(
-        "<tr>"
-        + "".join(
-            f"<td>{escape(str(e.get(k, '')))}</td>"
-            for k in (
-                "step",
-                "instance_id",
-                "status",
-                "exit_status",
-                "resolved",
-                "reward",
-                "turns",
-                "format_errors",
-            )
-        )
-        + "</tr>"
-        for e in episodes
-    )
-    head = "".join(
-        f"<th>{k}</th>"
-        for k in ("step", "instance", "status", "exit", "resolved", "reward", "turns", "format errors")
-    )
-    headline = f"{len(per_step)} steps, {len(episodes)} episodes"
+
+
+def _headline(records: list[EpisodeRecord], resolve: list[tuple[Any, Any]]) -> str:
+    headline = f"{len({r.step for r in records})} steps, {len(records)} episodes"
     if resolve:  # one step is a few dozen episodes: the last quarter's mean says more than the last step
         tail = [rate for _, rate in resolve[-max(1, len(resolve) // 4) :]]
         best_step, best = max(resolve, key=lambda point: point[1])
@@ -90,17 +80,48 @@ def render_training_report(run_dir: Path, out: Path | None = None) -> Path:
             f"; resolve rate {resolve[0][1]:.0%} at the first step, {sum(tail) / len(tail):.0%} over the last"
             f" {len(tail)}, best {best:.0%} (step {best_step})"
         )
-    config = json.loads((run_dir / "config.json").read_text()) if (run_dir / "config.json").is_file() else {}
-    settings = json.dumps(summary.get("settings") or config.get("settings") or {}, indent=1)
-    page = f"""<!doctype html><html><head><meta charset="utf-8"><title>swe-rl training: {escape(run_dir.name)}</title>
+    return headline
+
+
+def _episode_rows(records: list[EpisodeRecord]) -> str:
+    """The episodes table's header row and one row per episode."""
+    rows = "".join(
+        "<tr>"
+        + "".join(
+            f"<td>{escape(str(getattr(r, k)))}</td>"
+            for k in (
+                "step",
+                "instance_id",
+                "status",
+                "exit_status",
+                "resolved",
+                "reward",
+                "n_steps",
+                "format_errors",
+            )
+        )
+        + "</tr>"
+        for r in records
+    )
+    head = "".join(
+        f"<th>{k}</th>"
+        for k in ("step", "instance", "status", "exit", "resolved", "reward", "turns", "format errors")
+    )
+    return f"<tr>{head}</tr>{rows}"
+
+
+def _page(name: str, headline: str, charts: list[str], settings: str, episode_rows: str) -> str:
+    return f"""<!doctype html><html><head><meta charset="utf-8"><title>swe-rl training: {escape(name)}</title>
 <style>body{{font:14px system-ui,sans-serif;margin:24px;color:#222}} svg{{margin:8px 16px 8px 0;border:1px solid #eee}}
 svg text{{font-size:11px}} svg text.t{{font-weight:600}} table{{border-collapse:collapse}}
 td,th{{border:1px solid #ddd;padding:2px 6px;text-align:left}} pre{{background:#f6f6f6;padding:8px}}</style></head>
-<body><h1>Training run {escape(run_dir.name)}</h1>
+<body><h1>Training run {escape(name)}</h1>
 <p id="headline">{escape(headline)}.</p>
 <div>{"".join(charts)}</div>
 <h2>Settings</h2><pre>{escape(settings)}</pre>
-<h2>Episodes</h2><table><tr>{head}</tr>{rows}</table></body></html>"""
-    target = out or run_dir / "report.html"
-    atomic_write_text(target, page)
-    return target
+<h2>Episodes</h2><table>{episode_rows}</table></body></html>"""
+
+
+def _with_turns(line: dict[str, Any]) -> dict[str, Any]:
+    """Runs written before episode records named a run's turns ``turns``."""
+    return {"n_steps": line["turns"], **line} if "turns" in line and "n_steps" not in line else line

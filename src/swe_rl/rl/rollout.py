@@ -15,6 +15,7 @@ from swe_rl.agent.config import AgentConfig
 from swe_rl.agent.context import ContextManager
 from swe_rl.agent.trajectory import Trajectory
 from swe_rl.envs.cache import EnvCache
+from swe_rl.episode.record import EpisodeRecord
 from swe_rl.episode.run import Episode, EpisodeSettings, run_episode
 from swe_rl.llm.base import LLM, SamplingParams
 from swe_rl.rl.rewards import OutcomeReward, combined_reward, prm_step_scores
@@ -41,6 +42,10 @@ class RolloutResult(BaseModel):
     samples: list[TrainingSample] = Field(default_factory=list)
     trajectory: Trajectory | None = None
     metrics: dict[str, float] = Field(default_factory=dict)
+    record: EpisodeRecord | None = Field(
+        default=None,
+        description="The episode's record, as a training run keeps it (its step set by the run).",
+    )
 
 
 async def run_rollout(
@@ -86,6 +91,7 @@ async def run_rollout(
             error=episode.error,
             trajectory=traj,
             metrics=_metrics(episode) if traj else {},
+            record=EpisodeRecord.of(episode).model_copy(update={"status": "infra_error"}),
         )
     verdict = episode.verdict
     reward = (outcome or OutcomeReward())(verdict.resolved)
@@ -106,14 +112,16 @@ async def run_rollout(
     samples = build(traj, trajectory_id, reward=reward) if traj.steps else []
     for sample in samples:
         sample.resolved = verdict.resolved
+    status = status_of(traj)
     return RolloutResult(
-        status=status_of(traj),
+        status=status,
         exit_status=episode.exit_status,
         reward=reward,
         resolved=verdict.resolved,
         samples=samples,
         trajectory=traj,
         metrics={**_metrics(episode), **extra},
+        record=EpisodeRecord.of(episode).model_copy(update={"status": status, "reward": reward}),
     )
 
 
@@ -130,3 +138,26 @@ def _metrics(episode: Episode) -> dict[str, float]:
         "agent/eval_time": eval_s,
         "agent/overhead_time": max(0.0, total - traj.model_time_s - traj.env_time_s - eval_s),
     }
+
+
+def rollout_record(result: RolloutResult, instance_id: str = "", *, step: int | None = None) -> EpisodeRecord:
+    """The rollout's record for a training run's episodes file, its step set.
+
+    An executor that sent none (a lost node, an older rollout server) gets one made from the result itself.
+    """
+    traj = result.trajectory
+    record = result.record or EpisodeRecord(
+        instance_id=instance_id,
+        exit_status=result.exit_status,
+        error=result.error,
+        status=result.status,
+        resolved=bool(result.resolved),
+        reward=result.reward,
+        n_steps=len(traj.steps) if traj else 0,
+        tool_calls=traj.tool_calls if traj else 0,
+        format_errors=traj.format_errors if traj else 0,
+    )
+    update: dict[str, object] = {"step": step}
+    if instance_id:
+        update["instance_id"] = instance_id
+    return record.model_copy(update=update)

@@ -23,10 +23,11 @@ from swe_rl.agent.config import AgentConfig
 from swe_rl.agent.trajectory import Trajectory, mini_swe_agent_record
 from swe_rl.envs.cache import EnvCache
 from swe_rl.episode.attempt import AttemptSettings, AttemptSpec, ModelSpec, attempt_outcome, priced
-from swe_rl.episode.record import InstanceResult
+from swe_rl.episode.record import EpisodeRecord
+from swe_rl.episode.summary import agent_metrics
 from swe_rl.executors.base import AttemptExecutor
 from swe_rl.llm.base import LLM, SamplingParams
-from swe_rl.runs.metrics import MetricsSink, agent_metrics
+from swe_rl.runs.metrics import MetricsSink
 from swe_rl.runs.progress import RunProgress
 from swe_rl.runs.rundir import RunDir
 from swe_rl.sandbox.base import SandboxFactory
@@ -149,7 +150,7 @@ def _finish(run: RunDir, tasks: Sequence[Task], settings: EvalSettings, budget: 
     return run.write_summary(results, len(tasks), settings.args, provenance(), settings.n_samples, cost)
 
 
-def _outcome(result: InstanceResult) -> str:
+def _outcome(result: EpisodeRecord) -> str:
     if result.error:
         return f"ERROR {result.error[:120]}"
     return (
@@ -166,19 +167,19 @@ async def _attempt(
     agent: AgentConfig,
     params: SamplingParams,
     settings: EvalSettings,
-) -> InstanceResult:
+) -> EpisodeRecord:
     outcome = await attempt_outcome(task, attempt, llm, cache, factory, agent, params, settings)
     _write_artifacts(_folder(outcome.result), task, outcome.trajectory, outcome.patch, outcome.result)
     return outcome.result
 
 
-def _folder(result: InstanceResult) -> Path:
+def _folder(result: EpisodeRecord) -> Path:
     assert result.artifacts is not None
     return Path(result.artifacts)
 
 
 def _write_artifacts(
-    folder: Path, task: Task, traj: Trajectory | None, patch: str, result: InstanceResult
+    folder: Path, task: Task, traj: Trajectory | None, patch: str, result: EpisodeRecord
 ) -> None:
     if traj is not None:
         atomic_write_text(folder / "traj.json", traj.model_dump_json(indent=1))
@@ -206,7 +207,7 @@ class RemoteAttempts:
 
     async def run(
         self, task: Task, attempt: int, agent: AgentConfig, params: SamplingParams, settings: EvalSettings
-    ) -> InstanceResult:
+    ) -> EpisodeRecord:
         spec = AttemptSpec(
             task=task.to_record(),
             attempt=attempt,

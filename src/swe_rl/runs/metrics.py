@@ -3,50 +3,10 @@
 from __future__ import annotations
 
 import json
-import statistics
 import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
-
-from swe_rl.episode.record import InstanceResult
-
-
-def _mean(values: Sequence[float]) -> float:
-    return float(statistics.fmean(values)) if values else 0.0
-
-
-def agent_metrics(results: Sequence[InstanceResult]) -> dict[str, float]:
-    """``agent/*`` metrics over finished (non-infra-error) results."""
-    ok = [r for r in results if not r.infra_error]
-    if not ok:
-        return {}
-    total = [r.elapsed for r in ok]
-    model = [r.model_time_s for r in ok]
-    env = [r.env_time_s for r in ok]
-    evals = [r.eval_time_s for r in ok]
-    overhead = [max(0.0, r.elapsed - r.model_time_s - r.env_time_s - r.eval_time_s) for r in ok]
-    turns = sum(r.n_steps for r in ok)
-    calls = sum(r.tool_calls for r in ok)
-    return {
-        "agent/turns_mean": _mean([r.n_steps for r in ok]),
-        "agent/turns_sum": float(turns),
-        "agent/tool_calls_mean": _mean([r.tool_calls for r in ok]),
-        "agent/tool_calls_sum": float(calls),
-        "agent/format_error_rate": _mean([float(r.format_errors > 0) for r in ok]),
-        "agent/total_time_mean": _mean(total),
-        "agent/total_time_max": max(total),
-        "agent/total_time_min": min(total),
-        "agent/model_query_time_sum_mean": _mean(model),
-        "agent/env_execution_time_sum_mean": _mean(env),
-        "agent/eval_time_mean": _mean(evals),
-        "agent/overhead_time_mean": _mean(overhead),
-        "agent/time_per_turn": sum(total) / turns if turns else 0.0,
-        "agent/model_query_time_avg": sum(model) / turns if turns else 0.0,
-        "agent/env_execution_time_avg": sum(env) / calls if calls else 0.0,
-        "agent/model_time_ratio": sum(model) / sum(total) if sum(total) else 0.0,
-        "agent/env_time_ratio": sum(env) / sum(total) if sum(total) else 0.0,
-    }
 
 
 class MetricsSink:

@@ -23,7 +23,7 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 from swe_rl.agent.trajectory import Trajectory
-from swe_rl.episode.record import InstanceResult
+from swe_rl.episode.record import EpisodeRecord
 from swe_rl.errors import ConfigError
 from swe_rl.llm.base import Message
 from swe_rl.tasks.io import atomic_write_json, atomic_write_text
@@ -80,14 +80,14 @@ def candidates_from_run(run_dir: Path) -> tuple[list[Candidate], Counter[str]]:
     skipped: Counter[str] = Counter()
     if not run_dir.is_dir():
         raise ConfigError(f"not a run directory: {run_dir}")
-    verdicts: dict[str, InstanceResult] = {}
+    verdicts: dict[str, EpisodeRecord] = {}
     results_path = run_dir / "results.jsonl"
     if results_path.is_file():
         for line in results_path.read_text(encoding="utf-8", errors="replace").splitlines():
             if not line.strip():
                 continue
             try:
-                result = InstanceResult.model_validate_json(line)
+                result = EpisodeRecord.model_validate_json(line)
             except ValueError:
                 skipped["corrupt results.jsonl line"] += 1
                 continue
@@ -106,7 +106,7 @@ def candidates_from_run(run_dir: Path) -> tuple[list[Candidate], Counter[str]]:
     return out, +skipped
 
 
-def _from_folder(folder: Path, result: InstanceResult | None, skipped: Counter[str]) -> Candidate | None:
+def _from_folder(folder: Path, result: EpisodeRecord | None, skipped: Counter[str]) -> Candidate | None:
     if result is None:
         skipped["no verdict (no results.jsonl line)"] += 1
         return None

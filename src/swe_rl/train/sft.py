@@ -28,7 +28,7 @@ class SFTTrainSettings(BaseModel):
     learning_rate: float = Field(default=5e-5, gt=0)
     batch_size: int = Field(default=1, ge=1)
     grad_accum: int = Field(default=1, ge=1)
-    max_length: int | None = Field(default=4096, description="Longer examples are cut (keep_start).")
+    max_length: int | None = Field(default=4096, ge=16, description="Longer examples are cut (keep_start).")
     seed: int = 0
     thinking: bool | None = Field(default=None, description="enable_thinking for the chat template.")
     merge_turns: bool = True
@@ -50,7 +50,7 @@ def load_model_and_tokenizer(name: str, seed: int = 0) -> tuple[Any, Any]:
     """``smollm2``, ``tiny-qwen`` / ``tiny-qwen-m`` (seeded random small Qwen3s) or a model directory."""
     _imports()
     from swe_rl.llm.hf import load_model
-    from swe_rl.rl.tokenizer import model_source
+    from swe_rl.train.models import model_source
 
     return load_model(model_source(name, seed))
 
@@ -120,8 +120,8 @@ def train_sft(
         train_dataset=datasets.Dataset.from_list(examples),
         processing_class=tokenizer,
     )
-    if not torch.cuda.is_available():  # TRL's tiled LM head: ~3x slower on CPU (rl/lm_head.py)
-        from swe_rl.rl.lm_head import plain_lm_head
+    if not torch.cuda.is_available():  # TRL's tiled LM head: ~3x slower on CPU (train/lm_head.py)
+        from swe_rl.train.lm_head import plain_lm_head
 
         plain_lm_head(trainer.model)
     output = trainer.train()

@@ -15,8 +15,8 @@ def test_plain_head_matches_trls_tiled_head(temperature):
     from transformers import AutoModelForCausalLM
     from trl.trainer.utils import add_fused_lm_head
 
-    from swe_rl.rl.lm_head import plain_lm_head
-    from swe_rl.rl.tokenizer import tiny_qwen_dir
+    from swe_rl.train.lm_head import plain_lm_head
+    from swe_rl.train.models import tiny_qwen_dir
 
     base = AutoModelForCausalLM.from_pretrained(str(tiny_qwen_dir()), dtype=torch.float32)
     with torch.no_grad():  # a random model's logits are flat: sharpen them so the check can tell heads apart

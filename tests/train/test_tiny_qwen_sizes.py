@@ -12,7 +12,8 @@ pytest.importorskip("transformers")
 
 
 def test_the_m_variant_is_larger_and_cached_apart(tmp_path, monkeypatch):
-    from swe_rl.rl.tokenizer import QWEN3_FIRST_SPECIAL, model_source, tiny_qwen_dir
+    from swe_rl.rl.tokenizer import QWEN3_FIRST_SPECIAL
+    from swe_rl.train.models import model_source, tiny_qwen_dir
 
     monkeypatch.setenv("SWE_RL_CACHE", str(tmp_path))
     small, medium = tiny_qwen_dir(0), tiny_qwen_dir(0, "tiny-qwen-m")
@@ -27,7 +28,7 @@ def test_the_m_variant_is_larger_and_cached_apart(tmp_path, monkeypatch):
 
 
 def test_an_unknown_size_is_a_config_error(tmp_path, monkeypatch):
-    from swe_rl.rl.tokenizer import tiny_qwen_dir
+    from swe_rl.train.models import tiny_qwen_dir
 
     monkeypatch.setenv("SWE_RL_CACHE", str(tmp_path))
     with pytest.raises(ConfigError, match="tiny-qwen-xl"):

@@ -1,0 +1,265 @@
+"""``swe-rl train rl``: GRPO with TRL, whose rollouts are agent episodes (the rollout function:
+integrations/trl.py).
+
+Run directory: ``rollouts.jsonl`` (one ``EpisodeRecord`` per episode, with its step, reward and status),
+``metrics.jsonl`` (per step: resolve rate, rewards, agent/* metrics, TRL's loss), TRL's
+``checkpoint-*``, ``final/`` (model + tokenizer), ``summary.json`` and ``report.html`` with the curves.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, Field
+
+from swe_rl.agent.config import AgentConfig
+from swe_rl.envs.cache import EnvCache
+from swe_rl.episode.record import EpisodeRecord
+from swe_rl.episode.summary import step_curve
+from swe_rl.errors import ConfigError, MissingExtraError
+from swe_rl.integrations.trl import SweRolloutFunc, swe_reward
+from swe_rl.llm.base import SamplingParams
+from swe_rl.rl.rollout import RolloutResult, rollout_record
+from swe_rl.runs.metrics import MetricsSink
+from swe_rl.sandbox.base import SandboxFactory
+from swe_rl.tasks.io import atomic_write_json
+from swe_rl.tasks.model import Task
+
+
+class GRPOSettings(BaseModel):
+    """A GRPO run: the model, its steps and groups, the optimizer, sampling, and more of TRL's config."""
+
+    output_dir: Path
+    model: str = Field(
+        default="smollm2", description="smollm2 | tiny-qwen | tiny-qwen-m | a model directory."
+    )
+    steps: int = Field(default=10, ge=1, description="Optimizer steps.")
+    tasks_per_step: int = Field(default=2, ge=1, description="Distinct tasks per step.")
+    num_generations: int = Field(default=4, ge=2, description="Episodes per task (the GRPO group).")
+    learning_rate: float = Field(default=1e-5, gt=0)
+    beta: float = Field(default=0.0, ge=0, description="KL coefficient (0: no reference model).")
+    max_tokens: int = Field(default=256, ge=1, description="New tokens per turn.")
+    temperature: float = Field(default=1.0, gt=0)
+    top_p: float = Field(
+        default=1.0,
+        gt=0,
+        le=1,
+        description="Nucleus sampling of the rollouts (the loss uses the full softmax).",
+    )
+    max_concurrent: int = Field(default=16, ge=1, description="Episodes at once (sandboxes).")
+    save_steps: int = Field(
+        default=0, ge=0, description="Checkpoint every N steps (0: only the final model)."
+    )
+    freeze_embeddings: bool = Field(
+        default=False,
+        description="Keep the token embeddings and the LM head fixed (freeze_token_embeddings).",
+    )
+    seed: int = 0
+    trl: dict[str, Any] = Field(
+        default_factory=dict, description="More GRPOConfig fields (e.g. top_entropy_quantile), applied last."
+    )
+    args: dict[str, Any] = Field(default_factory=dict)
+
+
+class RolloutLog:
+    """Appends one episode record per rollout to rollouts.jsonl and one metrics line per trainer step."""
+
+    def __init__(self, run_dir: Path) -> None:
+        self.path = run_dir / "rollouts.jsonl"
+        self.metrics = MetricsSink(run_dir / "metrics.jsonl", [])
+
+    def step(
+        self, step: int, ids: Sequence[str], results: Sequence[RolloutResult], metrics: dict[str, float]
+    ) -> None:
+        with self.path.open("a") as f:
+            for instance_id, result in zip(ids, results, strict=True):
+                f.write(rollout_record(result, instance_id, step=step).model_dump_json() + "\n")
+        self.metrics.log(metrics, step=step)
+
+
+def train_grpo(
+    tasks: Sequence[Task],
+    settings: GRPOSettings,
+    factory: SandboxFactory,
+    cache: EnvCache,
+    agent: AgentConfig,
+    *,
+    quiet: bool = False,
+) -> dict[str, Any]:
+    """GRPO with TRL on ``tasks``; returns the run summary (also written to summary.json)."""
+    try:
+        import torch
+        from datasets import Dataset
+        from trl import GRPOConfig, GRPOTrainer
+    except ImportError as exc:
+        raise MissingExtraError(exc.name or "trl", "train", "RL training with TRL") from None
+    from swe_rl.llm.hf import load_model
+    from swe_rl.train.models import model_source
+
+    _check(tasks, settings, {f.name for f in dataclasses.fields(GRPOConfig)})
+    if quiet:
+        _quiet_libraries()
+    out = _new_run_dir(settings)
+    for task in tasks:  # build every env once, up front, so the first step does not pay for it
+        cache.ensure(task)
+    model, tokenizer = load_model(model_source(settings.model))
+    if tokenizer.pad_token is None:
+        tokenizer.pad_token = tokenizer.eos_token
+    cuda = torch.cuda.is_available()  # load_model put the model there
+    if settings.freeze_embeddings:
+        freeze_token_embeddings(model)
+    log = RolloutLog(out)
+    params = SamplingParams(
+        max_tokens=settings.max_tokens, temperature=settings.temperature, top_p=settings.top_p
+    )
+    rollout = SweRolloutFunc(
+        tasks, factory, cache, agent, params, log=log, max_concurrent=settings.max_concurrent
+    )
+    bf16 = bool(cuda and torch.cuda.is_bf16_supported())
+    trainer = GRPOTrainer(
+        model=model,
+        reward_funcs=[swe_reward],
+        args=GRPOConfig(**_grpo_config(settings, cuda=cuda, bf16=bf16, quiet=quiet)),
+        train_dataset=Dataset.from_list([{"prompt": t.instance_id} for t in tasks]),
+        processing_class=tokenizer,
+        rollout_func=rollout,
+    )
+    _fit_trainer(trainer, log, settings, cuda=cuda, quiet=quiet)
+    started = time.monotonic()
+    trainer.train()
+    return _finish(trainer, tokenizer, settings, rollout, time.monotonic() - started)
+
+
+def _check(tasks: Sequence[Task], settings: GRPOSettings, config_fields: set[str]) -> None:
+    if not tasks:
+        raise ConfigError("no training tasks")
+    unknown = sorted(set(settings.trl) - config_fields)
+    if unknown:
+        raise ConfigError(f"not GRPOConfig fields: {', '.join(unknown)} (TRL's GRPOConfig lists them)")
+
+
+def _quiet_libraries() -> None:
+    import warnings
+
+    from transformers.utils import logging as hf_logging
+
+    hf_logging.disable_progress_bar()
+    warnings.filterwarnings("ignore", category=FutureWarning, module="transformers")
+
+
+def _new_run_dir(settings: GRPOSettings) -> Path:
+    out = settings.output_dir
+    if (out / "rollouts.jsonl").exists():
+        raise ConfigError(f"{out} already holds a training run; choose another --output-dir")
+    out.mkdir(parents=True, exist_ok=True)
+    atomic_write_json(out / "config.json", {"settings": settings.model_dump(mode="json")})
+    return out
+
+
+def _grpo_config(settings: GRPOSettings, *, cuda: bool, bf16: bool, quiet: bool) -> dict[str, Any]:
+    """TRL's GRPOConfig fields for the settings; ``settings.trl`` last, so it can override any."""
+    return {
+        "output_dir": str(settings.output_dir),
+        "max_steps": settings.steps,
+        "per_device_train_batch_size": settings.tasks_per_step * settings.num_generations,
+        "num_generations": settings.num_generations,
+        "learning_rate": settings.learning_rate,
+        "beta": settings.beta,
+        "temperature": settings.temperature,
+        "top_p": settings.top_p,
+        "logging_steps": 1,
+        "save_steps": settings.save_steps or settings.steps + 1,
+        "save_strategy": "steps" if settings.save_steps else "no",
+        "report_to": "none",
+        "use_cpu": not cuda,
+        "bf16": bf16,
+        "gradient_checkpointing": cuda,  # recomputing activations only pays where memory is short
+        "seed": settings.seed,
+        "disable_tqdm": quiet,
+        "remove_unused_columns": False,
+        "mask_truncated_completions": False,
+        "max_completion_length": None,
+        **settings.trl,
+    }
+
+
+def _fit_trainer(trainer: Any, log: RolloutLog, settings: GRPOSettings, *, cuda: bool, quiet: bool) -> None:
+    """The CPU LM head, TRL's metrics into metrics.jsonl, and (quiet) no console output of TRL's own."""
+    if not cuda:  # on CPU, TRL's tiled LM head is ~3x slower than plain logits (train/lm_head.py)
+        from swe_rl.train.lm_head import plain_lm_head
+
+        plain_lm_head(trainer.model, settings.temperature)
+    trainer.add_callback(_trl_metrics_callback(log))
+    if quiet:
+        from transformers.trainer_callback import PrinterCallback, ProgressCallback
+
+        trainer.remove_callback(PrinterCallback)  # metrics.jsonl has them; keep the console to our lines
+        trainer.remove_callback(ProgressCallback)
+
+
+def _finish(
+    trainer: Any, tokenizer: Any, settings: GRPOSettings, rollout: SweRolloutFunc, train_s: float
+) -> dict[str, Any]:
+    out = settings.output_dir
+    final = out / "final"
+    trainer.save_model(str(final))
+    tokenizer.save_pretrained(str(final))
+    summary = training_summary(out)
+    summary.update(
+        {
+            "train_time_s": train_s,
+            "split_episodes": rollout.split_episodes,
+            "model": settings.model,
+            "final_model": str(final),
+            "settings": settings.model_dump(mode="json"),
+        }
+    )
+    atomic_write_json(out / "summary.json", summary)
+    return summary
+
+
+def freeze_token_embeddings(model: Any) -> int:
+    """Stop training the token embeddings and the LM head (one matrix when tied); returns the frozen count.
+
+    For a small model with a large vocabulary (tiny-qwen-m: 9.7M of its 9.9M parameters are the 151k-row
+    embedding) policy gradients wreck the head through Adam: an episode with a negative advantage pushes
+    every other token's logit up by a tiny amount, Adam scales each row's update to the learning rate
+    whatever the gradient's size, and within a few steps the mass of the 151k unused tokens swamps the
+    replies (BENCHMARKS.md, "Learning on CPU"). With the rows fixed the policy learns in the layers.
+    """
+    frozen = 0
+    seen: set[int] = set()
+    for module in (model.get_input_embeddings(), model.get_output_embeddings()):
+        weight = getattr(module, "weight", None)
+        if weight is not None and id(weight) not in seen:
+            seen.add(id(weight))
+            weight.requires_grad_(False)
+            frozen += weight.numel()
+    return frozen
+
+
+def _trl_metrics_callback(log: RolloutLog) -> Any:
+    """TRL's own logs (loss, grad norm, KL, ...) into metrics.jsonl under ``trl/``."""
+    from transformers import TrainerCallback
+
+    class TRLMetrics(TrainerCallback):
+        def on_log(
+            self, args: Any, state: Any, control: Any, logs: dict[str, Any] | None = None, **_: Any
+        ) -> None:
+            numbers = {f"trl/{k}": float(v) for k, v in (logs or {}).items() if isinstance(v, int | float)}
+            if numbers:
+                log.metrics.log(numbers, step=int(state.global_step))
+
+    return TRLMetrics()
+
+
+def training_summary(run_dir: Path) -> dict[str, Any]:
+    """The per-step curve (episode/summary.py's ``step_curve``) of the records in rollouts.jsonl."""
+    path = run_dir / "rollouts.jsonl"
+    lines = path.read_text().splitlines() if path.is_file() else []
+    curve = step_curve([EpisodeRecord.model_validate_json(line) for line in lines if line.strip()])
+    return {"curve": curve, "steps": len(curve)}
