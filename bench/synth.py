@@ -49,11 +49,11 @@ def main() -> None:
     _, _ = _synth(args.out / "b" / "builtin.jsonl", args.n, args.seed, args.j)
     same = (args.out / "a" / "builtin.jsonl").read_text() == (args.out / "b" / "builtin.jsonl").read_text()
     proc, validate_s = _run(
-        "env", "validate", "--source", str(args.out / "a" / "builtin.jsonl"), "--backend", "ns",
+        "env", "validate", "--tasks", str(args.out / "a" / "builtin.jsonl"), "--backend", "ns",
         "-j", str(args.j), "--json",
     )  # fmt: skip
     validation = json.loads(proc.stdout) if proc.stdout.strip() else {}
-    stats, _ = _run("tasks", "stats", "--source", str(args.out / "a" / "builtin.jsonl"), "--json")
+    stats, _ = _run("tasks", "stats", "--tasks", str(args.out / "a" / "builtin.jsonl"), "--json")
     result = {
         "n": args.n,
         "seed": args.seed,

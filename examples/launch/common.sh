@@ -8,7 +8,7 @@ set -euo pipefail
 
 : "${SLIME_DIR:?set SLIME_DIR to your slime (or miles) checkout}"
 : "${HF_CKPT:?set HF_CKPT to the policy model directory (Hugging Face format)}"
-: "${PROMPT_DATA:?set PROMPT_DATA to a train.jsonl from: swe-rl data prepare --source ... -o data/}"
+: "${PROMPT_DATA:?set PROMPT_DATA to a train.jsonl from: swe-rl data prepare --tasks ... -o data/}"
 EXPORT_ROOT=${EXPORT_ROOT:-$PWD/output}
 RUN_NAME=${RUN_NAME:?}
 STAMP=$(date +%Y%m%d_%H%M%S)

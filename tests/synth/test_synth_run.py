@@ -115,7 +115,7 @@ def test_env_validate_from_a_moved_copy(run, tmp_path):
             *SWE_RL,
             "env",
             "validate",
-            "--source",
+            "--tasks",
             str(moved / "tasks.test.jsonl"),
             "--backend",
             "ns",
@@ -138,7 +138,7 @@ def test_env_validate_from_a_moved_copy(run, tmp_path):
 def test_stats_command(run):
     out, report = run
     proc = subprocess.run(
-        [*SWE_RL, "tasks", "stats", "--source", str(out), "--json"],
+        [*SWE_RL, "tasks", "stats", "--tasks", str(out), "--json"],
         capture_output=True,
         text=True,
         check=False,

@@ -17,7 +17,7 @@ T = TypeVar("T")
 SourceOpt = Annotated[
     str,
     typer.Option(
-        "--source",
+        "--tasks",
         "-s",
         help="Tasks: 'builtin', 'builtin:<library>', a .json/.jsonl/.parquet file, or an HF dataset 'owner/name[:split]'.",
     ),
@@ -46,7 +46,7 @@ RepoCacheOpt = Annotated[
     ),
 ]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print machine-readable JSON on stdout.")]
-ConcurrencyOpt = Annotated[int, typer.Option("--concurrency", "-j", min=1, help="Tasks worked on at once.")]
+ConcurrencyOpt = Annotated[int, typer.Option("--jobs", "-j", min=1, help="Tasks worked on at once.")]
 TimeoutOpt = Annotated[float, typer.Option("--timeout", min=1, help="Seconds allowed for one test run.")]
 GradingOpt = Annotated[
     Literal["official", "strict"],
@@ -60,9 +60,8 @@ TopPOpt = Annotated[
     float,
     typer.Option(
         "--top-p",
-        min=0.01,
         max=1.0,
-        help="Nucleus sampling: draw from the smallest set of tokens holding this much probability (1: all).",
+        help="Nucleus sampling: draw from the smallest set of tokens holding this much probability (> 0; 1: all).",
     ),
 ]
 

@@ -72,7 +72,9 @@ def sft(
         list[Path] | None,
         typer.Argument(help="Run directories of `swe-rl eval` (results.jsonl + traj.json)."),
     ] = None,
-    out: Annotated[Path, typer.Option("--out", "-o", help="Directory to write into.")] = Path("sft-data"),
+    out: Annotated[Path, typer.Option("--output-dir", "-o", help="Directory to write into.")] = Path(
+        "sft-data"
+    ),
     trajectories: Annotated[
         list[str] | None,
         typer.Option(

@@ -64,9 +64,6 @@ def _options(installer: str, as_of_date: bool, constraints: Path | None, install
 @app.command("build")
 def build(
     source: SourceOpt = "builtin",
-    tasks_file: Annotated[
-        Path | None, typer.Option("--tasks", help="A dataset file (.json/.jsonl/.parquet); same as --source.")
-    ] = None,
     instance: InstancesOpt = None,
     cache_dir: CacheOpt = None,
     repo_cache: RepoCacheOpt = None,
@@ -96,7 +93,7 @@ def build(
     from swe_rl.runs.envbuild import build_dataset
     from swe_rl.tasks.loaders import load_tasks
 
-    tasks = load_tasks(str(tasks_file) if tasks_file else source, instance_ids=instance)
+    tasks = load_tasks(source, instance_ids=instance)
     options = _options(installer, as_of_date, constraints, install_python)
     assert isinstance(options, InstallOptions)
     cache = EnvCache(cache_dir, repo_cache=repo_cache, options=options)

@@ -57,9 +57,7 @@ def eval_command(
             "its own env cache; see `swe-rl cluster up`); service:<URL> (a rollout server: training only).",
         ),
     ] = "local",
-    max_concurrent: Annotated[
-        int, typer.Option("--max-concurrent", "-j", min=1, help="Instances at once.")
-    ] = 2,
+    max_concurrent: Annotated[int, typer.Option("--jobs", "-j", min=1, help="Instances at once.")] = 2,
     n_samples: Annotated[int, typer.Option("--n-samples", min=1, help="Attempts per instance (pass@k).")] = 1,
     step_limit: Annotated[
         int | None, typer.Option("--step-limit", min=1, help="Model calls per attempt.")

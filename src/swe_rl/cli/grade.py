@@ -37,7 +37,9 @@ def grade(
     run_id: Annotated[
         str, typer.Option("--run-id", help="Names the run's log folder and report.")
     ] = "swe-rl",
-    out: Annotated[Path, typer.Option("--out", "-o", help="Where logs/ and the run report go.")] = Path("."),
+    out: Annotated[
+        Path, typer.Option("--output-dir", "-o", help="Where logs/ and the run report go.")
+    ] = Path("."),
     backend: BackendOpt = "auto",
     cache_dir: CacheOpt = None,
     repo_cache: RepoCacheOpt = None,

@@ -116,11 +116,15 @@ def serve_pool(
         str | None, typer.Option(envvar="SWE_RL_NODE_TOKEN", help="Token for the exec servers.")
     ] = None,
     max_concurrent: Annotated[
-        int, typer.Option(envvar="SWE_MAX_CONCURRENT", min=1, help="Leases at once across all nodes.")
+        int,
+        typer.Option(
+            "--max-leases", envvar="SWE_MAX_CONCURRENT", min=1, help="Leases at once across all nodes."
+        ),
     ] = 128,
     per_node: Annotated[
         int | None,
         typer.Option(
+            "--max-leases-per-node",
             envvar="SWE_MAX_CONTAINERS_PER_NODE",
             min=1,
             help="Leases at once per node [default: its capacity].",

@@ -153,7 +153,7 @@ def synth(
     cache_dir: CacheOpt = None,
     concurrency: Annotated[
         int | None,
-        typer.Option("--concurrency", "-j", min=1, help="Candidates tested at once [default: CPUs]."),
+        typer.Option("--jobs", "-j", min=1, help="Candidates tested at once [default: CPUs]."),
     ] = None,
     timeout: Annotated[
         float | None,

@@ -36,9 +36,9 @@ def sft(
     output_dir: Annotated[
         Path, typer.Option("--output-dir", "-o", help="Checkpoints and train_sft.json.")
     ] = Path("swe-rl-sft"),
-    epochs: Annotated[float, typer.Option(min=0.01, help="Passes over the data.")] = 3.0,
+    epochs: Annotated[float, typer.Option(help="Passes over the data (> 0).")] = 3.0,
     max_steps: Annotated[int, typer.Option(help="Optimizer steps; overrides --epochs when > 0.")] = -1,
-    learning_rate: Annotated[float, typer.Option("--lr", min=0.0, help="AdamW learning rate.")] = 5e-5,
+    learning_rate: Annotated[float, typer.Option("--lr", help="AdamW learning rate (> 0).")] = 5e-5,
     batch_size: Annotated[int, typer.Option(min=1, help="Examples per device step.")] = 1,
     grad_accum: Annotated[int, typer.Option(min=1, help="Gradient accumulation steps.")] = 1,
     max_length: Annotated[int, typer.Option(min=16, help="Tokens per example; longer ones are cut.")] = 4096,
