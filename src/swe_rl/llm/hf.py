@@ -172,11 +172,18 @@ class BatchedHFPolicy:
                     future.set_result(reply)
 
     def _generate(self, prompts: list[list[int]], params: SamplingParams) -> list[Completion]:
-        import torch
-
         started = time.monotonic()
         eos = self.tokenizer.convert_tokens_to_ids(self.tokenizer.eos_token)
         pad = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else eos
+        generated, logprobs = self._sample(prompts, params, pad=pad, eos=eos)
+        return self._replies(prompts, generated, logprobs, eos=eos, latency=time.monotonic() - started)
+
+    def _sample(
+        self, prompts: list[list[int]], params: SamplingParams, *, pad: int, eos: int
+    ) -> tuple[Any, Any]:
+        """One left-padded ``generate`` call in eval mode: the generated ids of each row and their logprobs."""
+        import torch
+
         width = max(len(p) for p in prompts)
         device = next(self.model.parameters()).device
         ids = torch.tensor([[pad] * (width - len(p)) + p for p in prompts], device=device)
@@ -214,7 +221,12 @@ class BatchedHFPolicy:
         finally:
             if was_training:
                 self.model.train()
-        latency = time.monotonic() - started
+        return generated, logprobs
+
+    def _replies(
+        self, prompts: list[list[int]], generated: Any, logprobs: Any, *, eos: int, latency: float
+    ) -> list[Completion]:
+        """One completion per row, cut after its first end-of-sequence token."""
         replies = []
         for row, prompt in enumerate(prompts):
             tokens = generated[row].tolist()
