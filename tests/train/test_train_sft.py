@@ -12,7 +12,7 @@ from swe_rl.agent.config import load_agent_config
 from swe_rl.llm.base import SamplingParams
 from swe_rl.llm.scripted import scripted_for
 from swe_rl.runs.evaluation import EvalSettings, run_eval
-from swe_rl.runs.sft_data import sft_from_runs
+from swe_rl.sftdata.from_runs import sft_from_runs
 
 pytest.importorskip("trl")
 pytest.importorskip("torch")

@@ -132,8 +132,8 @@ def sft(
 
     from swe_rl.agent.config import load_agent_config
     from swe_rl.errors import ConfigError
-    from swe_rl.runs.sft_data import SFTFilters, sft_from_runs
-    from swe_rl.runs.trajsets import MARKS, public_candidates
+    from swe_rl.sftdata.from_runs import SFTFilters, sft_from_runs
+    from swe_rl.sftdata.trajsets import MARKS, public_candidates
 
     if not run_dirs and not trajectories:
         raise ConfigError("give run directories and/or --trajectories")

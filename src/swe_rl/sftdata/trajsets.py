@@ -33,7 +33,7 @@ from swe_rl.agent.config import AgentConfig
 from swe_rl.errors import ConfigError
 from swe_rl.llm.base import Message
 from swe_rl.llm.scripted import SUBMIT
-from swe_rl.runs.sft_data import Candidate
+from swe_rl.sftdata.from_runs import Candidate
 
 Mark = Literal["exact", "rewritten", "approximate", "unconvertible"]
 MARKS: tuple[Mark, ...] = ("exact", "rewritten", "approximate", "unconvertible")

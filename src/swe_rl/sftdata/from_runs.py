@@ -1,7 +1,7 @@
 """Golden trajectories -> SFT data: chat JSONL, tokenized JSONL with an assistant-only mask, a data card.
 
 Sources are run directories of ``swe-rl eval`` (results.jsonl for the verdicts, ``<instance>__<ts>/traj.json``
-for the conversations) and public trajectory sets (:mod:`swe_rl.runs.trajsets`). Every trajectory either
+for the conversations) and public trajectory sets (:mod:`swe_rl.sftdata.trajsets`). Every trajectory either
 passes the filters or is skipped with a counted reason in the data card; bad input (a torn results line, a
 corrupt or missing traj.json, a trajectory without a verdict) is a reason, never a crash.
 

@@ -17,8 +17,8 @@ from swe_rl.harness.grade import grade_patch
 from swe_rl.llm.base import Message, SamplingParams
 from swe_rl.llm.scripted import scripted_for
 from swe_rl.runs.evaluation import EvalSettings, run_eval
-from swe_rl.runs.sft_data import SFTFilters, candidates_from_run, sft_from_runs
-from swe_rl.runs.trajsets import convert_row, public_candidates, read_rows
+from swe_rl.sftdata.from_runs import SFTFilters, candidates_from_run, sft_from_runs
+from swe_rl.sftdata.trajsets import convert_row, public_candidates, read_rows
 
 pytest.importorskip("swe_rl.rl.tokenizer", exc_type=ImportError)
 
