@@ -8,11 +8,15 @@ import os
 import sys
 from collections.abc import Coroutine
 from pathlib import Path
-from typing import Annotated, Any, Literal, TypeVar
+from typing import TYPE_CHECKING, Annotated, Any, Literal, TypeVar
 
 import typer
 
+if TYPE_CHECKING:
+    from pydantic import BaseModel
+
 T = TypeVar("T")
+M = TypeVar("M", bound="BaseModel")
 
 SourceOpt = Annotated[
     str,
@@ -110,3 +114,69 @@ def console():  # type: ignore[no-untyped-def]
     from rich.console import Console
 
     return Console() if sys.stdout.isatty() else Console(width=200)
+
+
+ConfigOpt = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--config",
+        "-c",
+        help="Any field of the command's settings, applied after the options: a YAML file of them, or KEY=VALUE "
+        "(VALUE read as YAML; KEY.SUB sets one entry of a mapping, e.g. trl.loss_type=grpo). Repeatable; "
+        "later ones win.",
+    ),
+]
+
+
+def with_overrides(settings: M, items: list[str] | None) -> M:
+    """``settings`` with ``-c`` files and KEY=VALUE items applied (recorded in its ``args``, if it has them).
+
+    ConfigError for a file that is not a YAML mapping or a key the settings do not have; a value the field
+    refuses is pydantic's error, which the entry point prints as one line.
+    """
+    from swe_rl.errors import ConfigError
+
+    if not items:
+        return settings
+    model = type(settings)
+    data = settings.model_dump()
+    for item in items:
+        for key, value in _override_items(item).items():
+            top, _, sub = key.partition(".")
+            if top not in model.model_fields:
+                known = ", ".join(sorted(model.model_fields))
+                raise ConfigError(f"-c {item}: {model.__name__} has no setting {top!r}; it has: {known}")
+            if sub:
+                if not isinstance(data.get(top), dict):
+                    raise ConfigError(f"-c {item}: {top} is not a mapping; set it whole")
+                data[top][sub] = value
+            elif isinstance(data.get(top), dict) and isinstance(value, dict):
+                data[top] = {**data[top], **value}
+            else:
+                data[top] = value
+    if isinstance(data.get("args"), dict):
+        data["args"]["config"] = list(items)
+    return model.model_validate(data)
+
+
+def _override_items(item: str) -> dict[str, Any]:
+    import yaml
+
+    from swe_rl.errors import ConfigError
+
+    key, sep, value = item.partition("=")
+    if sep and key.strip() and not Path(item).is_file():
+        try:
+            return {key.strip(): yaml.safe_load(value)}
+        except yaml.YAMLError as exc:
+            raise ConfigError(f"-c {item}: the value is not YAML ({exc.__class__.__name__})") from None
+    path = Path(item)
+    if not path.is_file():
+        raise ConfigError(f"-c {item}: no such file, and not KEY=VALUE")
+    try:
+        loaded = yaml.safe_load(path.read_text())
+    except (yaml.YAMLError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"-c {item}: not a YAML file ({exc.__class__.__name__})") from None
+    if not isinstance(loaded, dict):
+        raise ConfigError(f"-c {item}: a settings file holds a mapping of settings to values")
+    return {str(k): v for k, v in loaded.items()}

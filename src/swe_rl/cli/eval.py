@@ -11,6 +11,7 @@ import typer
 from swe_rl.cli.common import (
     BackendOpt,
     CacheOpt,
+    ConfigOpt,
     GradingOpt,
     InstancesOpt,
     RepoCacheOpt,
@@ -20,6 +21,7 @@ from swe_rl.cli.common import (
     print_json,
     resolve_backend,
     run,
+    with_overrides,
 )
 
 if TYPE_CHECKING:
@@ -120,6 +122,7 @@ def eval_command(
     repo_cache: RepoCacheOpt = None,
     grading: GradingOpt = "official",
     json_out: Annotated[bool, typer.Option("--json", help="Print summary.json on stdout.")] = False,
+    config: ConfigOpt = None,
 ) -> None:
     """Run a model on tasks; write traj.json/patch.diff/meta.json per instance, results.jsonl, summary.json, preds.json."""
     from swe_rl.agent.config import load_agent_config
@@ -180,6 +183,8 @@ def eval_command(
             "grading": grading,
         },
     )
+    settings = with_overrides(settings, config)
+    output_dir = settings.output_dir
     note(
         f"eval: {len(selected)} tasks x {n_samples}, model {choice.name}, backend {chosen_backend}, executor {executor}, output {output_dir}/"
     )

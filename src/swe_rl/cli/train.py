@@ -9,7 +9,7 @@ from typing import Annotated
 
 import typer
 
-from swe_rl.cli.common import note, print_json
+from swe_rl.cli.common import ConfigOpt, note, print_json, with_overrides
 from swe_rl.cli.train_rl import train_rl
 
 app = typer.Typer(
@@ -49,6 +49,7 @@ def sft(
     per_turn: Annotated[bool, typer.Option(help="One example per assistant turn.")] = False,
     seed: Annotated[int, typer.Option(help="Seed of the data order and of tiny-qwen's weights.")] = 0,
     json_out: Annotated[bool, typer.Option("--json", help="Print the result as JSON.")] = False,
+    config: ConfigOpt = None,
 ) -> None:
     """Fine-tune with TRL's SFTTrainer, loss on the assistant's tokens only; saves <output-dir>/final."""
     from swe_rl.errors import ConfigError
@@ -69,6 +70,8 @@ def sft(
         merge_turns=not per_turn,
         seed=seed,
     )
+    settings = with_overrides(settings, config)
+    output_dir = settings.output_dir
     note(f"train sft: model {model}, data {data}, output {output_dir}/")
     # with --json the trainer's progress and log lines go to stderr: stdout is the JSON alone
     with contextlib.redirect_stdout(sys.stderr) if json_out else contextlib.nullcontext():

@@ -11,6 +11,7 @@ import typer
 from swe_rl.cli.common import (
     BackendOpt,
     CacheOpt,
+    ConfigOpt,
     InstancesOpt,
     JsonOpt,
     RepoCacheOpt,
@@ -19,6 +20,7 @@ from swe_rl.cli.common import (
     note,
     print_json,
     resolve_backend,
+    with_overrides,
 )
 from swe_rl.errors import ConfigError
 
@@ -108,6 +110,7 @@ def train_rl(
     cache_dir: CacheOpt = None,
     repo_cache: RepoCacheOpt = None,
     json_out: JsonOpt = False,
+    config: ConfigOpt = None,
 ) -> None:
     """Train a small model with GRPO (TRL) on tasks; rewards come from grading each episode's patch.
 
@@ -148,6 +151,8 @@ def train_rl(
             "step_limit": step_limit,
         },
     )
+    settings = with_overrides(settings, config)
+    output_dir = settings.output_dir
     note(
         f"train rl: {len(selected)} tasks, model {model}, {steps} steps x {tasks_per_step} tasks x "
         f"{num_generations} episodes, backend {chosen_backend}, output {output_dir}/"

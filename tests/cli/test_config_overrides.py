@@ -1,0 +1,56 @@
+"""``-c FILE.yaml`` / ``-c KEY=VALUE``: any settings field, applied after the options, errors naming the key."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from swe_rl.cli.common import with_overrides
+from swe_rl.errors import ConfigError
+from swe_rl.train.grpo import GRPOSettings
+
+SWE_RL = [sys.executable, "-m", "swe_rl.cli.app"]
+
+
+def test_files_and_assignments_apply_in_order_and_are_recorded(tmp_path: Path) -> None:
+    base = GRPOSettings(output_dir=tmp_path / "run", trl={"loss_type": "grpo"}, args={"tasks": "builtin"})
+    file = tmp_path / "long-tail.yaml"
+    file.write_text("num_generations: 8\nlearning_rate: 3.0e-4\ntrl:\n  top_entropy_quantile: 0.2\n")
+    got = with_overrides(base, [str(file), "learning_rate=1e-3", "trl.top_entropy_quantile=0.05", "seed=7"])
+    assert (got.num_generations, got.learning_rate, got.seed) == (8, 1e-3, 7)
+    assert got.trl == {"loss_type": "grpo", "top_entropy_quantile": 0.05}  # a mapping is merged, not replaced
+    assert got.args == {
+        "tasks": "builtin",
+        "config": [str(file), "learning_rate=1e-3", "trl.top_entropy_quantile=0.05", "seed=7"],
+    }
+    assert with_overrides(base, None) is base and with_overrides(base, []) is base
+
+
+@pytest.mark.parametrize(
+    ("item", "says"),
+    [
+        ("lerning_rate=1e-3", "GRPOSettings has no setting 'lerning_rate'"),
+        ("steps.inner=1", "steps is not a mapping"),
+        ("no-such-file.yaml", "no such file, and not KEY=VALUE"),
+        ("trl=[unclosed", "the value is not YAML"),
+    ],
+)
+def test_a_wrong_override_is_a_config_error_naming_it(tmp_path: Path, item: str, says: str) -> None:
+    with pytest.raises(ConfigError, match=r"^-c ") as caught:
+        with_overrides(GRPOSettings(output_dir=tmp_path), [item])
+    assert says in str(caught.value)
+
+
+def test_a_value_the_field_refuses_is_one_line_and_exit_2(tmp_path: Path) -> None:
+    out = subprocess.run(
+        [*SWE_RL, "train", "rl", "-s", "builtin", "-o", str(tmp_path / "run"), "-c", "num_generations=1"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert out.returncode == 2, out.stderr
+    assert "invalid GRPOSettings: num_generations: Input should be greater than or equal to 2" in out.stderr
+    assert "Traceback" not in out.stderr and not (tmp_path / "run").exists()  # refused before anything ran
