@@ -171,24 +171,21 @@ async def _sandbox_call(coro: Any) -> Any:
         raise ServiceError("bad_request", str(exc)) from None
 
 
-def create_app(
-    factory: SandboxFactory,
-    cache: EnvCache,
-    tasks: list[Task] | None = None,
-    *,
-    token: str | Access | None = None,
-    capacity: int | None = None,
-    limits: Limits | None = None,
-) -> Starlette:
-    node = ExecNode(factory, cache, tasks or [], capacity or default_capacity(), limits or Limits())
-    metrics = Metrics("swe_rl_exec")
-    metrics.gauge("sandboxes", lambda: len(node.boxes))
-    idem = Idempotency()
+class ExecHandlers:
+    """The exec server's HTTP side over one node: a method per route, the routes, and the lifespan."""
 
-    async def healthz(request: Request) -> dict[str, Any]:
-        return {"ok": True, "running_containers": str(len(node.boxes)), **node.statistics()}
+    def __init__(self, node: ExecNode, token: str | Access | None) -> None:
+        self.node = node
+        self.token = token
+        self.metrics = Metrics("swe_rl_exec")
+        self.metrics.gauge("sandboxes", lambda: len(node.boxes))
+        self.idempotency = Idempotency()
 
-    async def images(request: Request) -> dict[str, Any]:
+    async def healthz(self, request: Request) -> dict[str, Any]:
+        return {"ok": True, "running_containers": str(len(self.node.boxes)), **self.node.statistics()}
+
+    async def images(self, request: Request) -> dict[str, Any]:
+        node = self.node
         inventory = await asyncio.to_thread(node.inventory)
         names = sorted(
             {s.key for s in node.cache.records()} | set(node.by_name) | {e.name for e in inventory}
@@ -200,59 +197,59 @@ def create_app(
             "inventory": [e.model_dump() for e in inventory],
         }
 
-    async def status(request: Request) -> dict[str, Any]:
+    async def status(self, request: Request) -> dict[str, Any]:
         """The seed's GET /status: the live sandboxes, by id."""
         boxes = {
             cid: {"env": held.env.key, "instance_id": held.task.instance_id if held.task else None}
-            for cid, held in node.boxes.items()
+            for cid, held in self.node.boxes.items()
         }
         return {"ok": True, "active_containers": len(boxes), "containers": boxes}
 
-    async def containers(request: Request) -> dict[str, Any]:
-        return {"ok": True, "containers": sorted(node.boxes)}
+    async def containers(self, request: Request) -> dict[str, Any]:
+        return {"ok": True, "containers": sorted(self.node.boxes)}
 
-    async def create(request: Request) -> CreateResponse:
+    async def create(self, request: Request) -> CreateResponse:
         req = await parse(request, CreateRequest)
-        box_id = await node.create(req.image, req.limits)
+        box_id = await self.node.create(req.image, req.limits)
         return CreateResponse(container_id=box_id, name=box_id)
 
-    async def exec_(request: Request) -> ExecResponse:
+    async def exec_(self, request: Request) -> ExecResponse:
         req = await parse(request, ExecRequest)
-        held = node.get(req.container_id)
+        held = self.node.get(req.container_id)
         async with held.lock:
             started = time.monotonic()
             result = await _sandbox_call(
                 held.sandbox.exec(req.command, timeout=req.timeout, cwd=req.cwd, env=req.env)
             )
-        metrics.observe("exec_inner_seconds", time.monotonic() - started)
+        self.metrics.observe("exec_inner_seconds", time.monotonic() - started)
         reply = ExecResponse(**result.model_dump(exclude={"truncated"}))
         if result.timed_out:  # as the seed answers a timeout: -1 and its sentence (after what ran)
             reply.returncode, reply.output = -1, reply.output + timeout_note(req.timeout)
         return reply
 
-    async def diff(request: Request) -> DiffResponse:
+    async def diff(self, request: Request) -> DiffResponse:
         req = await parse(request, IdRequest)
-        held = node.get(req.container_id)
+        held = self.node.get(req.container_id)
         async with held.lock:
             patch = await _sandbox_call(held.sandbox.diff())
         return DiffResponse(patch=patch)
 
-    async def reset(request: Request) -> OkResponse:
-        held = node.get((await parse(request, IdRequest)).container_id)
+    async def reset(self, request: Request) -> OkResponse:
+        held = self.node.get((await parse(request, IdRequest)).container_id)
         async with held.lock:
             await _sandbox_call(held.sandbox.reset())
         return OkResponse()
 
-    async def read_file(request: Request) -> FileResponse:
+    async def read_file(self, request: Request) -> FileResponse:
         req = await parse(request, FileReadRequest)
-        held = node.get(req.container_id)
+        held = self.node.get(req.container_id)
         async with held.lock:
             data = await _sandbox_call(held.sandbox.read_file(req.path))
         return FileResponse(data_b64=base64.b64encode(data).decode())
 
-    async def write_file(request: Request) -> OkResponse:
+    async def write_file(self, request: Request) -> OkResponse:
         req = await parse(request, FileWriteRequest)
-        held = node.get(req.container_id)
+        held = self.node.get(req.container_id)
         try:
             data = base64.b64decode(req.data_b64, validate=True)
         except ValueError:
@@ -261,8 +258,9 @@ def create_app(
             await _sandbox_call(held.sandbox.write_file(req.path, data))
         return OkResponse()
 
-    async def evaluate(request: Request) -> EvaluateResponse:
+    async def evaluate(self, request: Request) -> EvaluateResponse:
         req = await parse(request, EvaluateRequest)
+        node = self.node
         held = node.get(req.container_id)
         if req.patch is not None:
             patch = req.patch
@@ -281,51 +279,60 @@ def create_app(
             )
         return await grade_officially(task, patch, node.factory, held.env, node.limits, timeout=req.timeout)
 
-    async def destroy(request: Request) -> OkResponse:
-        await node.destroy((await parse(request, IdRequest)).container_id)
+    async def destroy(self, request: Request) -> OkResponse:
+        await self.node.destroy((await parse(request, IdRequest)).container_id)
         return OkResponse()
 
-    async def metrics_(request: Request) -> Any:
-        return metrics.response()
+    async def render_metrics(self, request: Request) -> Any:
+        return self.metrics.response()
 
-    def route(path: str, handler: Any, methods: list[str], idempotent: bool = True) -> Route:
+    def routes(self) -> list[Route]:
+        """/healthz and /metrics open to all, the rest behind the token and idempotent by X-Request-ID."""
+        return [
+            self._open("/healthz", self.healthz, "healthz"),
+            self._open("/metrics", self.render_metrics, "metrics"),
+            self._route("/images", self.images, ["GET"]),
+            self._route("/status", self.status, ["GET"]),
+            self._route("/containers", self.containers, ["GET"]),
+            self._route("/container/create", self.create, ["POST"]),
+            self._route("/container/exec", self.exec_, ["POST"]),
+            self._route("/container/diff", self.diff, ["POST"]),
+            self._route("/container/evaluate", self.evaluate, ["POST"]),
+            self._route("/container/reset", self.reset, ["POST"]),
+            self._route("/container/read_file", self.read_file, ["POST"]),
+            self._route("/container/write_file", self.write_file, ["POST"]),
+            self._route("/container/destroy", self.destroy, ["POST"]),
+        ]
+
+    def _open(self, path: str, handler: Any, name: str) -> Route:
+        return Route(path, endpoint(handler, token=None, metrics=self.metrics, idempotency=None, name=name))
+
+    def _route(self, path: str, handler: Any, methods: list[str]) -> Route:
         name = path.strip("/").replace("/", "_") or "root"
-        return Route(
-            path,
-            endpoint(
-                handler, token=token, metrics=metrics, idempotency=idem if idempotent else None, name=name
-            ),
-            methods=methods,
+        wrapped = endpoint(
+            handler, token=self.token, metrics=self.metrics, idempotency=self.idempotency, name=name
         )
+        return Route(path, wrapped, methods=methods)
 
     @contextlib.asynccontextmanager
-    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+    async def lifespan(self, app: Starlette) -> AsyncIterator[None]:
         yield
-        await node.close_all()  # graceful drain: uvicorn finished in-flight requests; now nothing leaks
+        await self.node.close_all()  # graceful drain: uvicorn finished in-flight requests; now nothing leaks
 
-    app = Starlette(
-        routes=[
-            Route(
-                "/healthz", endpoint(healthz, token=None, metrics=metrics, idempotency=None, name="healthz")
-            ),
-            Route(
-                "/metrics", endpoint(metrics_, token=None, metrics=metrics, idempotency=None, name="metrics")
-            ),
-            route("/images", images, ["GET"]),
-            route("/status", status, ["GET"]),
-            route("/containers", containers, ["GET"]),
-            route("/container/create", create, ["POST"]),
-            route("/container/exec", exec_, ["POST"]),
-            route("/container/diff", diff, ["POST"]),
-            route("/container/evaluate", evaluate, ["POST"]),
-            route("/container/reset", reset, ["POST"]),
-            route("/container/read_file", read_file, ["POST"]),
-            route("/container/write_file", write_file, ["POST"]),
-            route("/container/destroy", destroy, ["POST"]),
-        ],
-        lifespan=lifespan,
-    )
+
+def create_app(
+    factory: SandboxFactory,
+    cache: EnvCache,
+    tasks: list[Task] | None = None,
+    *,
+    token: str | Access | None = None,
+    capacity: int | None = None,
+    limits: Limits | None = None,
+) -> Starlette:
+    node = ExecNode(factory, cache, tasks or [], capacity or default_capacity(), limits or Limits())
+    handlers = ExecHandlers(node, token)
+    app = Starlette(routes=handlers.routes(), lifespan=handlers.lifespan)
     app.state.node = node
-    app.state.metrics = metrics
-    app.state.idempotency = idem
+    app.state.metrics = handlers.metrics
+    app.state.idempotency = handlers.idempotency
     return app
