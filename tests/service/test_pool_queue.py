@@ -19,7 +19,7 @@ import time
 import aiohttp
 import pytest
 
-from swe_rl.service.pool_server import LeasePool
+from swe_rl.service.lease_pool import LeasePool
 from tests.service.servers import exec_server, pool_server
 
 WAIT = 1.0
