@@ -148,6 +148,78 @@ async def _cancel_on_disconnect(
         await asyncio.sleep(0.2)
 
 
+class RolloutHandlers:
+    """The rollout server's HTTP side over one node: a method per route, and the routes."""
+
+    def __init__(self, node: RolloutNode, token: str | Access | None, gym_tokenizer: str) -> None:
+        self.node = node
+        self.token = token
+        self.gym_tokenizer = gym_tokenizer
+        self.metrics = Metrics("swe_rl_rollout")
+        self.metrics.gauge("running", lambda: node.running)
+        self.metrics.gauge("waiting", lambda: node.waiting)
+        self.idempotency = Idempotency()
+
+    async def run(self, request: Request) -> RunResponse | dict[str, Any]:
+        body = await read_body(request, MAX_BODY)
+        gym = None
+        with contextlib.suppress(ValueError):  # not JSON: RunRequest's validation says so
+            if gym_agent.is_gym_body(json.loads(body or b"{}")):
+                gym = validate(gym_agent.GymRunRequest, body)
+        if gym is not None:
+            req = gym_agent.rollout_request(gym, self.gym_tokenizer, self.node.executor.tasks)
+        else:
+            req = validate(RunRequest, body)
+        rollout_id = request.headers.get("x-request-id") or uuid.uuid4().hex
+        response = await self.node.run_cancellable(
+            req, rollout_id, request, lambda: self.idempotency.waiting(rollout_id)
+        )
+        self.metrics.inc("rollouts_total", status=response.status)
+        if gym is not None:
+            return gym_agent.gym_response(response, response.instance_id, gym)
+        return response
+
+    async def cancel(self, request: Request) -> dict[str, Any]:
+        return {"ok": True, "cancelled": self.node.cancel(request.path_params["rollout_id"])}
+
+    async def healthz(self, request: Request) -> dict[str, Any]:
+        node = self.node
+        return {"ok": True, "running": node.running, "waiting": node.waiting, "capacity": node.capacity}
+
+    async def render_metrics(self, request: Request) -> Any:
+        return self.metrics.response()
+
+    def routes(self) -> list[Route]:
+        """POST /run (idempotent by X-Request-ID) and DELETE /run/{id} behind the token; the rest open."""
+        metrics = self.metrics
+        return [
+            Route(
+                "/run",
+                endpoint(
+                    self.run, token=self.token, metrics=metrics, idempotency=self.idempotency, name="run"
+                ),
+                methods=["POST"],
+            ),
+            Route(
+                "/run/{rollout_id}",
+                endpoint(self.cancel, token=self.token, metrics=metrics, idempotency=None, name="cancel"),
+                methods=["DELETE"],
+            ),
+            Route(
+                "/healthz",
+                endpoint(self.healthz, token=None, metrics=metrics, idempotency=None, name="healthz"),
+            ),
+            Route(
+                "/metrics",
+                endpoint(self.render_metrics, token=None, metrics=metrics, idempotency=None, name="metrics"),
+            ),
+        ]
+
+    @contextlib.asynccontextmanager
+    async def lifespan(self, app: Starlette) -> Any:
+        yield
+
+
 def create_app(
     factory: SandboxFactory,
     cache: EnvCache,
@@ -158,66 +230,15 @@ def create_app(
     token: str | Access | None = None,
     gym_tokenizer: str = "qwen",
 ) -> Starlette:
-    """``capacity`` defaults to what the machine's CPUs and memory allow (runs/executor.default_capacity).
+    """``capacity`` defaults to what the machine's CPUs and memory allow (executors.default_capacity).
 
     ``gym_tokenizer``: the policy's tokenizer for NeMo-Gym-shaped requests (service/gym_agent.py), which
     name none."""
     node = RolloutNode(factory, cache, tasks or [], capacity or default_capacity(), wait)
-    metrics = Metrics("swe_rl_rollout")
-    metrics.gauge("running", lambda: node.running)
-    metrics.gauge("waiting", lambda: node.waiting)
-    idem = Idempotency()
-
-    async def run(request: Request) -> RunResponse | dict[str, Any]:
-        body = await read_body(request, MAX_BODY)
-        gym = None
-        with contextlib.suppress(ValueError):  # not JSON: RunRequest's validation says so
-            if gym_agent.is_gym_body(json.loads(body or b"{}")):
-                gym = validate(gym_agent.GymRunRequest, body)
-        if gym is not None:
-            req = gym_agent.rollout_request(gym, gym_tokenizer, node.executor.tasks)
-        else:
-            req = validate(RunRequest, body)
-        rollout_id = request.headers.get("x-request-id") or uuid.uuid4().hex
-        response = await node.run_cancellable(req, rollout_id, request, lambda: idem.waiting(rollout_id))
-        metrics.inc("rollouts_total", status=response.status)
-        if gym is not None:
-            return gym_agent.gym_response(response, response.instance_id, gym)
-        return response
-
-    async def cancel(request: Request) -> dict[str, Any]:
-        return {"ok": True, "cancelled": node.cancel(request.path_params["rollout_id"])}
-
-    async def healthz(request: Request) -> dict[str, Any]:
-        return {"ok": True, "running": node.running, "waiting": node.waiting, "capacity": node.capacity}
-
-    async def metrics_(request: Request) -> Any:
-        return metrics.response()
-
-    @contextlib.asynccontextmanager
-    async def lifespan(app: Starlette) -> Any:
-        yield
-
+    handlers = RolloutHandlers(node, token, gym_tokenizer)
     app = Starlette(
-        routes=[
-            Route(
-                "/run",
-                endpoint(run, token=token, metrics=metrics, idempotency=idem, name="run"),
-                methods=["POST"],
-            ),
-            Route(
-                "/run/{rollout_id}",
-                endpoint(cancel, token=token, metrics=metrics, idempotency=None, name="cancel"),
-                methods=["DELETE"],
-            ),
-            Route(
-                "/healthz", endpoint(healthz, token=None, metrics=metrics, idempotency=None, name="healthz")
-            ),
-            Route(
-                "/metrics", endpoint(metrics_, token=None, metrics=metrics, idempotency=None, name="metrics")
-            ),
-        ],
-        lifespan=lifespan,
+        routes=handlers.routes(),
+        lifespan=handlers.lifespan,
         # samples are lists of token ids: gzip (level 1, for clients that accept it) shrinks them ~3x
         middleware=[Middleware(GZipMiddleware, minimum_size=1024, compresslevel=1)],
     )
