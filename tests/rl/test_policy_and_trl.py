@@ -10,8 +10,8 @@ from tests.conftest import available_factory
 
 from swe_rl.agent.config import load_agent_config
 from swe_rl.llm.base import Message, SamplingParams
-from swe_rl.llm.prompts import PromptExtender
 from swe_rl.llm.scripted import oracle_replies
+from swe_rl.llm.token_prompts import PromptExtender
 from swe_rl.rl.rollout import RolloutResult, run_rollout
 
 tokenizer_mod = pytest.importorskip("swe_rl.rl.tokenizer", exc_type=ImportError)

@@ -10,8 +10,8 @@ import sys
 from tests.conftest import available_factory
 
 from swe_rl.envs.cache import EnvCache
+from swe_rl.fileio import atomic_write_text
 from swe_rl.runs.envbuild import BuildReport, build_dataset
-from swe_rl.tasks.io import atomic_write_text
 
 
 def test_dataset_build_reports_the_broken_record_and_resumes(tmp_path, tasks):

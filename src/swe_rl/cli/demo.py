@@ -31,12 +31,12 @@ def demo(
 
     from swe_rl.cli.common import pool_token
     from swe_rl.cli.env import print_validation
+    from swe_rl.fileio import atomic_write_json
     from swe_rl.runs.demo import demo_predictions
     from swe_rl.runs.grading import grade_predictions
     from swe_rl.runs.validation import validate_tasks
     from swe_rl.sandbox import get_factory
     from swe_rl.tasks.builtin import builtin_tasks
-    from swe_rl.tasks.io import atomic_write_json
 
     started = time.monotonic()
     chosen = resolve_backend(backend)

@@ -157,9 +157,9 @@ def validate(
     Exits 1 when any task is invalid or could not be checked.
     """
     from swe_rl.cli.common import pool_token
+    from swe_rl.fileio import atomic_write_json
     from swe_rl.runs.validation import validate_tasks
     from swe_rl.sandbox import get_factory
-    from swe_rl.tasks.io import atomic_write_json
     from swe_rl.tasks.loaders import load_tasks
 
     tasks = load_tasks(source, instance_ids=instance)
@@ -257,7 +257,7 @@ def import_image(
     """
     import time
 
-    from swe_rl.envs.imports import import_image as do_import
+    from swe_rl.envs.from_images import import_image as do_import
 
     cache = env_cache(cache_dir, None)
     specs = []

@@ -174,9 +174,9 @@ def synth(
     import os
 
     from swe_rl.cli.common import pool_token
+    from swe_rl.fileio import atomic_write_json
     from swe_rl.sandbox import get_factory
     from swe_rl.synth import DIFFICULTIES, SynthOptions, parse_split, synthesize
-    from swe_rl.tasks.io import atomic_write_json
 
     bad = sorted(set(difficulty or []) - set(DIFFICULTIES))
     if bad:

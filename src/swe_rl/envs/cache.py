@@ -45,11 +45,11 @@ from swe_rl.envs.venv import (
     seed_from_host,
 )
 from swe_rl.errors import EnvBuildError
+from swe_rl.fileio import atomic_write_json, atomic_write_text
 from swe_rl.paths import cache_dir
 from swe_rl.sandbox.base import TESTBED, EnvSpec
 from swe_rl.sandbox.identity import SANDBOX_UID, own_testbed
 from swe_rl.tasks.images import canonical_image, image_name
-from swe_rl.tasks.io import atomic_write_json, atomic_write_text
 from swe_rl.tasks.model import Task
 
 _T = TypeVar("_T")

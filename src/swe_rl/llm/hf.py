@@ -112,7 +112,7 @@ class BatchedHFPolicy:
 
     Turns that arrive within ``window_s`` of each other are generated in one left-padded ``generate``
     call (up to ``max_batch`` rows, same sampling parameters); each conversation's prompt extends its
-    previous prompt + completion id for id (:class:`~swe_rl.llm.prompts.PromptExtender`), so a whole
+    previous prompt + completion id for id (:class:`~swe_rl.llm.token_prompts.PromptExtender`), so a whole
     trajectory is one exact multi-turn sample. Replies carry prompt ids, generated ids and the model's
     own logprobs (raw logits, before temperature).
     """
@@ -127,7 +127,7 @@ class BatchedHFPolicy:
         window_s: float = 0.02,
         template_kwargs: dict[str, Any] | None = None,
     ) -> None:
-        from swe_rl.llm.prompts import PromptExtender
+        from swe_rl.llm.token_prompts import PromptExtender
 
         self.name = name
         self.model = model

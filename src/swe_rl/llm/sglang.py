@@ -3,7 +3,7 @@
 The prompt is templated and tokenized here with the policy's own tokenizer, so the ids the model saw are
 known exactly; the server returns the generated ids with their logprobs. From the second turn on, a
 prompt is the previous prompt + the ids the model generated + the template's ids for the new messages
-(llm/prompts.py), so the model reads back its own tokens, not a re-tokenization of their text. Transient failures are retried
+(llm/token_prompts.py), so the model reads back its own tokens, not a re-tokenization of their text. Transient failures are retried
 as in the OpenAI client; what still fails is an LLMError.
 """
 
@@ -16,7 +16,7 @@ from typing import Any
 from swe_rl.httpsession import LoopSession
 from swe_rl.llm.base import Completion, LLMError, Message, SamplingParams
 from swe_rl.llm.http import post_json
-from swe_rl.llm.prompts import PromptExtender
+from swe_rl.llm.token_prompts import PromptExtender
 
 
 class SGLangClient:

@@ -14,9 +14,9 @@ from typing import Any
 from swe_rl.episode.record import EpisodeRecord
 from swe_rl.episode.summary import agent_metrics
 from swe_rl.errors import ConfigError
+from swe_rl.fileio import atomic_write_text
 from swe_rl.report import svg
 from swe_rl.runs.rundir import RunDir, read_json
-from swe_rl.tasks.io import atomic_write_text
 
 MAX_OBSERVATION = 20_000
 

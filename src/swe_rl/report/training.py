@@ -15,8 +15,8 @@ from typing import Any
 from swe_rl.episode.record import EpisodeRecord
 from swe_rl.episode.summary import step_curve
 from swe_rl.errors import ConfigError
+from swe_rl.fileio import atomic_write_text
 from swe_rl.report import svg
-from swe_rl.tasks.io import atomic_write_text
 
 
 def _jsonl(path: Path) -> list[dict[str, Any]]:

@@ -85,27 +85,12 @@ async def run_rollout(
     )
     traj = episode.trajectory
     if episode.error is not None or episode.verdict is None or traj is None:
-        return RolloutResult(
-            status="infra_error",
-            exit_status="infra_error",
-            error=episode.error,
-            trajectory=traj,
-            metrics=_metrics(episode) if traj else {},
-            record=EpisodeRecord.of(episode).model_copy(update={"status": "infra_error"}),
-        )
+        return _unscored(episode)
     verdict = episode.verdict
     reward = (outcome or OutcomeReward())(verdict.resolved)
     extra: dict[str, float] = {}
     if prm is not None and traj.steps:
-        judge, settings = prm
-        scores = await prm_step_scores(
-            judge, traj, task.problem_statement, m=settings.m, concurrency=settings.concurrency
-        )
-        scored = [s for s in scores if s is not None]
-        extra = {"reward/outcome": reward, "reward/prm_scored_steps": float(len(scored))}
-        if scored:
-            extra["reward/prm_step_mean"] = sum(scored) / len(scored)
-        reward = combined_reward(reward, scores, settings.coef)
+        reward, extra = await _with_process_reward(reward, traj, task, *prm)
     build = step_samples if dynamic_history else trajectory_samples
     if tokenizer is not None:
         fill_ids_fixed_base(traj, tokenizer)
@@ -123,6 +108,32 @@ async def run_rollout(
         metrics={**_metrics(episode), **extra},
         record=EpisodeRecord.of(episode).model_copy(update={"status": status, "reward": reward}),
     )
+
+
+def _unscored(episode: Episode) -> RolloutResult:
+    """An infrastructure failure: no reward, no samples, its record kept."""
+    return RolloutResult(
+        status="infra_error",
+        exit_status="infra_error",
+        error=episode.error,
+        trajectory=episode.trajectory,
+        metrics=_metrics(episode) if episode.trajectory else {},
+        record=EpisodeRecord.of(episode).model_copy(update={"status": "infra_error"}),
+    )
+
+
+async def _with_process_reward(
+    reward: float, traj: Trajectory, task: Task, judge: LLM, settings: Any
+) -> tuple[float, dict[str, float]]:
+    """The outcome reward plus the judge's mean step score (``settings``: a ProcessReward), and its metrics."""
+    scores = await prm_step_scores(
+        judge, traj, task.problem_statement, m=settings.m, concurrency=settings.concurrency
+    )
+    scored = [s for s in scores if s is not None]
+    extra = {"reward/outcome": reward, "reward/prm_scored_steps": float(len(scored))}
+    if scored:
+        extra["reward/prm_step_mean"] = sum(scored) / len(scored)
+    return combined_reward(reward, scores, settings.coef), extra
 
 
 def _metrics(episode: Episode) -> dict[str, float]:

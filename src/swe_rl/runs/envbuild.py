@@ -17,10 +17,10 @@ from pydantic import BaseModel, Field
 
 from swe_rl.envs.cache import EnvCache
 from swe_rl.errors import ConfigError, SweRlError
+from swe_rl.fileio import atomic_write_json
 from swe_rl.harness.validate import validate_task
 from swe_rl.runs.progress import Progress
 from swe_rl.sandbox.base import SandboxFactory
-from swe_rl.tasks.io import atomic_write_json
 from swe_rl.tasks.model import Task
 
 BuildStatus = Literal["built", "failed", "valid", "invalid", "error"]

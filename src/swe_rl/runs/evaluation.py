@@ -26,12 +26,12 @@ from swe_rl.episode.attempt import AttemptSettings, AttemptSpec, ModelSpec, atte
 from swe_rl.episode.record import EpisodeRecord
 from swe_rl.episode.summary import agent_metrics
 from swe_rl.executors.base import AttemptExecutor
+from swe_rl.fileio import atomic_write_json, atomic_write_text
 from swe_rl.llm.base import LLM, SamplingParams
 from swe_rl.runs.metrics import MetricsSink
 from swe_rl.runs.progress import RunProgress
 from swe_rl.runs.rundir import RunDir
 from swe_rl.sandbox.base import SandboxFactory
-from swe_rl.tasks.io import atomic_write_json, atomic_write_text
 from swe_rl.tasks.model import Task
 
 LLMFactory = Callable[[Task], LLM]

@@ -18,7 +18,7 @@ from typing import Any
 
 from swe_rl.episode.record import EpisodeRecord
 from swe_rl.episode.summary import summarize
-from swe_rl.tasks.io import atomic_write_json
+from swe_rl.fileio import atomic_write_json
 
 _SECRET = re.compile(r"(key|token|secret|password|authorization)", re.IGNORECASE)
 

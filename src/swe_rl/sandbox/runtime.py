@@ -9,8 +9,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from swe_rl.fileio import atomic_write_text
 from swe_rl.paths import cache_dir
-from swe_rl.tasks.io import atomic_write_text
 
 _FILES = {
     "passwd": "root:x:0:0:root:/root:/bin/bash\nnobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n",

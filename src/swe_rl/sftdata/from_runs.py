@@ -25,8 +25,8 @@ from pydantic import BaseModel, Field
 from swe_rl.agent.trajectory import Trajectory
 from swe_rl.episode.record import EpisodeRecord
 from swe_rl.errors import ConfigError
+from swe_rl.fileio import atomic_write_json, atomic_write_text
 from swe_rl.llm.base import Message
-from swe_rl.tasks.io import atomic_write_json, atomic_write_text
 
 ARTIFACT_FILES = ("traj.json", "patch.diff", "meta.json")
 
@@ -178,7 +178,7 @@ def build_sft_data(
     ``unreadable``: what the sources could not read, by reason; a source may still add to it while
     ``candidates`` is being consumed.
     """
-    from swe_rl.rl.sft import SFTExample, encode_chat
+    from swe_rl.rl.sft import SFTExample
 
     filters = filters or SFTFilters()
     kwargs = dict(template_kwargs or {})
@@ -200,14 +200,7 @@ def build_sft_data(
             seen.add(key)
         examples: list[SFTExample] = []
         if reason is None and tok is not None:
-            try:
-                examples = encode_chat(c.messages, tok, merge=merge_turns, name=c.source, **kwargs)
-            except (ConfigError, ValueError, TypeError) as exc:
-                reason = f"cannot be templated ({type(exc).__name__})"
-            else:
-                longest = max(len(e.input_ids) for e in examples)
-                if filters.max_tokens is not None and longest > filters.max_tokens:
-                    reason = f"more than {filters.max_tokens} tokens"
+            examples, reason = _encoded(c, tok, filters.max_tokens, merge_turns, kwargs)
         if reason is not None:
             skipped[reason] += 1
             continue
@@ -225,6 +218,21 @@ def build_sft_data(
         sources,
         unreadable + skipped,
     )
+
+
+def _encoded(
+    c: Candidate, tok: Any, max_tokens: int | None, merge_turns: bool, kwargs: dict[str, Any]
+) -> tuple[list[Any], str | None]:
+    """The candidate's tokenized examples, or why it is skipped (cannot be templated, too long)."""
+    from swe_rl.rl.sft import encode_chat
+
+    try:
+        examples = encode_chat(c.messages, tok, merge=merge_turns, name=c.source, **kwargs)
+    except (ConfigError, ValueError, TypeError) as exc:
+        return [], f"cannot be templated ({type(exc).__name__})"
+    if max_tokens is not None and max(len(e.input_ids) for e in examples) > max_tokens:
+        return examples, f"more than {max_tokens} tokens"
+    return examples, None
 
 
 def _per_instance(

@@ -19,8 +19,8 @@ import os
 import shutil
 from pathlib import Path
 
+from swe_rl.fileio import atomic_write_text
 from swe_rl.synth.splits import assign_splits
-from swe_rl.tasks.io import atomic_write_text
 from swe_rl.tasks.model import Task
 
 

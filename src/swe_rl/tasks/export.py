@@ -6,8 +6,8 @@ import json
 from collections.abc import Sequence
 from pathlib import Path
 
+from swe_rl.fileio import atomic_write_text
 from swe_rl.tasks.images import ImageFlavor, image_name
-from swe_rl.tasks.io import atomic_write_text
 from swe_rl.tasks.model import Task
 
 

@@ -144,6 +144,6 @@ def _check_unique(tasks: list[Task], source: str) -> None:
 
 def write_jsonl(tasks: Iterable[Task], path: Path) -> None:
     """Write tasks as SWE-bench JSONL, atomically."""
-    from swe_rl.tasks.io import atomic_write_text
+    from swe_rl.fileio import atomic_write_text
 
     atomic_write_text(path, "".join(json.dumps(t.to_record()) + "\n" for t in tasks))

@@ -21,12 +21,12 @@ from swe_rl.envs.cache import EnvCache
 from swe_rl.episode.record import EpisodeRecord
 from swe_rl.episode.summary import step_curve
 from swe_rl.errors import ConfigError, MissingExtraError
+from swe_rl.fileio import atomic_write_json
 from swe_rl.integrations.trl import SweRolloutFunc, swe_reward
 from swe_rl.llm.base import SamplingParams
 from swe_rl.rl.rollout import RolloutResult, rollout_record
 from swe_rl.runs.metrics import MetricsSink
 from swe_rl.sandbox.base import SandboxFactory
-from swe_rl.tasks.io import atomic_write_json
 from swe_rl.tasks.model import Task
 
 

@@ -20,8 +20,6 @@ def plain_lm_head(model: Any, temperature: float = 1.0) -> bool:
 
     Models whose head scales or soft-caps its logits, and MoE models, keep TRL's head.
     """
-    from trl.trainer.utils import FusedCausalLMOutput
-
     config = model.config.get_text_config()
     if any(
         getattr(config, name, None) is not None
@@ -48,34 +46,40 @@ def plain_lm_head(model: Any, temperature: float = 1.0) -> bool:
                 num_items_in_batch=num_items_in_batch,
                 **kwargs,
             )
-        import torch
-
         kwargs["use_cache"] = False
         hidden = self.base_model(*args, **kwargs).last_hidden_state
         if shift_labels is None:
             hidden, labels = hidden[:, :-1], labels[:, 1:]
         else:
             labels = shift_labels
-        mask = labels != -100
-        target = labels[mask]
-        logits = self.get_output_embeddings()(hidden[mask]).float() / temperature  # scored positions only
-        picked = -torch.nn.functional.cross_entropy(logits, target, reduction="none")
-        with torch.no_grad():
-            logp = torch.log_softmax(logits, dim=-1)
-            entropy = mask.new_zeros(mask.shape, dtype=logits.dtype)
-            entropy[mask] = -(logp.exp() * logp).sum(-1)
-            is_top1 = mask.clone()
-            is_top1[mask] = logits.argmax(-1) == target
-        # masked_scatter keeps the gradient and gives a zero (still connected) where no label is scored
-        log_probs = picked.new_zeros(mask.shape).masked_scatter(mask, picked)
-        count = mask.sum().clamp(min=1) if num_items_in_batch is None else num_items_in_batch
-        return FusedCausalLMOutput(
-            loss=-log_probs.sum() / count,
-            log_probs=log_probs,
-            entropy=entropy,
-            is_top1=is_top1,
-            label_mask=mask,
-        )
+        return _scored(self, hidden, labels, num_items_in_batch, temperature)
 
     model.forward = types.MethodType(forward, model)
     return True
+
+
+def _scored(model: Any, hidden: Any, labels: Any, num_items_in_batch: Any, temperature: float) -> Any:
+    """TRL's fused output (log-probabilities, entropy, top-1) from the logits of the labelled positions."""
+    import torch
+    from trl.trainer.utils import FusedCausalLMOutput
+
+    mask = labels != -100
+    target = labels[mask]
+    logits = model.get_output_embeddings()(hidden[mask]).float() / temperature  # scored positions only
+    picked = -torch.nn.functional.cross_entropy(logits, target, reduction="none")
+    with torch.no_grad():
+        logp = torch.log_softmax(logits, dim=-1)
+        entropy = mask.new_zeros(mask.shape, dtype=logits.dtype)
+        entropy[mask] = -(logp.exp() * logp).sum(-1)
+        is_top1 = mask.clone()
+        is_top1[mask] = logits.argmax(-1) == target
+    # masked_scatter keeps the gradient and gives a zero (still connected) where no label is scored
+    log_probs = picked.new_zeros(mask.shape).masked_scatter(mask, picked)
+    count = mask.sum().clamp(min=1) if num_items_in_batch is None else num_items_in_batch
+    return FusedCausalLMOutput(
+        loss=-log_probs.sum() / count,
+        log_probs=log_probs,
+        entropy=entropy,
+        is_top1=is_top1,
+        label_mask=mask,
+    )

@@ -79,6 +79,33 @@ def load_examples(data: Path, tokenizer: Any, settings: SFTTrainSettings) -> lis
     return out
 
 
+def _bf16(torch: Any) -> bool:
+    return bool(torch.cuda.is_available() and torch.cuda.is_bf16_supported())
+
+
+def _sft_config(settings: SFTTrainSettings, *, cuda: bool, bf16_ok: bool) -> dict[str, Any]:
+    """TRL's SFTConfig fields for the settings."""
+    return {
+        "output_dir": str(settings.output_dir),
+        "num_train_epochs": settings.epochs,
+        "max_steps": settings.max_steps,
+        "learning_rate": settings.learning_rate,
+        "per_device_train_batch_size": settings.batch_size,
+        "gradient_accumulation_steps": settings.grad_accum,
+        "max_length": settings.max_length,
+        "logging_steps": settings.logging_steps,
+        "save_strategy": "no",
+        "report_to": [],
+        "seed": settings.seed,
+        "use_cpu": not cuda,
+        # TRL defaults to bf16 and activation checkpointing: on a CPU without bf16 units that is ~30x slower
+        "bf16": bf16_ok,
+        "gradient_checkpointing": cuda,
+        "dataloader_pin_memory": False,
+        "lr_scheduler_type": "constant",
+    }
+
+
 def train_sft(
     data: Path,
     model: str | Any,
@@ -95,25 +122,7 @@ def train_sft(
     examples = load_examples(data, tokenizer, settings)
     if tokenizer.pad_token is None:
         tokenizer.pad_token = tokenizer.eos_token
-    config = trl.SFTConfig(
-        output_dir=str(settings.output_dir),
-        num_train_epochs=settings.epochs,
-        max_steps=settings.max_steps,
-        learning_rate=settings.learning_rate,
-        per_device_train_batch_size=settings.batch_size,
-        gradient_accumulation_steps=settings.grad_accum,
-        max_length=settings.max_length,
-        logging_steps=settings.logging_steps,
-        save_strategy="no",
-        report_to=[],
-        seed=settings.seed,
-        use_cpu=not torch.cuda.is_available(),
-        # TRL defaults to bf16 and activation checkpointing: on a CPU without bf16 units that is ~30x slower
-        bf16=bool(torch.cuda.is_available() and torch.cuda.is_bf16_supported()),
-        gradient_checkpointing=torch.cuda.is_available(),
-        dataloader_pin_memory=False,
-        lr_scheduler_type="constant",
-    )
+    config = trl.SFTConfig(**_sft_config(settings, cuda=torch.cuda.is_available(), bf16_ok=_bf16(torch)))
     trainer = trl.SFTTrainer(
         model=model,
         args=config,

@@ -15,9 +15,9 @@ import tempfile
 from pathlib import Path
 
 from swe_rl.errors import ConfigError
+from swe_rl.fileio import atomic_write_json
 from swe_rl.gitutil import git
 from swe_rl.tasks.builtin.spec import LibrarySpec, TaskSpec
-from swe_rl.tasks.io import atomic_write_json
 from swe_rl.tasks.model import Task
 
 _RECORDS = "swe-rl-tasks.json"

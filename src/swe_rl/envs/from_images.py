@@ -21,10 +21,10 @@ from typing import Any
 from swe_rl.envs.cache import EnvCache, _digest
 from swe_rl.envs.testbed import make_testbed
 from swe_rl.errors import ConfigError, EnvBuildError
+from swe_rl.fileio import atomic_write_json
 from swe_rl.gitutil import git
 from swe_rl.sandbox.base import TESTBED, EnvSpec
 from swe_rl.tasks.images import canonical_image
-from swe_rl.tasks.io import atomic_write_json
 
 # Where official images keep the task's Python environment (SWE-bench: conda env "testbed").
 PYTHON_ENV_CANDIDATES = (
