@@ -18,8 +18,8 @@ from swe_rl.llm.base import SamplingParams
 from swe_rl.llm.scripted import scripted_for
 from swe_rl.rl.rewards import OutcomeReward
 from swe_rl.rl.rollout import run_rollout
+from swe_rl.rundir import RunDir
 from swe_rl.runs.evaluation import EvalSettings, run_eval
-from swe_rl.runs.rundir import RunDir
 from swe_rl.train.grpo import RolloutLog, training_summary
 
 PARAMS = SamplingParams(max_tokens=512)

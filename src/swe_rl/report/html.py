@@ -16,13 +16,13 @@ from swe_rl.episode.summary import agent_metrics
 from swe_rl.errors import ConfigError
 from swe_rl.fileio import atomic_write_text
 from swe_rl.report import svg
-from swe_rl.runs.rundir import RunDir, read_json
+from swe_rl.rundir import RunDir, read_json
 
 MAX_OBSERVATION = 20_000
 
 
 def _trajectory(folder: Path) -> dict[str, Any] | None:
-    path = folder / "traj.json"
+    path = folder / RunDir.TRAJECTORY
     if not path.is_file():
         return None
     traj = read_json(path)
@@ -33,28 +33,28 @@ def _trajectory(folder: Path) -> dict[str, Any] | None:
         step.get("completion", {}).pop("prompt_ids", None)  # ids are for trainers, not for reading
         step.get("completion", {}).pop("completion_ids", None)
         step.get("completion", {}).pop("logprobs", None)
-    patch = folder / "patch.diff"
+    patch = folder / RunDir.PATCH
     traj["patch"] = patch.read_text(encoding="utf-8", errors="replace") if patch.is_file() else ""
     return traj
 
 
 def render_report(run_dir: Path, out: Path | None = None) -> Path:
     """Write ``<run_dir>/report.html`` (or ``out``) and return its path; training runs get their curves."""
-    from swe_rl.report.training import is_training_run, render_training_report
+    from swe_rl.report.training import render_training_report
 
-    if is_training_run(run_dir):
-        return render_training_report(run_dir, out)
     run = RunDir(run_dir)
+    if run.is_training:
+        return render_training_report(run_dir, out)
     results = list(run.latest().values())
     if not results:
         raise ConfigError(f"{run_dir} has no results.jsonl entries: is it a swe-rl run directory?")
-    summary = read_json(run_dir / "summary.json") if (run_dir / "summary.json").is_file() else {}
+    summary = run.read_summary()
     trajectories = {}
     for r in results:
         if r.artifacts and (traj := _trajectory(Path(r.artifacts))) is not None:
             trajectories[f"{r.instance_id}#{r.attempt}"] = traj
     page = _page(run_dir, summary, results, trajectories)
-    target = out or run_dir / "report.html"
+    target = out or run.report_path
     atomic_write_text(target, page)
     return target
 

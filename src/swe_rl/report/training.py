@@ -17,6 +17,7 @@ from swe_rl.episode.summary import step_curve
 from swe_rl.errors import ConfigError
 from swe_rl.fileio import atomic_write_text
 from swe_rl.report import svg
+from swe_rl.rundir import RunDir, read_json
 
 
 def _jsonl(path: Path) -> list[dict[str, Any]]:
@@ -31,27 +32,21 @@ def _jsonl(path: Path) -> list[dict[str, Any]]:
     return rows
 
 
-def is_training_run(run_dir: Path) -> bool:
-    return (run_dir / "rollouts.jsonl").is_file() and not (run_dir / "results.jsonl").is_file()
-
-
 def render_training_report(run_dir: Path, out: Path | None = None) -> Path:
     """Write the report of the training run in ``run_dir`` (to ``report.html`` there unless ``out``)."""
-    episodes = _jsonl(run_dir / "rollouts.jsonl")
-    if not episodes:
-        raise ConfigError(f"{run_dir} has no rollouts.jsonl entries: is it a swe-rl training run?")
-    metrics = _jsonl(run_dir / "metrics.jsonl")
-    summary = (
-        json.loads((run_dir / "summary.json").read_text()) if (run_dir / "summary.json").is_file() else {}
-    )
-    records = [EpisodeRecord.model_validate(_with_turns(e)) for e in episodes]
+    run = RunDir(run_dir)
+    records = run.load_rollouts()
+    if not records:
+        raise ConfigError(f"{run_dir} has no {run.rollouts_path.name} entries: is it a swe-rl training run?")
+    metrics = _jsonl(run.metrics_path)
+    summary = run.read_summary()
     curve = [point for point in step_curve(records) if point["resolve_rate"] is not None]
     charts = _charts(curve, metrics)
     headline = _headline(records, [(p["step"], p["resolve_rate"]) for p in curve])
-    config = json.loads((run_dir / "config.json").read_text()) if (run_dir / "config.json").is_file() else {}
+    config = read_json(run.config_path) if run.config_path.is_file() else {}
     settings = json.dumps(summary.get("settings") or config.get("settings") or {}, indent=1)
     page = _page(run_dir.name, headline, charts, settings, _episode_rows(records))
-    target = out or run_dir / "report.html"
+    target = out or run.report_path
     atomic_write_text(target, page)
     return target
 
@@ -120,8 +115,3 @@ td,th{{border:1px solid #ddd;padding:2px 6px;text-align:left}} pre{{background:#
 <div>{"".join(charts)}</div>
 <h2>Settings</h2><pre>{escape(settings)}</pre>
 <h2>Episodes</h2><table>{episode_rows}</table></body></html>"""
-
-
-def _with_turns(line: dict[str, Any]) -> dict[str, Any]:
-    """Runs written before episode records named a run's turns ``turns``."""
-    return {"n_steps": line["turns"], **line} if "turns" in line and "n_steps" not in line else line

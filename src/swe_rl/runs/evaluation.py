@@ -28,9 +28,9 @@ from swe_rl.episode.summary import agent_metrics
 from swe_rl.executors.base import AttemptExecutor
 from swe_rl.fileio import atomic_write_json, atomic_write_text
 from swe_rl.llm.base import LLM, SamplingParams
+from swe_rl.rundir import RunDir
 from swe_rl.runs.metrics import MetricsSink
 from swe_rl.runs.progress import RunProgress
-from swe_rl.runs.rundir import RunDir
 from swe_rl.sandbox.base import SandboxFactory
 from swe_rl.tasks.model import Task
 
@@ -138,14 +138,14 @@ def _finish(run: RunDir, tasks: Sequence[Task], settings: EvalSettings, budget: 
     preds = {}
     for r in sorted(results, key=lambda r: (r.instance_id, r.attempt)):
         if r.attempt == 0 and r.artifacts:
-            patch = Path(r.artifacts) / "patch.diff"
+            patch = Path(r.artifacts) / RunDir.PATCH
             preds[r.instance_id] = {
                 "instance_id": r.instance_id,
                 "model_name_or_path": settings.args.get("model", "swe-rl"),
                 "model_patch": patch.read_text() if patch.is_file() else "",
             }
     run.write_preds(preds)
-    MetricsSink(run.path / "metrics.jsonl", settings.metrics_backends).log(agent_metrics(results), step=0)
+    MetricsSink(run.metrics_path, settings.metrics_backends).log(agent_metrics(results), step=0)
     cost = {"run_cost_limit": budget.limit, "run_cost_usd": budget.spent, "stopped": budget.stopped()}
     return run.write_summary(results, len(tasks), settings.args, provenance(), settings.n_samples, cost)
 
@@ -182,13 +182,13 @@ def _write_artifacts(
     folder: Path, task: Task, traj: Trajectory | None, patch: str, result: EpisodeRecord
 ) -> None:
     if traj is not None:
-        atomic_write_text(folder / "traj.json", traj.model_dump_json(indent=1))
+        atomic_write_text(folder / RunDir.TRAJECTORY, traj.model_dump_json(indent=1))
         # the same episode in mini-swe-agent's format: its inspector finds runs by *.traj.json
-        record = mini_swe_agent_record(traj, patch, {"model": traj.model, "swe_rl": "traj.json"})
+        record = mini_swe_agent_record(traj, patch, {"model": traj.model, "swe_rl": RunDir.TRAJECTORY})
         atomic_write_json(folder / f"{task.instance_id}.traj.json", record)
-    atomic_write_text(folder / "patch.diff", patch)
+    atomic_write_text(folder / RunDir.PATCH, patch)
     atomic_write_json(
-        folder / "meta.json",
+        folder / RunDir.META,
         {
             "instance_id": task.instance_id,
             "repo": task.repo,

@@ -27,8 +27,9 @@ from swe_rl.episode.record import EpisodeRecord
 from swe_rl.errors import ConfigError
 from swe_rl.fileio import atomic_write_json, atomic_write_text
 from swe_rl.llm.base import Message
+from swe_rl.rundir import RunDir
 
-ARTIFACT_FILES = ("traj.json", "patch.diff", "meta.json")
+ARTIFACT_FILES = (RunDir.TRAJECTORY, RunDir.PATCH, RunDir.META)
 
 
 class SFTFilters(BaseModel):
@@ -81,7 +82,7 @@ def candidates_from_run(run_dir: Path) -> tuple[list[Candidate], Counter[str]]:
     if not run_dir.is_dir():
         raise ConfigError(f"not a run directory: {run_dir}")
     verdicts: dict[str, EpisodeRecord] = {}
-    results_path = run_dir / "results.jsonl"
+    results_path = RunDir(run_dir).results_path
     if results_path.is_file():
         for line in results_path.read_text(encoding="utf-8", errors="replace").splitlines():
             if not line.strip():
@@ -116,7 +117,7 @@ def _from_folder(folder: Path, result: EpisodeRecord | None, skipped: Counter[st
     if result.grade_status is None:
         skipped["not graded (no verdict)"] += 1
         return None
-    path = folder / "traj.json"
+    path = folder / RunDir.TRAJECTORY
     if not path.is_file():
         skipped["missing traj.json"] += 1
         return None

@@ -18,13 +18,13 @@ from pydantic import BaseModel, Field
 
 from swe_rl.agent.config import AgentConfig
 from swe_rl.envs.cache import EnvCache
-from swe_rl.episode.record import EpisodeRecord
 from swe_rl.episode.summary import step_curve
 from swe_rl.errors import ConfigError, MissingExtraError
 from swe_rl.fileio import atomic_write_json
 from swe_rl.integrations.trl import SweRolloutFunc, swe_reward
 from swe_rl.llm.base import SamplingParams
 from swe_rl.rl.rollout import RolloutResult, rollout_record
+from swe_rl.rundir import RunDir
 from swe_rl.runs.metrics import MetricsSink
 from swe_rl.sandbox.base import SandboxFactory
 from swe_rl.tasks.model import Task
@@ -69,8 +69,9 @@ class RolloutLog:
     """Appends one episode record per rollout to rollouts.jsonl and one metrics line per trainer step."""
 
     def __init__(self, run_dir: Path) -> None:
-        self.path = run_dir / "rollouts.jsonl"
-        self.metrics = MetricsSink(run_dir / "metrics.jsonl", [])
+        run = RunDir(run_dir)
+        self.path = run.rollouts_path
+        self.metrics = MetricsSink(run.metrics_path, [])
 
     def step(
         self, step: int, ids: Sequence[str], results: Sequence[RolloutResult], metrics: dict[str, float]
@@ -153,10 +154,10 @@ def _quiet_libraries() -> None:
 
 def _new_run_dir(settings: GRPOSettings) -> Path:
     out = settings.output_dir
-    if (out / "rollouts.jsonl").exists():
+    if RunDir(out).rollouts_path.exists():
         raise ConfigError(f"{out} already holds a training run; choose another --output-dir")
     out.mkdir(parents=True, exist_ok=True)
-    atomic_write_json(out / "config.json", {"settings": settings.model_dump(mode="json")})
+    atomic_write_json(RunDir(out).config_path, {"settings": settings.model_dump(mode="json")})
     return out
 
 
@@ -218,7 +219,7 @@ def _finish(
             "settings": settings.model_dump(mode="json"),
         }
     )
-    atomic_write_json(out / "summary.json", summary)
+    atomic_write_json(RunDir(out).summary_path, summary)
     return summary
 
 
@@ -258,8 +259,6 @@ def _trl_metrics_callback(log: RolloutLog) -> Any:
 
 
 def training_summary(run_dir: Path) -> dict[str, Any]:
-    """The per-step curve (episode/summary.py's ``step_curve``) of the records in rollouts.jsonl."""
-    path = run_dir / "rollouts.jsonl"
-    lines = path.read_text().splitlines() if path.is_file() else []
-    curve = step_curve([EpisodeRecord.model_validate_json(line) for line in lines if line.strip()])
+    """The per-step curve (episode/summary.py's ``step_curve``) of the run's records."""
+    curve = step_curve(RunDir(run_dir).load_rollouts())
     return {"curve": curve, "steps": len(curve)}

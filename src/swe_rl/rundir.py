@@ -1,10 +1,18 @@
-"""A run directory: append-only results, atomic summary/preds, per-instance artifacts, resume.
+"""A run directory, eval or training: every file name of both kinds is here, and only here.
 
+An eval run (``swe-rl eval``; append-only, resumable):
 <out>/results.jsonl                 one EpisodeRecord per finished attempt (appended whole, fsynced)
 <out>/summary.json                  totals and episode/summary.py's summary (rates over graded attempts), args, provenance
 <out>/preds.json                    SWE-bench predictions (instance_id, model_name_or_path, model_patch)
 <out>/metrics.jsonl                 agent/* metrics
-<out>/<instance_id>__<ts>/          traj.json, patch.diff, meta.json
+<out>/<instance_id>__<ts>/          traj.json, patch.diff, meta.json (and the trajectory in mini-swe-agent's format)
+
+A training run (``swe-rl train rl``):
+<out>/rollouts.jsonl                one EpisodeRecord per rollout, with its step, reward and sample status
+<out>/metrics.jsonl                 per step: rl/*, agent/* and the trainer's own metrics
+<out>/config.json, summary.json     the settings; the per-step curve and where the final model is
+
+Both: <out>/report.html (``swe-rl report``).
 """
 
 from __future__ import annotations
@@ -33,9 +41,46 @@ def redact(obj: Any) -> Any:
 
 
 class RunDir:
+    """The files of one run directory; the records in it."""
+
+    TRAJECTORY, PATCH, META = "traj.json", "patch.diff", "meta.json"  # an eval attempt's artifacts
+
     def __init__(self, path: Path) -> None:
         self.path = path
         self.results_path = path / "results.jsonl"
+        self.rollouts_path = path / "rollouts.jsonl"
+        self.metrics_path = path / "metrics.jsonl"
+        self.summary_path = path / "summary.json"
+        self.preds_path = path / "preds.json"
+        self.config_path = path / "config.json"
+        self.report_path = path / "report.html"
+
+    @property
+    def is_training(self) -> bool:
+        """A training run: rollouts, no eval results."""
+        return self.rollouts_path.is_file() and not self.results_path.is_file()
+
+    def read_summary(self) -> dict[str, Any]:
+        """summary.json, or an empty dict while the run has none."""
+        return read_json(self.summary_path) if self.summary_path.is_file() else {}
+
+    def load_rollouts(self) -> list[EpisodeRecord]:
+        """A training run's records, in the order written; a torn last line (a crash mid-write) is ignored."""
+        lines = (
+            self.rollouts_path.read_text(encoding="utf-8").splitlines()
+            if self.rollouts_path.is_file()
+            else []
+        )
+        out = []
+        for line in lines:
+            try:
+                row = json.loads(line)
+            except json.JSONDecodeError:
+                continue
+            if "turns" in row and "n_steps" not in row:  # written before runs kept episode records
+                row["n_steps"] = row["turns"]
+            out.append(EpisodeRecord.model_validate(row))
+        return out
 
     def load_results(self) -> list[EpisodeRecord]:
         """Results so far; a torn last line (a crash mid-write) is ignored."""
@@ -85,13 +130,11 @@ class RunDir:
             "provenance": provenance,
         }
         summary.update({f"pass_at_{k}": value for k, value in episodes.pass_at.items()})
-        atomic_write_json(self.path / "summary.json", summary)
+        atomic_write_json(self.summary_path, summary)
         return summary
 
     def write_preds(self, preds: dict[str, dict[str, Any]]) -> None:
-        atomic_write_json(
-            self.path / "preds.json", preds
-        )  # keyed by instance id, as swebench and mini-swe-agent
+        atomic_write_json(self.preds_path, preds)  # keyed by instance id, as swebench and mini-swe-agent
 
 
 def read_json(path: Path) -> Any:
