@@ -42,6 +42,8 @@ def test_the_variables_become_typed_settings():
         ({"SWE_RL_PRM_URL": "http://j", "SWE_RL_PRM_M": "many"}, "SWE_RL_PRM_M='many'"),
         ({"SWE_RL_DYNAMIC_HISTORY": "yes"}, "SWE_RL_DYNAMIC_HISTORY must be 1 or 0"),
         ({"SWE_RL_SLIME_REWARD": "int"}, "SWE_RL_SLIME_REWARD='int'"),
+        ({"SWE_RL_EXECUTOR": "pool"}, "SWE_RL_EXECUTOR='pool': executor pool needs the pool server's URL"),
+        ({"SWE_RL_EXECUTOR": "k8s:x"}, "SWE_RL_EXECUTOR='k8s:x': unknown executor"),
     ],
 )
 def test_an_unusable_value_is_a_config_error_naming_its_variable(environ, named):

@@ -227,23 +227,17 @@ EXIT_COST_LIMIT = 4  # the run stopped at --run-cost-limit with attempts left; t
 
 def _placement(executor: str, backend: str) -> tuple[str | None, str]:
     """(the executor that runs attempts elsewhere, or None for this process; the sandbox backend)."""
-    from swe_rl.errors import ConfigError
+    from swe_rl.executors.config import LocalConfig, PoolConfig, RayConfig, parse_executor
 
-    kind, _, arg = executor.partition(":")
-    if kind == "local":
-        return None, resolve_backend(arg or backend)
-    if kind == "pool":
-        url = arg or backend
-        if not url.startswith(("http://", "https://")):
-            raise ConfigError("--executor pool needs the pool server's URL: pool:<URL>, or --backend <URL>")
-        return None, url
-    if kind == "ray" and not arg and os.environ.get("RAY_ADDRESS"):
+    url = backend if backend.startswith(("http://", "https://")) else None
+    config = parse_executor(executor, backend=url)
+    if isinstance(config, LocalConfig):
+        return None, resolve_backend(executor.partition(":")[2] or backend)
+    if isinstance(config, PoolConfig):
+        return None, config.url
+    if isinstance(config, RayConfig) and config.address is None and os.environ.get("RAY_ADDRESS"):
         executor = f"ray:{os.environ['RAY_ADDRESS']}"
-    if kind in ("ray", "service"):
-        return executor, "ns" if backend == "auto" else backend  # 'auto' is decided per machine: ns on nodes
-    raise ConfigError(
-        f"unknown --executor {executor!r}; use local | pool[:<URL>] | ray[:<address>] | service:<URL>"
-    )
+    return executor, "ns" if backend == "auto" else backend  # 'auto' is decided per machine: ns on nodes
 
 
 def _remote(

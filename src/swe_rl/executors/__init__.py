@@ -8,18 +8,16 @@ nothing else in their configuration. Every executor reports an infrastructure fa
 result rather than raising, so a trainer never scores a dead node as a wrong answer.
 
 Layout: :mod:`.base` (requests and the protocols), :mod:`.local`, :mod:`.service`, :mod:`.ray` (with
-:mod:`.ray_node`, what runs on each node); :func:`get_executor` makes one from its spec string.
+:mod:`.ray_node`, what runs on each node); :mod:`.config` parses a spec string into typed settings whose
+``build()`` makes the executor; :func:`get_executor` does both.
 """
 
 from __future__ import annotations
 
-from swe_rl.errors import ConfigError
 from swe_rl.executors.base import Executor
-from swe_rl.executors.local import LocalExecutor
+from swe_rl.executors.config import EXECUTOR_SPECS, LocalConfig, default_capacity, parse_executor
 
-EXECUTOR_SPECS = (
-    "local | local:<backend> | pool:<pool server URL> | service:<rollout server URL> | ray | ray:<address>"
-)
+__all__ = ["EXECUTOR_SPECS", "default_capacity", "get_executor", "parse_executor"]
 
 
 def get_executor(
@@ -31,43 +29,13 @@ def get_executor(
     pool_slots: int | None = None,
     rollout_timeout_s: float | None = None,
 ) -> Executor:
-    """An executor from a spec (``EXECUTOR_SPECS``).
+    """The executor a spec names (``EXECUTOR_SPECS``; parsed by :func:`parse_executor`).
 
     ``backend``: the sandbox backend of a local executor (default ns); ``capacity``: its rollouts at once
     (default :func:`default_capacity`); ``pool_slots``: rollouts at once against a pool (default 128);
     ``token``: the pool's or rollout servers' bearer token; ``rollout_timeout_s``: a rollout server's limit.
     """
-    kind, _, arg = spec.partition(":")
-    if kind == "local":
-        from swe_rl.sandbox import get_factory
-
-        chosen = arg or backend or "ns"
-        return LocalExecutor(get_factory(chosen, token=token), capacity=capacity or default_capacity())
-    if kind == "pool":  # rollouts here, sandboxes from a pool server (the seed's layout)
-        from swe_rl.sandbox import get_factory
-
-        url = arg or backend or ""
-        if not url.startswith(("http://", "https://")):
-            raise ConfigError("--executor pool needs the pool server's URL: pool:<URL>")
-        return LocalExecutor(get_factory(url, token=token), capacity=pool_slots or 128)
-    if kind == "service":
-        if not arg:
-            raise ConfigError("--executor service:<URL> needs the rollout server's URL")
-        from swe_rl.executors.service import ServiceExecutor
-
-        return ServiceExecutor(arg, token, timeout_s=rollout_timeout_s)
-    if kind == "ray":
-        from swe_rl.executors.ray import RayExecutor
-
-        return RayExecutor(address=arg or None, backend=backend, token=token)
-    raise ConfigError(f"unknown executor {spec!r}; use {EXECUTOR_SPECS}")
-
-
-def default_capacity() -> int:
-    """Rollouts at once on this machine: 8 per usable CPU and 512 MiB each.
-
-    A rollout mostly waits on the policy; its sandbox is busy only while a command or the tests run.
-    """
-    from swe_rl.sandbox.capacity import machine_capacity
-
-    return machine_capacity(per_cpu=8, mem_mb_each=512)
+    config = parse_executor(spec, backend=backend, pool_slots=pool_slots, rollout_timeout_s=rollout_timeout_s)
+    if isinstance(config, LocalConfig):
+        return config.build(capacity=capacity, token=token)
+    return config.build(token=token)

@@ -31,6 +31,7 @@ from pydantic import BaseModel, Field, ValidationError
 
 from swe_rl.errors import ConfigError
 from swe_rl.executors.base import ProcessReward
+from swe_rl.executors.config import parse_executor
 
 # field -> variable, for the fields read as they are
 _PLAIN = {
@@ -85,6 +86,11 @@ class AdapterSettings(BaseModel):
                 values[field] = value
         if values.get("executor") == "ray" and environ.get("RAY_ADDRESS"):
             values["executor"] = f"ray:{environ['RAY_ADDRESS']}"
+        if values.get("executor"):
+            try:
+                parse_executor(values["executor"], backend=values.get("backend"))
+            except ConfigError as exc:
+                raise ConfigError(f"SWE_RL_EXECUTOR={values['executor']!r}: {exc}") from None
         history = (environ.get("SWE_RL_DYNAMIC_HISTORY") or "1").strip()
         if history not in ("0", "1"):
             raise ConfigError(f"SWE_RL_DYNAMIC_HISTORY must be 1 or 0, not {history!r}")

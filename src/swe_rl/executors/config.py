@@ -1,0 +1,114 @@
+"""Where episodes run, as typed settings: one parser for the ``--executor`` / ``SWE_RL_EXECUTOR`` strings, and
+``.build()`` for the executor each names.
+
+| spec | config | runs episodes |
+|---|---|---|
+| ``local`` / ``local:<backend>`` | :class:`LocalConfig` | here, on this machine's sandboxes |
+| ``pool:<URL>`` | :class:`PoolConfig` | here, on sandboxes leased from a pool server |
+| ``service:<URL>[,<URL>...]`` | :class:`ServiceConfig` | on rollout servers (training rollouts only) |
+| ``ray`` / ``ray:<address>`` | :class:`RayConfig` | on the nodes of a Ray cluster |
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Annotated, Literal
+
+from pydantic import BaseModel, Field
+
+from swe_rl.errors import ConfigError
+
+if TYPE_CHECKING:
+    from swe_rl.executors.base import Executor
+
+EXECUTOR_SPECS = (
+    "local | local:<backend> | pool:<pool server URL> | service:<rollout server URL> | ray | ray:<address>"
+)
+
+
+class LocalConfig(BaseModel):
+    kind: Literal["local"] = "local"
+    backend: str = Field(default="ns", description="The sandbox backend: ns, docker, local.")
+
+    def build(self, *, capacity: int | None = None, token: str | None = None) -> Executor:
+        from swe_rl.executors.local import LocalExecutor
+        from swe_rl.sandbox import get_factory
+
+        return LocalExecutor(get_factory(self.backend, token=token), capacity=capacity or default_capacity())
+
+
+class PoolConfig(BaseModel):
+    kind: Literal["pool"] = "pool"
+    url: str = Field(pattern=r"^https?://", description="The pool server.")
+    slots: int = Field(default=128, ge=1, description="Episodes at once against the pool.")
+
+    def build(self, *, token: str | None = None) -> Executor:
+        from swe_rl.executors.local import LocalExecutor
+        from swe_rl.sandbox import get_factory
+
+        return LocalExecutor(get_factory(self.url, token=token), capacity=self.slots)
+
+
+class ServiceConfig(BaseModel):
+    kind: Literal["service"] = "service"
+    urls: str = Field(min_length=1, description="Rollout servers, comma-separated.")
+    timeout_s: float | None = Field(default=None, gt=0, description="Seconds a rollout may take there.")
+
+    def build(self, *, token: str | None = None) -> Executor:
+        from swe_rl.executors.service import ServiceExecutor
+
+        return ServiceExecutor(self.urls, token, timeout_s=self.timeout_s)
+
+
+class RayConfig(BaseModel):
+    kind: Literal["ray"] = "ray"
+    address: str | None = Field(default=None, description="The cluster; None: the one running here.")
+    backend: str | None = Field(
+        default=None, description="The nodes' sandbox backend (default: each node's)."
+    )
+
+    def build(self, *, token: str | None = None) -> Executor:
+        from swe_rl.executors.ray import RayExecutor
+
+        return RayExecutor(address=self.address, backend=self.backend, token=token)
+
+
+ExecutorConfig = Annotated[LocalConfig | PoolConfig | ServiceConfig | RayConfig, Field(discriminator="kind")]
+
+
+def parse_executor(
+    spec: str,
+    *,
+    backend: str | None = None,
+    pool_slots: int | None = None,
+    rollout_timeout_s: float | None = None,
+) -> LocalConfig | PoolConfig | ServiceConfig | RayConfig:
+    """The config a spec names (``EXECUTOR_SPECS``); ConfigError for one that names nothing usable.
+
+    ``backend``: a local executor's sandbox backend where the spec names none (default ns), a pool's URL
+    where ``pool`` has none, the nodes' backend for ``ray``.
+    """
+    kind, _, arg = spec.strip().partition(":")
+    if kind == "local":
+        return LocalConfig(backend=arg or backend or "ns")
+    if kind == "pool":
+        url = arg or backend or ""
+        if not url.startswith(("http://", "https://")):
+            raise ConfigError("executor pool needs the pool server's URL: pool:<URL>")
+        return PoolConfig(url=url, slots=pool_slots or 128)
+    if kind == "service":
+        if not arg:
+            raise ConfigError("executor service:<URL> needs the rollout server's URL")
+        return ServiceConfig(urls=arg, timeout_s=rollout_timeout_s)
+    if kind == "ray":
+        return RayConfig(address=arg or None, backend=backend)
+    raise ConfigError(f"unknown executor {spec!r}; use {EXECUTOR_SPECS}")
+
+
+def default_capacity() -> int:
+    """Rollouts at once on this machine: 8 per usable CPU and 512 MiB each.
+
+    A rollout mostly waits on the policy; its sandbox is busy only while a command or the tests run.
+    """
+    from swe_rl.sandbox.capacity import machine_capacity
+
+    return machine_capacity(per_cpu=8, mem_mb_each=512)

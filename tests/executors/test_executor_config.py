@@ -1,0 +1,75 @@
+"""Executor specs: one parser from the ``--executor`` / ``SWE_RL_EXECUTOR`` strings to typed settings, and
+``build()`` for the executor each names."""
+
+from __future__ import annotations
+
+import pytest
+from pydantic import TypeAdapter, ValidationError
+
+from swe_rl.errors import ConfigError
+from swe_rl.executors import get_executor
+from swe_rl.executors.config import (
+    ExecutorConfig,
+    LocalConfig,
+    PoolConfig,
+    RayConfig,
+    ServiceConfig,
+    parse_executor,
+)
+from swe_rl.executors.local import LocalExecutor
+
+
+@pytest.mark.parametrize(
+    ("spec", "backend", "expected"),
+    [
+        ("local", None, LocalConfig(backend="ns")),
+        ("local:docker", "ns", LocalConfig(backend="docker")),  # the spec's own backend wins
+        ("local", "local", LocalConfig(backend="local")),
+        ("pool:http://pool:18090", None, PoolConfig(url="http://pool:18090")),
+        ("pool", "https://pool:18090", PoolConfig(url="https://pool:18090")),  # the URL from --backend
+        ("service:http://a:18100,http://b:18100", None, ServiceConfig(urls="http://a:18100,http://b:18100")),
+        ("ray", "ns", RayConfig(backend="ns")),
+        ("ray:10.0.0.1:6379", None, RayConfig(address="10.0.0.1:6379")),
+    ],
+)
+def test_each_spec_names_its_typed_config(spec, backend, expected) -> None:
+    assert parse_executor(spec, backend=backend) == expected
+
+
+@pytest.mark.parametrize(
+    ("spec", "says"),
+    [
+        ("pool", "needs the pool server's URL"),
+        ("pool:ftp://x", "needs the pool server's URL"),
+        ("service", "needs the rollout server's URL"),
+        ("kubernetes", "unknown executor 'kubernetes'"),
+    ],
+)
+def test_a_spec_that_names_nothing_usable_is_a_config_error(spec, says) -> None:
+    with pytest.raises(ConfigError, match=says):
+        parse_executor(spec)
+
+
+def test_the_configs_are_one_discriminated_union() -> None:
+    adapter = TypeAdapter(ExecutorConfig)
+    assert adapter.validate_python({"kind": "pool", "url": "http://p:1", "slots": 4}) == PoolConfig(
+        url="http://p:1", slots=4
+    )
+    with pytest.raises(ValidationError):
+        adapter.validate_python({"kind": "pool", "url": "p:1"})  # not a URL
+    with pytest.raises(ValidationError):
+        adapter.validate_python({"kind": "nowhere"})
+
+
+async def test_build_makes_the_executor_the_config_names() -> None:
+    executor = parse_executor("local").build(capacity=3)
+    try:
+        assert isinstance(executor, LocalExecutor) and executor.capacity == 3
+        assert executor.factory.backend == "ns"
+    finally:
+        await executor.close()
+    pooled = get_executor("pool:http://127.0.0.1:9", pool_slots=5)  # nothing listens: made, not called
+    try:
+        assert isinstance(pooled, LocalExecutor) and pooled.capacity == 5
+    finally:
+        await pooled.close()
