@@ -22,6 +22,7 @@ from starlette.routing import Route
 from swe_rl.envs.cache import EnvCache
 from swe_rl.envs.images import ImageEntry, image_inventory
 from swe_rl.errors import ConfigError, SweRlError
+from swe_rl.harness.official import preload
 from swe_rl.sandbox.base import EnvSpec, Limits, Sandbox, SandboxFactory
 from swe_rl.sandbox.capacity import machine_capacity
 from swe_rl.sandbox.wire import (
@@ -180,9 +181,15 @@ class ExecHandlers:
         self.metrics = Metrics("swe_rl_exec")
         self.metrics.gauge("sandboxes", lambda: len(node.boxes))
         self.idempotency = Idempotency()
+        self.grading_loaded: float | None = None  # seconds swebench's grading took to import, at start
 
     async def healthz(self, request: Request) -> dict[str, Any]:
-        return {"ok": True, "running_containers": str(len(self.node.boxes)), **self.node.statistics()}
+        return {
+            "ok": True,
+            "running_containers": str(len(self.node.boxes)),
+            "grading_loaded_s": self.grading_loaded,
+            **self.node.statistics(),
+        }
 
     async def images(self, request: Request) -> dict[str, Any]:
         node = self.node
@@ -316,6 +323,7 @@ class ExecHandlers:
 
     @contextlib.asynccontextmanager
     async def lifespan(self, app: Starlette) -> AsyncIterator[None]:
+        self.grading_loaded = await asyncio.to_thread(preload)
         yield
         await self.node.close_all()  # graceful drain: uvicorn finished in-flight requests; now nothing leaks
 

@@ -31,6 +31,7 @@ from swe_rl.errors import ConfigError
 from swe_rl.executors import default_capacity
 from swe_rl.executors.base import RolloutRequest, policy_tokenizer
 from swe_rl.executors.local import LocalExecutor
+from swe_rl.harness.official import preload
 from swe_rl.rl.rollout import RolloutResult
 from swe_rl.sandbox.base import SandboxFactory
 from swe_rl.service import gym_agent
@@ -159,6 +160,7 @@ class RolloutHandlers:
         self.metrics.gauge("running", lambda: node.running)
         self.metrics.gauge("waiting", lambda: node.waiting)
         self.idempotency = Idempotency()
+        self.grading_loaded: float | None = None  # seconds swebench's grading took to import, at start
 
     async def run(self, request: Request) -> RunResponse | dict[str, Any]:
         body = await read_body(request, MAX_BODY)
@@ -184,7 +186,13 @@ class RolloutHandlers:
 
     async def healthz(self, request: Request) -> dict[str, Any]:
         node = self.node
-        return {"ok": True, "running": node.running, "waiting": node.waiting, "capacity": node.capacity}
+        return {
+            "ok": True,
+            "running": node.running,
+            "waiting": node.waiting,
+            "capacity": node.capacity,
+            "grading_loaded_s": self.grading_loaded,
+        }
 
     async def render_metrics(self, request: Request) -> Any:
         return self.metrics.response()
@@ -217,6 +225,7 @@ class RolloutHandlers:
 
     @contextlib.asynccontextmanager
     async def lifespan(self, app: Starlette) -> Any:
+        self.grading_loaded = await asyncio.to_thread(preload)
         yield
 
 
