@@ -249,7 +249,7 @@ def test_cluster_up_sizes_nodes_from_their_capacity():
     [
         ("pool", "pool server's URL"),
         ("service:http://127.0.0.1:1", "training rollouts"),
-        ("kubernetes", "unknown --executor"),
+        ("kubernetes", "--executor kubernetes: unknown executor 'kubernetes'"),
         ("ray:127.0.0.1:1", "no Ray cluster at 127.0.0.1:1"),
     ],
 )

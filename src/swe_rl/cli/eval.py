@@ -227,10 +227,14 @@ EXIT_COST_LIMIT = 4  # the run stopped at --run-cost-limit with attempts left; t
 
 def _placement(executor: str, backend: str) -> tuple[str | None, str]:
     """(the executor that runs attempts elsewhere, or None for this process; the sandbox backend)."""
+    from swe_rl.errors import ConfigError
     from swe_rl.executors.config import LocalConfig, PoolConfig, RayConfig, parse_executor
 
     url = backend if backend.startswith(("http://", "https://")) else None
-    config = parse_executor(executor, backend=url)
+    try:
+        config = parse_executor(executor, backend=url)
+    except ConfigError as exc:
+        raise ConfigError(f"--executor {executor}: {exc}") from None
     if isinstance(config, LocalConfig):
         return None, resolve_backend(executor.partition(":")[2] or backend)
     if isinstance(config, PoolConfig):
