@@ -27,6 +27,7 @@ from swe_rl.envs.uv_output import (
     NO_LIBRARY,
     NO_PEP660,
     missing_library,
+    pinned_by,
 )
 from swe_rl.errors import EnvBuildError
 from swe_rl.tasks.specs import check_system
@@ -220,14 +221,23 @@ class InstallRun:
             for header, name, version in NO_LIBRARY.findall(output)
         ]
         if dependencies:
-            candidates += [
-                Widening(
-                    package=name,
-                    needed_by=f"{name}=={version}",
-                    reason="the dated release does not build here",
+            for name, version in DEPENDENCY_FAILED.findall(output):
+                candidates.append(
+                    Widening(
+                        package=name,
+                        needed_by=f"{name}=={version}",
+                        reason="the dated release does not build here",
+                    )
                 )
-                for name, version in DEPENDENCY_FAILED.findall(output)
-            ]
+                # then the releases that pin it (numba 0.51.2 pins llvmlite 0.34, which needs LLVM 9 or 10)
+                candidates += [
+                    Widening(
+                        package=parent,
+                        needed_by=f"{name}=={version}",
+                        reason=f"it pins {name}, whose dated release does not build here",
+                    )
+                    for parent in pinned_by(output, name)
+                ]
         done = {w.package for w in self.widened} | set(undated_packages(self.recipe))
         return next((w for w in candidates if w.package not in done), None)
 

@@ -31,6 +31,22 @@ DEPENDENCY_FAILED = re.compile(r"Failed to build `([A-Za-z0-9._-]+)==([^`]+)`")
 LOCAL_BUILD_FAILED = re.compile(
     r"Failed to build `[^`]+ @ file://|^error: The build backend returned an error", re.M
 )
+# uv's hint naming how a dependency came in: "`llvmlite` (v0.34.0) was included because `pvlib[all]` (v0.6.3)
+# depends on `numba` (v0.51.2) which depends on `llvmlite`"
+INCLUDED_BECAUSE = re.compile(r"`([A-Za-z0-9._-]+)` \(v[^)]*\) was included because (.+)")
+DEPENDS_ON = re.compile(r"depends on `([A-Za-z0-9._\[\],-]+)`")
+
+
+def pinned_by(output: str, name: str) -> list[str]:
+    """The dependencies between the project and ``name`` in uv's hint of how ``name`` came in, nearest first:
+    the releases that pin it (widening ``name`` alone cannot help while one of them pins the dated release)."""
+    for included, chain in INCLUDED_BECAUSE.findall(output):
+        if included.lower() == name.lower():
+            between = [p.split("[")[0] for p in DEPENDS_ON.findall(chain)]
+            return [p for p in reversed(between) if p.lower() != name.lower()]
+    return []
+
+
 # uv's failure on a build backend without PEP 660 editable support (setuptools < 64)
 # (not any failed call of the hook: `setuptools.build_meta.build_editable` failed is an ordinary build error)
 NO_PEP660 = re.compile(
