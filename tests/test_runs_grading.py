@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import shutil
 
 from swe_rl.envs.cache import EnvCache
 from swe_rl.runs.grading import grade_predictions, infra_errors, instance_dir
@@ -15,20 +14,21 @@ from tests.conftest import unbuildable_task
 def test_infra_failure_is_an_error_and_is_retried(tmp_path, tasks):
     cache = EnvCache(tmp_path / "envs")
     task = tasks[0]
-    env = cache.ensure(task)
-    shutil.rmtree(env.testbed)  # the env vanished under us: the sandbox cannot be created
     pred = Prediction(instance_id=task.instance_id, model_name_or_path="m", model_patch=task.patch)
     out = tmp_path / "out"
-    _, report = asyncio.run(
-        grade_predictions([pred], [task], cache, get_factory("local"), out=out, run_id="r", quiet=True)
-    )
+    # sandboxes from a pool server that is not there: none can be created (a lost backend, not the patch's fault)
+    lost = get_factory("http://127.0.0.1:9")
+    lost.client.retries, lost.client.backoff_s = 0, 0.0
+    _, report = asyncio.run(grade_predictions([pred], [task], cache, lost, out=out, run_id="r", quiet=True))
     assert report["error_ids"] == [task.instance_id] and report["unresolved_ids"] == []
     assert report["failure_reasons"] == {}  # swebench's classification only: our text is in the logs
-    assert "SandboxError" in infra_errors([pred], out, "r")[task.instance_id]
-    assert "SandboxError" in (instance_dir(out, "r", pred) / "run_instance.log").read_text()
+    assert "SandboxUnavailableError: no pool server" in infra_errors([pred], out, "r")[task.instance_id]
+    assert (
+        "SandboxUnavailableError: no pool server"
+        in (instance_dir(out, "r", pred) / "run_instance.log").read_text()
+    )
     assert not (instance_dir(out, "r", pred) / "report.json").exists()
-    # repair the cache; the rerun grades the instance it could not grade before
-    cache.gc(keep=set())
+    # with a backend that works, the rerun grades the instance it could not grade before
     _, report = asyncio.run(
         grade_predictions([pred], [task], cache, get_factory("local"), out=out, run_id="r", quiet=True)
     )

@@ -51,7 +51,9 @@ class LocalExecutor:
 
     async def run_now(self, task: Task, request: RolloutRequest) -> RolloutResult:
         """Run without taking a slot (the caller already holds one)."""
-        llm, tokenizer = policy_llm(request.policy)
+        llm, tokenizer = await asyncio.to_thread(
+            policy_llm, request.policy
+        )  # a first tokenizer load takes seconds
         config = load_agent_config(request.agent_config, step_limit=request.step_limit)
         context = (
             ContextManager(

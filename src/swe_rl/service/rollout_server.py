@@ -116,7 +116,9 @@ class RolloutNode:
         return task
 
     async def run(self, req: RunRequest) -> RunResponse:
-        task = self.check(req)  # before taking a slot: a bad request never waits in the queue
+        # before taking a slot, so a bad request never waits in the queue; in a thread, as the first load of a
+        # tokenizer takes seconds and the server must keep answering (/healthz, other runs) meanwhile
+        task = await asyncio.to_thread(self.check, req)
         self.waiting += 1
         try:
             await asyncio.wait_for(self.executor.slots.acquire(), self.wait)
