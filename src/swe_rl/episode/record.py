@@ -57,7 +57,6 @@ class EpisodeRecord(BaseModel):
         )
         traj = episode.trajectory
         if traj is not None:
-            record.exit_status = traj.exit_status or "infra_error"
             record.n_steps, record.tool_calls = len(traj.steps), traj.tool_calls
             record.format_errors = traj.format_errors
             record.model_time_s, record.env_time_s = traj.model_time_s, traj.env_time_s

@@ -234,13 +234,14 @@ def healthy_group_means(spans: Sequence[Span | None], groups: Sequence[str]) -> 
 def episode_metrics(results: Sequence[RolloutResult]) -> dict[str, float]:
     """``rl/*`` metrics of one step's episodes (episode/summary.py's rates, over the graded ones) and the
     mean of each ``agent/*`` metric."""
-    summary = summarize([rollout_record(r) for r in results])
+    records = [rollout_record(r) for r in results]
+    summary = summarize(records)
     out: dict[str, float] = {"rl/episodes": float(summary.episodes), "rl/infra_errors": float(summary.errors)}
     if summary.completed:
         out["rl/resolve_rate"] = summary.resolve_rate
         out["rl/reward_mean"] = summary.reward_mean or 0.0
         out["rl/format_error_rate"] = summary.format_error_rate
-        healthy = [r for r in results if not rollout_record(r).infra_error]
+        healthy = [r for r, record in zip(results, records, strict=True) if not record.infra_error]
         for k in sorted({k for r in healthy for k in r.metrics}):
             values = [r.metrics[k] for r in healthy if k in r.metrics]
             out[f"{k}_mean"] = sum(values) / len(values)
