@@ -8,6 +8,8 @@ local model directory. Replies carry the exact prompt ids, generated ids and the
 from __future__ import annotations
 
 import asyncio
+import os
+import shutil
 import threading
 import time
 from collections.abc import Sequence
@@ -61,10 +63,19 @@ def smollm2_dir() -> Path:
         del config.quantization_config  # the weights are plain fp32 now; trainers refuse "quantized" models
     model = AutoModelForCausalLM.from_config(config)
     model.load_state_dict(quantized.state_dict())
-    staging = target.with_name(target.name + ".tmp")
+    return save_model_dir(model, tokenizer, target)
+
+
+def save_model_dir(model: Any, tokenizer: Any, target: Path) -> Path:
+    """Save a transformers model and its tokenizer as ``target``, whole or not at all: written beside it under
+    this process's name, then renamed; when another process saved it first, theirs is kept."""
+    staging = target.with_name(f"{target.name}.tmp-{os.getpid()}")
     model.save_pretrained(staging)
     tokenizer.save_pretrained(staging)
-    staging.rename(target)
+    try:
+        staging.rename(target)
+    except OSError:  # another process saved it first
+        shutil.rmtree(staging, ignore_errors=True)
     return target
 
 

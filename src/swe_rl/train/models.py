@@ -6,12 +6,11 @@ directories they are saved in; any other name (``smollm2``, a model directory) p
 
 from __future__ import annotations
 
-import os
-import shutil
 from pathlib import Path
 from typing import Any
 
 from swe_rl.errors import ConfigError, MissingExtraError
+from swe_rl.llm.hf import save_model_dir
 from swe_rl.rl.tokenizer import qwen_tokenizer
 
 TINY_QWEN = ("tiny-qwen", "tiny-qwen3")
@@ -70,14 +69,7 @@ def tiny_qwen_dir(seed: int = 0, size: str = "tiny-qwen") -> Path:
         eos_token_id=tokenizer.convert_tokens_to_ids("<|im_end|>"),
         pad_token_id=tokenizer.pad_token_id,
     )
-    staging = target.with_name(f"{target.name}.tmp-{os.getpid()}")
-    Qwen3ForCausalLM(config).save_pretrained(staging)
-    tokenizer.save_pretrained(staging)
-    try:
-        staging.rename(target)
-    except OSError:  # another process saved it first
-        shutil.rmtree(staging, ignore_errors=True)
-    return target
+    return save_model_dir(Qwen3ForCausalLM(config), tokenizer, target)
 
 
 def model_source(name: str, seed: int = 0) -> str:
