@@ -1,7 +1,7 @@
 """The ``service`` executor: each rollout is one ``POST /run`` to a rollout server (``swe-rl serve rollout``).
 
 The trainer's side of the rollout service. One pooled aiohttp session per event loop
-(:class:`swe_rl.httpsession.LoopSession`). ``url`` may list several rollout servers (comma-separated):
+(:class:`swe_rl.wire.LoopSession`). ``url`` may list several rollout servers (comma-separated):
 each rollout goes to the one with the fewest of this client's rollouts in flight and stays there for its
 retries; a server that refuses connections is skipped. Every rollout gets one ``X-Request-ID`` that
 stays the same across retries, so a retried request joins or replays the first rollout and the server
@@ -17,20 +17,18 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import random
-import time
 import uuid
 from dataclasses import dataclass
 from typing import Any
 
 from pydantic import ValidationError
 
-from swe_rl.errors import ConfigError
+from swe_rl import wire
+from swe_rl.errors import ConfigError, InfraError
 from swe_rl.executors.base import RolloutRequest
-from swe_rl.httpsession import LoopSession, error_body, retry_after_s
 from swe_rl.rl.rollout import RolloutResult
 
-RETRYABLE = {502, 504}
+RETRYABLE = frozenset({502, 504})
 BUSY = 503  # capacity or draining: wait as the server asks
 
 
@@ -76,7 +74,7 @@ class ServiceExecutor:
         self.retries = retries
         self.backoff_s = backoff_s
         self.max_wait_s = max_wait_s
-        self._sessions = LoopSession(_new_session)  # a trainer may call from several loops over its life
+        self._sessions = wire.LoopSession(_new_session)  # a trainer may call from several loops over its life
         self._counts = {k: 0 for k in ServiceStats.__dataclass_fields__}
 
     def statistics(self) -> ServiceStats:
@@ -126,54 +124,62 @@ class ServiceExecutor:
         import aiohttp
 
         body = request.model_dump_json().encode()
-        deadline = time.monotonic() + self.max_wait_s
-        timeout = aiohttp.ClientTimeout(total=self.timeout_s, sock_connect=self.connect_timeout_s)
-        failures = 0
-        while True:
-            url = self._server_of[request_id]
-            self._counts["requests"] += 1
-            self._counts["bytes_sent"] += len(body)
-            delay: float | None = None
-            try:
-                session = await self._sessions.get()
-                async with session.post(
-                    url + "/run", data=body, headers=self._headers(request_id), timeout=timeout
-                ) as resp:
-                    data = await resp.read()
-                    self._counts["bytes_received"] += len(data)
-                    status, retry_after = resp.status, resp.headers.get("Retry-After")
-            except (aiohttp.ClientConnectorError, aiohttp.ConnectionTimeoutError) as exc:
-                # nothing reached that server: the next attempt may go to another one
-                last = f"{type(exc).__name__}: {exc}"
-                self._assign(request_id, self._pick(avoid=url))
-            except TimeoutError:
+        try:
+            reply = await wire.request(
+                await self._sessions.get(),
+                "POST",
+                lambda: self._server_of[request_id] + "/run",  # the server may change between attempts
+                self._policy(),
+                name="rollout server",
+                error=InfraError,
+                watch=self._watcher(request_id, len(body)),
+                data=body,
+                headers=self._headers(request_id),
+                timeout=aiohttp.ClientTimeout(total=self.timeout_s, sock_connect=self.connect_timeout_s),
+            )
+        except InfraError as exc:  # unreachable, busy too long, no answer in time, an unexpected status
+            return _infra(str(exc))
+        return _result(reply.body, reply.url)
+
+    def _policy(self) -> wire.RetryPolicy:
+        """502/504 and dropped connections: backoff within ``retries``; 503: as asked, until ``max_wait_s``.
+        Any other status (409: cancelled on the server by a DELETE /run/{id}) ends it as an infra_error."""
+        return wire.RetryPolicy(
+            transient=RETRYABLE,
+            busy=frozenset({BUSY}),
+            retries=self.retries,
+            backoff_s=self.backoff_s,
+            retry_after_cap_s=60.0,
+            retry_after_on_transient=False,
+            busy_wait_s=1.0,
+            max_wait_s=self.max_wait_s,
+        )
+
+    def _watcher(self, request_id: str, sent: int) -> wire.Watcher:
+        """Counts the link's traffic, moves the request off a server that is full or unreachable, refuses
+        a typed 4xx (ConfigError), and ends a request with no answer in time (cancelled on the server)."""
+        import aiohttp
+
+        async def watch(event: wire.Event) -> None:
+            server = self._server_of[request_id]
+            if isinstance(event, wire.Attempt):
+                self._counts["requests"] += 1
+                self._counts["bytes_sent"] += sent
+                self._counts["retries"] += int(event.number > 1)
+            elif isinstance(event, wire.Reply):
+                self._counts["bytes_received"] += len(event.body)
+                kind, _ = wire.error_body(event.body)
+                if 400 <= event.status < 500 and kind != "cancelled":
+                    raise ConfigError(f"rollout server {server} refused the request: {event.describe()}")
+                if event.status == BUSY:  # refused, nothing ran: try again there or on a less busy server
+                    self._assign(request_id, self._pick(avoid=server))
+            elif isinstance(event.error, aiohttp.ClientConnectorError | aiohttp.ConnectionTimeoutError):
+                self._assign(request_id, self._pick(avoid=server))  # nothing reached it: try another
+            elif isinstance(event.error, TimeoutError):
                 await self._cancel_remote(request_id)
-                return _infra(f"rollout server {url} gave no answer within {self.timeout_s:.0f}s")
-            except (aiohttp.ClientError, OSError) as exc:
-                last = f"{type(exc).__name__}: {exc}"
-            else:
-                if status == 200:
-                    return _result(data, url)
-                kind, message = error_body(data)
-                last = f"HTTP {status} {kind}: {message}"
-                if 400 <= status < 500 and kind != "cancelled":
-                    raise ConfigError(f"rollout server {url} refused the request: {last}")
-                if status == 409:  # cancelled on the server (DELETE /run/{id} from someone else)
-                    return _infra(f"rollout server {url}: {last}")
-                if status == BUSY:  # refused, nothing ran: try again there or on a less busy server
-                    delay = retry_after_s(retry_after, cap=60.0) or 1.0
-                    self._assign(request_id, self._pick(avoid=url))
-                    if time.monotonic() + delay > deadline:
-                        return _infra(f"rollout server {url} busy for {self.max_wait_s:.0f}s: {last}")
-                elif status not in RETRYABLE:
-                    return _infra(f"rollout server {url}: {last}")
-            if delay is None:  # a dropped connection or a 502/504: retry soon, same request id
-                failures += 1
-                if failures > self.retries:
-                    return _infra(f"rollout server {url} failed after {failures} attempts: {last}")
-                delay = self.backoff_s * 2 ** (failures - 1) * (0.5 + random.random() / 2)
-            self._counts["retries"] += 1
-            await asyncio.sleep(delay)
+                raise InfraError(f"rollout server {server} gave no answer within {self.timeout_s:.0f}s")
+
+        return watch
 
     async def _cancel_remote(self, request_id: str) -> None:
         """Best effort: free the rollout's slot and sandbox on the server now (it would notice later anyway)."""

@@ -1,11 +1,12 @@
 """The remote backend: sandboxes leased from a pool server (or an exec server) over HTTP.
 
-One pooled aiohttp session per factory and event loop (:class:`swe_rl.httpsession.LoopSession`). Every
+One pooled aiohttp session per factory and event loop (:class:`swe_rl.wire.LoopSession`). Every
 call carries an ``X-Request-ID`` that stays the same across retries, so a retried exec returns the first
 result and never runs twice. Transient failures (connection errors, 502/503/504) are retried with
-backoff. What still fails is charged by where it happened: an answer about the sandbox itself
-(``sandbox_error``, ``bad_request``) is a SandboxError; a pool or node that cannot be reached, is down
-or answers anything else is a BackendLostError (never the agent's doing).
+backoff, or after a ``Retry-After`` of up to 60 s (:func:`swe_rl.wire.request`). What still fails is
+charged by where it happened: an answer about the sandbox itself (``sandbox_error``, ``bad_request``)
+is a SandboxError; a pool or node that cannot be reached, is down or answers anything else is a
+BackendLostError (never the agent's doing).
 """
 
 from __future__ import annotations
@@ -14,17 +15,16 @@ import asyncio
 import base64
 import contextlib
 import json
-import random
 import uuid
 from typing import Any, Self
 
 from swe_rl.errors import BackendLostError, OutputLimitError, SandboxError, SandboxUnavailableError
-from swe_rl.httpsession import LoopSession, error_body, retry_after_s
 from swe_rl.sandbox.base import EnvSpec, ExecResult, Limits
 from swe_rl.sandbox.shell import FILE_CAP
 from swe_rl.sandbox.wire import AllocateResponse, timeout_note
+from swe_rl.wire import Event, LoopSession, Reply, RetryPolicy, error_body, request
 
-RETRYABLE = {502, 503, 504}
+RETRYABLE = frozenset({502, 503, 504})
 SANDBOX_KINDS = {"sandbox_error", "bad_request"}  # the node answered about this sandbox or this request
 
 
@@ -48,39 +48,44 @@ class RemoteClient:
     ) -> dict[str, Any]:
         import aiohttp
 
-        session = await self._sessions.get()
         headers = {"X-Request-ID": request_id or uuid.uuid4().hex}
         if self.token:
             headers["Authorization"] = f"Bearer {self.token}"
-        last = ""
-        for attempt in range(self.retries + 1):
-            retry_after = None
-            try:
-                async with session.post(
-                    self.url + path, json=body, headers=headers, timeout=aiohttp.ClientTimeout(total=timeout)
-                ) as resp:
-                    data = await resp.read()
-                    if resp.status == 200:
-                        return dict(json.loads(data))
-                    kind, message = error_body(data)
-                    last = f"HTTP {resp.status} {kind}: {message}"
-                    if kind == "too_large":
-                        raise OutputLimitError(f"{self.url}{path}: {message}")
-                    if kind in SANDBOX_KINDS:
-                        raise SandboxError(f"{self.url}{path}: {last}")
-                    if resp.status not in RETRYABLE or kind == "node_down":
-                        raise BackendLostError(f"{self.url}{path}: {last}")
-                    retry_after = retry_after_s(resp.headers.get("Retry-After"), cap=RETRY_AFTER_CAP_S)
-            except OutputLimitError:
-                raise  # an OSError, but an answer: not a transport fault to retry
-            except (aiohttp.ClientError, OSError, TimeoutError) as exc:
-                last = f"{type(exc).__name__}: {exc}"
-            if attempt < self.retries:
-                await asyncio.sleep(retry_after or self.backoff_s * 2**attempt * (0.5 + random.random() / 2))
-        raise BackendLostError(f"{self.url}{path} failed after {self.retries + 1} attempts: {last}")
+        policy = RetryPolicy(
+            transient=RETRYABLE,
+            retries=self.retries,
+            backoff_s=self.backoff_s,
+            retry_after_cap_s=RETRY_AFTER_CAP_S,
+        )
+        reply = await request(
+            await self._sessions.get(),
+            "POST",
+            self.url + path,
+            policy,
+            name="pool server",
+            error=BackendLostError,
+            watch=_refuse,
+            json=body,
+            headers=headers,
+            timeout=aiohttp.ClientTimeout(total=timeout),
+        )
+        return dict(json.loads(reply.body))
 
     async def close(self) -> None:
         await self._sessions.close()
+
+
+async def _refuse(event: Event) -> None:
+    """An answer about the sandbox or the request, or a node that is down, is final: not retried."""
+    if not isinstance(event, Reply) or event.status == 200:
+        return
+    kind, message = error_body(event.body)
+    if kind == "too_large":
+        raise OutputLimitError(f"{event.url}: {message}")
+    if kind in SANDBOX_KINDS:
+        raise SandboxError(f"{event.url}: {event.describe()}")
+    if kind == "node_down":
+        raise BackendLostError(f"{event.url}: {event.describe()}")
 
 
 def _new_session() -> Any:
