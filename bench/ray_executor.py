@@ -31,10 +31,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from swe_rl.agent.config import load_agent_config
 from swe_rl.envs.cache import EnvCache
-from swe_rl.episode.attempt import AttemptSpec, ModelSpec, attempt_outcome
+from swe_rl.episode.request import EpisodeRequest, NamedModel
+from swe_rl.executors.local import LocalExecutor
 from swe_rl.llm.base import SamplingParams
-from swe_rl.llm.scripted import scripted_for
-from swe_rl.runs.evaluation import EvalSettings
 from swe_rl.sandbox import get_factory
 from swe_rl.tasks.builtin import builtin_tasks
 from swe_rl.tasks.model import Task
@@ -42,38 +41,30 @@ from swe_rl.tasks.model import Task
 PARAMS = SamplingParams(max_tokens=512)
 
 
-def spec(task: Task, out: Path, attempt: int = 0) -> AttemptSpec:
-    return AttemptSpec(
-        task=task.to_record(),
-        attempt=attempt,
-        model=ModelSpec(llm="scripted:oracle"),
+def request(task: Task, *, remote: bool) -> EpisodeRequest:
+    """One eval attempt of the oracle (``remote``: with the full record, to run on a node)."""
+    return EpisodeRequest(
+        task=task.to_record() if remote else task.instance_id,
+        model=NamedModel(llm="scripted:oracle"),
         agent=load_agent_config(),
-        params=PARAMS,
-        settings=EvalSettings(output_dir=out),
+        sampling=PARAMS,
+        train=False,
+        grading="official",
     )
 
 
-async def local_one(task: Task, cache: EnvCache, out: Path) -> tuple[float, float]:
+async def local_one(task: Task, executor: LocalExecutor) -> tuple[float, float]:
     t0 = time.perf_counter()
-    outcome = await attempt_outcome(
-        task,
-        0,
-        scripted_for("oracle", task),
-        cache,
-        get_factory("ns"),
-        load_agent_config(),
-        PARAMS,
-        EvalSettings(output_dir=out),
-    )
-    assert outcome.result.resolved, outcome.result
-    return time.perf_counter() - t0, outcome.result.elapsed
+    result = await executor.run_task(task, request(task, remote=False))
+    assert result.record is not None and result.record.resolved, result
+    return time.perf_counter() - t0, result.record.elapsed
 
 
-async def ray_one(executor: Any, task: Task, out: Path) -> tuple[float, float]:
+async def ray_one(executor: Any, task: Task) -> tuple[float, float]:
     t0 = time.perf_counter()
-    outcome = await executor.run_attempt(spec(task, out))
-    assert outcome.result.resolved, outcome.result
-    return time.perf_counter() - t0, outcome.result.elapsed
+    result = await executor.run(request(task, remote=True))
+    assert result.record is not None and result.record.resolved, result
+    return time.perf_counter() - t0, result.record.elapsed
 
 
 async def throughput(run_one: Any, tasks: list[Task], n: int, concurrency: int) -> float:
@@ -124,7 +115,6 @@ def main() -> None:
     tasks = builtin_tasks()
     timed = tasks[: args.tasks]
     root = Path(tempfile.mkdtemp(prefix="bench-ray-"))
-    out = root / "run"
     for i in range(3):  # every node's cache holds the suite's envs: no build is timed
         node_cache = EnvCache(root / f"node{i}" / "envs")
         for t in tasks:
@@ -132,12 +122,13 @@ def main() -> None:
     local_cache = EnvCache(root / "local" / "envs")
     for t in tasks:
         local_cache.ensure(t)
+    here = LocalExecutor(get_factory("ns"), local_cache, capacity=1024)  # the run's concurrency bounds it
 
     results: dict[str, Any] = {"slots_per_node": args.slots, "tasks": len(timed)}
 
     async def local_rows() -> None:
         for conc in (args.slots, 2 * args.slots, 3 * args.slots):
-            rate = await throughput(lambda t: local_one(t, local_cache, out), tasks, args.attempts, conc)
+            rate = await throughput(lambda t: local_one(t, here), tasks, args.attempts, conc)
             results.setdefault("local_throughput", {})[str(conc)] = round(rate, 3)
 
     asyncio.run(local_rows())
@@ -166,12 +157,12 @@ def main() -> None:
         async def ray_rows() -> None:
             executor = RayExecutor(backend="ns")
             for t in tasks[: args.slots]:  # warm-up: workers started, modules imported
-                await ray_one(executor, t, out)
-            await local_one(timed[0], local_cache, out)
+                await ray_one(executor, t)
+            await local_one(timed[0], here)
             local, remote = [], []
             for t in timed:  # alternately, task by task, so that the machine's drift hits both
-                local.append(await local_one(t, local_cache, out))
-                remote.append(await ray_one(executor, t, out))
+                local.append(await local_one(t, here))
+                remote.append(await ray_one(executor, t))
             for name, rows in (("local", local), ("ray", remote)):
                 results[name] = {
                     "wall_ms": round(1000 * statistics.median(w for w, _ in rows), 1),
@@ -204,8 +195,8 @@ def main() -> None:
             async def rate(n: int = n) -> None:
                 executor = RayExecutor(backend="ns")
                 conc = n * args.slots
-                await throughput(lambda t: ray_one(executor, t, out), tasks, conc, conc)  # warm-up
-                r = await throughput(lambda t: ray_one(executor, t, out), tasks, args.attempts, conc)
+                await throughput(lambda t: ray_one(executor, t), tasks, conc, conc)  # warm-up
+                r = await throughput(lambda t: ray_one(executor, t), tasks, args.attempts, conc)
                 results.setdefault("ray_throughput", {})[str(n)] = round(r, 3)
                 results["rss_mb"] = worker_rss_mb()
 

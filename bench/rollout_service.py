@@ -107,7 +107,7 @@ async def measure(
                 for name, (executor, link, url) in executors.items():
                     request = RolloutRequest(
                         task=task.to_record(),
-                        policy=Policy(url=url, tokenizer="qwen"),
+                        model=Policy(url=url, tokenizer="qwen"),
                         sampling=SamplingParams(max_tokens=512),
                     )
                     up, down, calls = to_llm.bytes_up, to_llm.bytes_down, len(llm.requests)

@@ -36,7 +36,7 @@ async def collect(tasks: list[Any], envs: Any, factory: Any, tokenizer: Any) -> 
     from swe_rl.agent.config import load_agent_config
     from swe_rl.llm.base import SamplingParams
     from swe_rl.llm.scripted import scripted_for
-    from swe_rl.runs.evaluation import EvalSettings, run_eval
+    from swe_rl.runs.evaluation import Attempts, EvalSettings, run_eval
 
     try:
         from swe_rl.rl.rollout import run_rollout
@@ -71,10 +71,7 @@ async def collect(tasks: list[Any], envs: Any, factory: Any, tokenizer: Any) -> 
     with tempfile.TemporaryDirectory() as tmp:
         await run_eval(
             tasks,
-            lambda t: scripted_for("oracle", t),
-            envs,
-            factory,
-            agent,
+            Attempts.here(lambda t: scripted_for("oracle", t), envs, factory, agent),
             params,
             EvalSettings(output_dir=Path(tmp) / "run"),
             quiet=True,

@@ -19,7 +19,7 @@ from swe_rl.llm.scripted import scripted_for
 from swe_rl.rl.rewards import OutcomeReward
 from swe_rl.rl.rollout import run_rollout
 from swe_rl.rundir import RunDir
-from swe_rl.runs.evaluation import EvalSettings, run_eval
+from swe_rl.runs.evaluation import Attempts, EvalSettings, run_eval
 from swe_rl.train.grpo import RolloutLog, training_summary
 
 PARAMS = SamplingParams(max_tokens=512)
@@ -47,10 +47,7 @@ async def test_eval_and_training_runs_keep_the_same_records_and_agree_on_their_s
 
     eval_summary = await run_eval(
         chosen,
-        lambda t: scripted_for(kind[t.instance_id], t),
-        envs,
-        factory,
-        agent,
+        Attempts.here(lambda t: scripted_for(kind[t.instance_id], t), envs, factory, agent),
         PARAMS,
         EvalSettings(output_dir=tmp_path / "eval"),
         quiet=True,

@@ -21,10 +21,10 @@ from tests.conftest import available_factory
 
 from swe_rl.agent.config import load_agent_config
 from swe_rl.envs.cache import EnvCache
-from swe_rl.episode.attempt import ModelSpec
+from swe_rl.episode.request import NamedModel
 from swe_rl.executors.ray import RayExecutor, host_handle
 from swe_rl.llm.base import SamplingParams
-from swe_rl.runs.evaluation import EvalSettings, RemoteAttempts, run_eval
+from swe_rl.runs.evaluation import Attempts, EvalSettings, run_eval
 
 if os.environ.get("CI"):
     import ray  # the dev script installs it: in CI a missing ray is a failure, not a skip
@@ -84,14 +84,10 @@ async def test_rollouts_go_to_the_node_that_holds_their_env(cluster, tasks, tmp_
     executor = _executor()
     summary = await run_eval(
         textkit,
-        None,
-        None,
-        None,
-        load_agent_config(),
+        Attempts(executor, NamedModel(llm="scripted:oracle"), load_agent_config()),
         PARAMS,
         EvalSettings(output_dir=tmp_path / "run", max_concurrent=1),
         quiet=True,
-        remote=RemoteAttempts(executor, ModelSpec(llm="scripted:oracle")),
     )
     assert (summary["resolved"], summary["errors"]) == (len(textkit), 0)
     hosts = await _hosts(executor)
@@ -158,7 +154,7 @@ async def test_token_level_rollout_on_ray_equals_the_local_executor(cluster, tas
     async with FakeLLMServer(oracle_policy([task]), tokenizer=tokenizer_mod.qwen_tokenizer()) as server:
         request = RolloutRequest(
             task=task.to_record(),
-            policy=Policy(url=server.url, kind="sglang", tokenizer="qwen"),
+            model=Policy(url=server.url, kind="sglang", tokenizer="qwen"),
             sampling=SamplingParams(max_tokens=256, temperature=1.0),
         )
         local = await LocalExecutor(available_factory("ns"), envs).run(request)
@@ -191,14 +187,10 @@ async def test_killing_a_node_mid_run_loses_no_task_and_scores_no_failure(cluste
     subset = tasks[:5]
     summary = await run_eval(
         subset,
-        None,
-        None,
-        None,
-        load_agent_config(),
+        Attempts(executor, NamedModel(llm="scripted:oracle"), load_agent_config()),
         PARAMS,
         EvalSettings(output_dir=tmp_path / "run", max_concurrent=6),
         quiet=True,
-        remote=RemoteAttempts(executor, ModelSpec(llm="scripted:oracle")),
     )
     killer.join(timeout=5)
     assert killed.is_set(), "the victim node never ran a rollout"
@@ -248,7 +240,7 @@ def test_cluster_up_sizes_nodes_from_their_capacity():
     ("executor", "message"),
     [
         ("pool", "pool server's URL"),
-        ("service:http://127.0.0.1:1", "training rollouts"),
+        ("service:http://127.0.0.1:1", "no rollout server answers (http://127.0.0.1:1: "),
         ("kubernetes", "--executor kubernetes: unknown executor 'kubernetes'"),
         ("ray:127.0.0.1:1", "no Ray cluster at 127.0.0.1:1"),
     ],

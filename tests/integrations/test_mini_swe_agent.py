@@ -22,7 +22,7 @@ from swe_rl.agent.config import AgentConfig, load_agent_config
 from swe_rl.errors import ConfigError
 from swe_rl.llm.base import SamplingParams
 from swe_rl.llm.scripted import ScriptedLLM, oracle_replies, scripted_for
-from swe_rl.runs.evaluation import EvalSettings, run_eval
+from swe_rl.runs.evaluation import Attempts, EvalSettings, run_eval
 from swe_rl.sandbox.base import ExecResult
 
 # ./dev test installs it: in CI its absence is a failure, not a skip
@@ -37,10 +37,9 @@ async def test_mini_swe_agents_inspector_opens_a_swe_rl_run(tmp_path, task_by_id
     settings = EvalSettings(output_dir=tmp_path / "run", max_concurrent=2, args={"model": "oracle"})
     await run_eval(
         tasks,
-        lambda t: scripted_for("oracle", t),
-        envs,
-        available_factory("ns"),
-        load_agent_config(),
+        Attempts.here(
+            lambda t: scripted_for("oracle", t), envs, available_factory("ns"), load_agent_config()
+        ),
         SamplingParams(max_tokens=256),
         settings,
         quiet=True,
@@ -91,10 +90,7 @@ async def test_swe_rl_runs_mini_swe_agents_own_swebench_backticks_config(tmp_pat
     settings = EvalSettings(output_dir=tmp_path / "run", max_concurrent=1, args={"model": "oracle"})
     summary = await run_eval(
         [task],
-        lambda t: ScriptedLLM(replies, name="oracle"),
-        envs,
-        available_factory("ns"),
-        config,
+        Attempts.here(lambda t: ScriptedLLM(replies, name="oracle"), envs, available_factory("ns"), config),
         SamplingParams(max_tokens=256),
         settings,
         quiet=True,

@@ -98,7 +98,7 @@ async def test_limits_and_infra_failures(task_by_id, envs, tok):
     def request(url: str) -> RolloutRequest:
         return RolloutRequest(
             task=task.to_record(),
-            policy=Policy(url=url, tokenizer="qwen"),
+            model=Policy(url=url, tokenizer="qwen"),
             sampling=SamplingParams(max_tokens=256, temperature=1.0),
             dynamic_history=False,
         )

@@ -69,17 +69,14 @@ def test_compact_oracle_resolves_with_the_compact_agent_config(task_by_id, envs,
     from swe_rl.agent.config import load_agent_config
     from swe_rl.llm.base import SamplingParams
     from swe_rl.llm.scripted import scripted_for
-    from swe_rl.runs.evaluation import EvalSettings, run_eval
+    from swe_rl.runs.evaluation import Attempts, EvalSettings, run_eval
 
     config = load_agent_config("compact")
     assert config.step_limit == 10 and "one bash command per reply" in config.system_template
     summary = asyncio.run(
         run_eval(
             [task_by_id["swe-rl-builtin__statkit-1"]],
-            lambda t: scripted_for("oracle-compact", t),
-            envs,
-            available_factory("ns"),
-            config,
+            Attempts.here(lambda t: scripted_for("oracle-compact", t), envs, available_factory("ns"), config),
             SamplingParams(),
             EvalSettings(output_dir=tmp_path / "ev"),
             quiet=True,
@@ -128,7 +125,7 @@ def test_debug_oracle_runs_the_failing_test_fixes_then_submits(task_by_id, envs,
     from swe_rl.agent.config import load_agent_config
     from swe_rl.llm.base import SamplingParams
     from swe_rl.llm.scripted import scripted_for
-    from swe_rl.runs.evaluation import EvalSettings, run_eval
+    from swe_rl.runs.evaluation import Attempts, EvalSettings, run_eval
 
     task = task_by_id["swe-rl-builtin__statkit-1"]
     replies = debug_oracle_replies(task)
@@ -136,10 +133,12 @@ def test_debug_oracle_runs_the_failing_test_fixes_then_submits(task_by_id, envs,
     summary = asyncio.run(
         run_eval(
             [task],
-            lambda t: scripted_for("oracle-debug", t),
-            envs,
-            available_factory("ns"),
-            load_agent_config("compact"),
+            Attempts.here(
+                lambda t: scripted_for("oracle-debug", t),
+                envs,
+                available_factory("ns"),
+                load_agent_config("compact"),
+            ),
             SamplingParams(),
             EvalSettings(output_dir=tmp_path / "ev"),
             quiet=True,

@@ -16,7 +16,7 @@ from swe_rl.agent.config import load_agent_config
 from swe_rl.llm.base import SamplingParams
 from swe_rl.llm.scripted import scripted_for
 from swe_rl.report import render_report
-from swe_rl.runs.evaluation import EvalSettings, run_eval
+from swe_rl.runs.evaluation import Attempts, EvalSettings, run_eval
 
 CHROMIUM_FLAGS = [
     "--headless",
@@ -38,10 +38,12 @@ def run_dir(tmp_path_factory, tasks, envs) -> Path:
     asyncio.run(
         run_eval(
             tasks[:3],
-            lambda t: scripted_for(by_id[t.instance_id], t),
-            envs,
-            available_factory("ns"),
-            load_agent_config(step_limit=3),
+            Attempts.here(
+                lambda t: scripted_for(by_id[t.instance_id], t),
+                envs,
+                available_factory("ns"),
+                load_agent_config(step_limit=3),
+            ),
             SamplingParams(),
             EvalSettings(output_dir=out),
             quiet=True,
@@ -111,10 +113,12 @@ def test_untrusted_trajectory_text_is_not_markup(tmp_path, tasks, envs):
     asyncio.run(
         run_eval(
             tasks[:1],
-            lambda _t: ScriptedLLM([bash_reply(payload, f"echo '{payload}'")] * 3),
-            envs,
-            available_factory("ns"),
-            load_agent_config(step_limit=1),
+            Attempts.here(
+                lambda _t: ScriptedLLM([bash_reply(payload, f"echo '{payload}'")] * 3),
+                envs,
+                available_factory("ns"),
+                load_agent_config(step_limit=1),
+            ),
             SamplingParams(),
             EvalSettings(output_dir=out),
             quiet=True,

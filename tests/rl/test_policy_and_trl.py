@@ -172,16 +172,13 @@ def test_grpo_run_with_trl_writes_curve_metrics_and_a_loadable_model(tasks, envs
 
 def test_eval_with_a_local_model_batches_concurrent_agents(tasks, envs, tmp_path):
     from swe_rl.llm.select import choose_model
-    from swe_rl.runs.evaluation import EvalSettings, run_eval
+    from swe_rl.runs.evaluation import Attempts, EvalSettings, run_eval
 
     choice = choose_model(f"hf:{models_mod.tiny_qwen_dir()}", None, None)
     summary = asyncio.run(
         run_eval(
             tasks[:3],
-            choice.factory,
-            envs,
-            available_factory("ns"),
-            load_agent_config(step_limit=2),
+            Attempts.here(choice.factory, envs, available_factory("ns"), load_agent_config(step_limit=2)),
             SamplingParams(max_tokens=4, temperature=1.0),
             EvalSettings(output_dir=tmp_path / "ev", max_concurrent=3),
             quiet=True,
@@ -222,7 +219,7 @@ async def test_sglang_rollout_is_one_exact_sample_even_when_sampled_ids_are_not_
     task = task_by_id["swe-rl-builtin__textkit-3"]
     async with FakeLLMServer(oracle_policy([task]), tokenizer=_CharIdsServerTokenizer(tok)) as server:
         result = await LocalExecutor(available_factory("ns"), envs).run(
-            RolloutRequest(task=task.to_record(), policy=Policy(url=server.url), dynamic_history=False)
+            RolloutRequest(task=task.to_record(), model=Policy(url=server.url), dynamic_history=False)
         )
     assert result.resolved and len(result.trajectory.steps) == 3
     assert len(result.samples) == 1  # re-templating the replies' text would have broken the prefix

@@ -32,7 +32,7 @@ async def test_judge_scores_steps_m_times_and_the_reward_is_outcome_plus_coef_me
         result = await executor.run(
             RolloutRequest(
                 task=task.to_record(),
-                policy=Policy(url=policy.url, tokenizer="qwen"),
+                model=Policy(url=policy.url, tokenizer="qwen"),
                 prm=ProcessReward(url=judge_srv.api_base, m=4, coef=0.5, concurrency=1),
             )
         )

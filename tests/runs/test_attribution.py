@@ -32,7 +32,7 @@ from swe_rl.llm.openai import OpenAIClient
 from swe_rl.llm.scripted import SUBMIT, ScriptedLLM, bash_reply, scripted_for
 from swe_rl.rl.rewards import OutcomeReward
 from swe_rl.rl.rollout import RolloutResult, run_rollout
-from swe_rl.runs.evaluation import EvalSettings, run_eval
+from swe_rl.runs.evaluation import Attempts, EvalSettings, run_eval
 from swe_rl.sandbox.remote import RemoteFactory
 from swe_rl.tasks.model import Task
 
@@ -293,10 +293,7 @@ async def test_eval_counts_an_agent_caused_failure_as_an_unresolved_attempt(tmp_
     settings = EvalSettings(output_dir=tmp_path / "run", args={"model": "test"})
     summary = await run_eval(
         [breaker, fixed],
-        make,
-        envs,
-        available_factory("ns"),
-        load_agent_config(step_limit=3),
+        Attempts.here(make, envs, available_factory("ns"), load_agent_config(step_limit=3)),
         PARAMS,
         settings,
         quiet=True,
@@ -315,10 +312,7 @@ async def test_eval_counts_an_agent_caused_failure_as_an_unresolved_attempt(tmp_
     # --resume retries infrastructure failures only: the agent's outcome stands
     again = await run_eval(
         [breaker, fixed],
-        make,
-        envs,
-        available_factory("ns"),
-        load_agent_config(step_limit=3),
+        Attempts.here(make, envs, available_factory("ns"), load_agent_config(step_limit=3)),
         PARAMS,
         settings.model_copy(update={"resume": True}),
         quiet=True,

@@ -17,7 +17,7 @@ from swe_rl.errors import ConfigError
 from swe_rl.llm.base import SamplingParams
 from swe_rl.llm.cost import PROJECT_PRICES, load_prices
 from swe_rl.llm.scripted import scripted_for
-from swe_rl.runs.evaluation import EvalSettings, run_eval
+from swe_rl.runs.evaluation import Attempts, EvalSettings, run_eval
 
 IN, OUT = 2e-6, 8e-6  # USD per token
 
@@ -70,10 +70,9 @@ async def test_cost_per_call_per_attempt_and_per_run(tmp_path, tasks, envs, pric
     prices = load_prices(price_file, use_litellm=False)
     summary = await run_eval(
         tasks[:2],
-        lambda t: scripted_for("oracle", t),
-        envs,
-        available_factory("ns"),
-        load_agent_config(),
+        Attempts.here(
+            lambda t: scripted_for("oracle", t), envs, available_factory("ns"), load_agent_config()
+        ),
         SamplingParams(),
         _settings(tmp_path, prices),
         quiet=True,
@@ -95,10 +94,12 @@ async def test_attempt_cost_limit_ends_the_agent(tmp_path, tasks, envs, price_fi
     prices = load_prices(price_file, use_litellm=False)
     summary = await run_eval(
         tasks[:1],
-        lambda t: scripted_for("oracle", t),
-        envs,
-        available_factory("ns"),
-        load_agent_config(cost_limit=1e-9),
+        Attempts.here(
+            lambda t: scripted_for("oracle", t),
+            envs,
+            available_factory("ns"),
+            load_agent_config(cost_limit=1e-9),
+        ),
         SamplingParams(),
         _settings(tmp_path, prices),
         quiet=True,

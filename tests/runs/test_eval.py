@@ -19,7 +19,7 @@ from swe_rl.llm.base import SamplingParams
 from swe_rl.llm.fake_server import FakeLLMServer
 from swe_rl.llm.openai import OpenAIClient
 from swe_rl.llm.scripted import oracle_policy, scripted_for
-from swe_rl.runs.evaluation import EvalSettings, run_eval
+from swe_rl.runs.evaluation import Attempts, EvalSettings, run_eval
 
 PARAMS = SamplingParams(max_tokens=512)
 
@@ -33,10 +33,9 @@ def _settings(tmp_path: Path, **kw) -> EvalSettings:
 async def test_oracle_resolves_every_builtin_task(tmp_path, tasks, envs):
     summary = await run_eval(
         tasks,
-        lambda t: scripted_for("oracle", t),
-        envs,
-        available_factory("ns"),
-        load_agent_config(),
+        Attempts.here(
+            lambda t: scripted_for("oracle", t), envs, available_factory("ns"), load_agent_config()
+        ),
         PARAMS,
         _settings(tmp_path),
         quiet=True,
@@ -68,10 +67,12 @@ async def test_never_submitting_resolves_nothing_and_falls_back_to_the_diff(tmp_
     subset = tasks[:3]
     summary = await run_eval(
         subset,
-        lambda t: scripted_for("never-submit", t),
-        envs,
-        available_factory("ns"),
-        load_agent_config(step_limit=2),
+        Attempts.here(
+            lambda t: scripted_for("never-submit", t),
+            envs,
+            available_factory("ns"),
+            load_agent_config(step_limit=2),
+        ),
         PARAMS,
         _settings(tmp_path),
         quiet=True,
@@ -89,10 +90,7 @@ async def test_endpoint_down_is_counted_not_crashed(tmp_path, tasks, envs):
     client = OpenAIClient("m", f"http://127.0.0.1:{port}/v1", max_retries=0)
     summary = await run_eval(
         tasks[:2],
-        lambda _t: client,
-        envs,
-        available_factory("ns"),
-        load_agent_config(),
+        Attempts.here(lambda _t: client, envs, available_factory("ns"), load_agent_config()),
         PARAMS,
         _settings(tmp_path),
         quiet=True,
@@ -107,10 +105,9 @@ async def test_env_that_fails_to_build_is_an_error_for_that_task_only(tmp_path, 
     broken = unbuildable_task()
     summary = await run_eval(
         [broken, tasks[0]],
-        lambda t: scripted_for("oracle", t),
-        envs,
-        available_factory("ns"),
-        load_agent_config(),
+        Attempts.here(
+            lambda t: scripted_for("oracle", t), envs, available_factory("ns"), load_agent_config()
+        ),
         PARAMS,
         _settings(tmp_path),
         quiet=True,

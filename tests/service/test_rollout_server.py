@@ -96,7 +96,7 @@ def _body(task, policy, **extra):
 
 def _request(task: str, url: str, **extra) -> RolloutRequest:  # type: ignore[no-untyped-def]
     return RolloutRequest(
-        task=task, policy=Policy(url=url, tokenizer="qwen"), sampling=SamplingParams(max_tokens=512), **extra
+        task=task, model=Policy(url=url, tokenizer="qwen"), sampling=SamplingParams(max_tokens=512), **extra
     )
 
 
@@ -162,7 +162,7 @@ async def test_an_openai_policy_runs_end_to_end_with_fixed_base_ids(rollout_serv
     async with FakeLLMServer(oracle_policy(tasks), tokenizer=tok) as server:
         request = RolloutRequest(
             task=task.instance_id,
-            policy=Policy(url=server.api_base, kind="openai", model="fake-model", tokenizer="qwen"),
+            model=Policy(url=server.api_base, kind="openai", model="fake-model", tokenizer="qwen"),
             sampling=SamplingParams(max_tokens=512),
         )
         remote = ServiceExecutor(rollout_server.url)

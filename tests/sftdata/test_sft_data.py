@@ -16,7 +16,7 @@ from swe_rl.agent.config import load_agent_config
 from swe_rl.harness.grade import grade_patch
 from swe_rl.llm.base import Message, SamplingParams
 from swe_rl.llm.scripted import scripted_for
-from swe_rl.runs.evaluation import EvalSettings, run_eval
+from swe_rl.runs.evaluation import Attempts, EvalSettings, run_eval
 from swe_rl.sftdata.from_runs import SFTFilters, candidates_from_run, sft_from_runs
 from swe_rl.sftdata.trajsets import convert_row, public_candidates, read_rows
 
@@ -35,10 +35,12 @@ def runs(tmp_path_factory, tasks, envs) -> dict[str, Path]:
         asyncio.run(
             run_eval(
                 tasks[:3],
-                lambda t, kind=kind: scripted_for(kind, t),
-                envs,
-                available_factory("ns"),
-                load_agent_config(step_limit=step_limit),
+                Attempts.here(
+                    lambda t, kind=kind: scripted_for(kind, t),
+                    envs,
+                    available_factory("ns"),
+                    load_agent_config(step_limit=step_limit),
+                ),
                 SamplingParams(),
                 settings,
                 quiet=True,

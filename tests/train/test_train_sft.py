@@ -11,7 +11,7 @@ from tests.conftest import available_factory
 from swe_rl.agent.config import load_agent_config
 from swe_rl.llm.base import SamplingParams
 from swe_rl.llm.scripted import scripted_for
-from swe_rl.runs.evaluation import EvalSettings, run_eval
+from swe_rl.runs.evaluation import Attempts, EvalSettings, run_eval
 from swe_rl.sftdata.from_runs import sft_from_runs
 
 pytest.importorskip("trl")
@@ -24,10 +24,9 @@ def sft_dir(tmp_path_factory, tasks, envs) -> Path:
     asyncio.run(
         run_eval(
             tasks[:2],
-            lambda t: scripted_for("oracle", t),
-            envs,
-            available_factory("ns"),
-            load_agent_config(),
+            Attempts.here(
+                lambda t: scripted_for("oracle", t), envs, available_factory("ns"), load_agent_config()
+            ),
             SamplingParams(),
             EvalSettings(output_dir=root / "run", max_concurrent=2),
             quiet=True,

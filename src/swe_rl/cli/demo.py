@@ -100,7 +100,7 @@ async def _demo_eval(
     from swe_rl.agent.config import load_agent_config
     from swe_rl.llm.base import SamplingParams
     from swe_rl.llm.scripted import scripted_for
-    from swe_rl.runs.evaluation import EvalSettings, run_eval
+    from swe_rl.runs.evaluation import Attempts, EvalSettings, run_eval
 
     chosen = tasks[:4] + tasks[-4:]
     kinds = {t.instance_id: "oracle" for t in tasks[:4]} | {t.instance_id: "never-submit" for t in tasks[-4:]}
@@ -108,10 +108,9 @@ async def _demo_eval(
     settings = EvalSettings(output_dir=out / "eval", max_concurrent=concurrency, args={"model": "scripted"})
     return await run_eval(
         chosen,
-        lambda t: scripted_for(kinds[t.instance_id], t),
-        cache,
-        factory,
-        load_agent_config(step_limit=4),
+        Attempts.here(
+            lambda t: scripted_for(kinds[t.instance_id], t), cache, factory, load_agent_config(step_limit=4)
+        ),
         SamplingParams(),
         settings,
     )

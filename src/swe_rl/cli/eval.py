@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, NoReturn, cast
+from typing import TYPE_CHECKING, Annotated, NoReturn
 
 import typer
 
@@ -25,9 +25,11 @@ from swe_rl.cli.common import (
 )
 
 if TYPE_CHECKING:
-    from swe_rl.executors.base import AttemptExecutor
+    from swe_rl.agent.config import AgentConfig
+    from swe_rl.episode.request import NamedModel
+    from swe_rl.executors.config import ExecutorConfig
     from swe_rl.llm.select import ModelChoice
-    from swe_rl.runs.evaluation import RemoteAttempts
+    from swe_rl.runs.evaluation import Attempts
 
 
 def eval_command(
@@ -56,7 +58,8 @@ def eval_command(
             "--executor",
             help="Where attempts run: local (this process); pool[:<URL>] (this process, sandboxes from a pool "
             "server, or give its URL as --backend); ray[:<address>] (on the nodes of a Ray cluster, each with "
-            "its own env cache; see `swe-rl cluster up`); service:<URL> (a rollout server: training only).",
+            "its own env cache; see `swe-rl cluster up`); service:<URL> (rollout servers, comma-separated; "
+            "shipped agent configs only).",
         ),
     ] = "local",
     max_concurrent: Annotated[int, typer.Option("--jobs", "-j", min=1, help="Instances at once.")] = 2,
@@ -127,10 +130,12 @@ def eval_command(
     """Run a model on tasks; write traj.json/patch.diff/meta.json per instance, results.jsonl, summary.json, preds.json."""
     from swe_rl.agent.config import load_agent_config
     from swe_rl.cli.common import pool_token
+    from swe_rl.episode.request import NamedModel
+    from swe_rl.executors.config import LocalConfig, PoolConfig
     from swe_rl.llm.base import SamplingParams
     from swe_rl.llm.cost import load_prices
     from swe_rl.llm.select import choose_model
-    from swe_rl.runs.evaluation import EvalSettings, run_eval
+    from swe_rl.runs.evaluation import Attempts, EvalSettings, run_eval
     from swe_rl.sandbox import get_factory
     from swe_rl.tasks.loaders import load_tasks
 
@@ -139,11 +144,11 @@ def eval_command(
         selected = selected[_parse_slice(slice_)]
     if max_instances:
         selected = selected[:max_instances]
-    remote_spec, chosen_backend = _placement(executor, backend)
-    remote = _remote(remote_spec, chosen_backend, llm, model, api_base) if remote_spec else None
+    placement = _placement(executor, backend)
+    here = isinstance(placement, LocalConfig | PoolConfig)
     choice = (
         _loaded_remotely(llm)
-        if remote is not None and llm and llm.startswith("hf:")
+        if not here and llm and llm.startswith("hf:")
         else choose_model(llm, model, api_base)
     )
     agent = load_agent_config(
@@ -152,9 +157,16 @@ def eval_command(
     prices = load_prices(price_file)
     if cost_limit or run_cost_limit:
         prices.require(choice.name)  # a limit on a model without a price would never stop anything
-    factory = (
-        get_factory(chosen_backend, token=pool_token()) if remote is None else None
-    )  # remote: sandboxes on the nodes
+    if isinstance(placement, LocalConfig | PoolConfig):
+        chosen_backend = placement.url if isinstance(placement, PoolConfig) else placement.backend
+        factory = get_factory(chosen_backend, token=pool_token())
+        attempts = Attempts.here(
+            choice.factory, env_cache(cache_dir, repo_cache), factory, agent, name=choice.name
+        )
+    else:
+        chosen_backend = "ns" if backend == "auto" else backend  # 'auto' is decided per machine: ns on nodes
+        named = NamedModel(llm=llm, model=model, api_base=api_base)
+        attempts = _elsewhere(placement, named, agent, agent_config)
     settings = EvalSettings(
         output_dir=output_dir,
         max_concurrent=max_concurrent,
@@ -193,18 +205,13 @@ def eval_command(
         try:
             return await run_eval(
                 selected,
-                choice.factory,
-                env_cache(cache_dir, repo_cache),
-                factory,
-                agent,
+                attempts,
                 SamplingParams(max_tokens=max_tokens, temperature=temperature, top_p=top_p),
                 settings,
-                remote=remote,
             )
         finally:
+            await attempts.close()
             await choice.close()
-            if remote is not None:
-                await remote.executor.close()
 
     summary = run(go())
     if json_out:
@@ -225,10 +232,10 @@ def eval_command(
 EXIT_COST_LIMIT = 4  # the run stopped at --run-cost-limit with attempts left; the run directory is resumable
 
 
-def _placement(executor: str, backend: str) -> tuple[str | None, str]:
-    """(the executor that runs attempts elsewhere, or None for this process; the sandbox backend)."""
+def _placement(executor: str, backend: str) -> ExecutorConfig:
+    """Where attempts run, typed: a local executor's backend resolved, a Ray address from the environment."""
     from swe_rl.errors import ConfigError
-    from swe_rl.executors.config import LocalConfig, PoolConfig, RayConfig, parse_executor
+    from swe_rl.executors.config import LocalConfig, RayConfig, parse_executor
 
     url = backend if backend.startswith(("http://", "https://")) else None
     try:
@@ -236,32 +243,52 @@ def _placement(executor: str, backend: str) -> tuple[str | None, str]:
     except ConfigError as exc:
         raise ConfigError(f"--executor {executor}: {exc}") from None
     if isinstance(config, LocalConfig):
-        return None, resolve_backend(executor.partition(":")[2] or backend)
-    if isinstance(config, PoolConfig):
-        return None, config.url
-    if isinstance(config, RayConfig) and config.address is None and os.environ.get("RAY_ADDRESS"):
-        executor = f"ray:{os.environ['RAY_ADDRESS']}"
-    return executor, "ns" if backend == "auto" else backend  # 'auto' is decided per machine: ns on nodes
+        return LocalConfig(backend=resolve_backend(executor.partition(":")[2] or backend))
+    if isinstance(config, RayConfig):
+        address = config.address or os.environ.get("RAY_ADDRESS") or None
+        return RayConfig(address=address, backend="ns" if backend == "auto" else backend)
+    return config
 
 
-def _remote(
-    spec: str, backend: str, llm: str | None, model: str | None, api_base: str | None
-) -> RemoteAttempts:
-    """Attempts on an executor's nodes; the model is built there from the same options."""
+def _elsewhere(
+    config: ExecutorConfig, named: NamedModel, agent: AgentConfig, agent_config: str | None
+) -> Attempts:
+    """Attempts on an executor's nodes or servers; the model is built there from the same options."""
     from swe_rl.cli.common import pool_token
-    from swe_rl.episode.attempt import ModelSpec
     from swe_rl.errors import ConfigError
-    from swe_rl.executors import get_executor
-    from swe_rl.runs.evaluation import RemoteAttempts
+    from swe_rl.executors.config import ServiceConfig
+    from swe_rl.runs.evaluation import Attempts
 
-    chosen = get_executor(spec, backend=backend, token=pool_token())
-    if not hasattr(chosen, "run_attempt"):
-        raise ConfigError(
-            f"--executor {spec} runs training rollouts (token-level policies) only; "
-            "eval attempts run with --executor local, pool or ray"
-        )
-    note(f"eval: attempts run on {chosen.name} nodes (each with its own env cache)")
-    return RemoteAttempts(cast("AttemptExecutor", chosen), ModelSpec(llm=llm, model=model, api_base=api_base))
+    agent_name = None
+    if isinstance(config, ServiceConfig):  # a rollout server runs shipped agent configs only
+        agent_name = agent_config or "swebench"
+        if agent_name.endswith((".yaml", ".yml")):
+            raise ConfigError(
+                "--executor service runs shipped agent configs only (a config's templates are code run on the "
+                "server): name one (swebench, compact), or run a config file with --executor local, pool or ray"
+            )
+        _answering(config.urls)
+    chosen = config.build(token=pool_token())
+    note(
+        f"eval: attempts run on {chosen.name} ({'each node' if chosen.name == 'ray' else 'the server'} with its own env cache)"
+    )
+    return Attempts(chosen, named, agent, agent_name=agent_name)
+
+
+def _answering(urls: str) -> None:
+    """ConfigError now when no rollout server answers (else every attempt would end as an infra error)."""
+    import urllib.request
+
+    from swe_rl.errors import ConfigError
+
+    errors = []
+    for url in (u.strip().rstrip("/") for u in urls.split(",") if u.strip()):
+        try:
+            with urllib.request.urlopen(url + "/healthz", timeout=10):
+                return
+        except OSError as exc:  # refused, unreachable, an HTTP error status
+            errors.append(f"{url}: {exc}")
+    raise ConfigError(f"no rollout server answers ({'; '.join(errors)})")
 
 
 def _loaded_remotely(llm: str) -> ModelChoice:

@@ -5,7 +5,7 @@
 |---|---|---|
 | ``local`` / ``local:<backend>`` | :class:`LocalConfig` | here, on this machine's sandboxes |
 | ``pool:<URL>`` | :class:`PoolConfig` | here, on sandboxes leased from a pool server |
-| ``service:<URL>[,<URL>...]`` | :class:`ServiceConfig` | on rollout servers (training rollouts only) |
+| ``service:<URL>[,<URL>...]`` | :class:`ServiceConfig` | on rollout servers (shipped agent configs only) |
 | ``ray`` / ``ray:<address>`` | :class:`RayConfig` | on the nodes of a Ray cluster |
 """
 

@@ -5,18 +5,25 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from swe_rl.agent.config import load_agent_config
+from swe_rl.agent.config import AgentConfig, load_agent_config
 from swe_rl.agent.context import ContextManager
 from swe_rl.envs.cache import EnvCache
+from swe_rl.episode.request import EpisodeRequest, NamedModel
+from swe_rl.episode.run import EpisodeSettings, run_episode
 from swe_rl.errors import ConfigError
-from swe_rl.executors.base import RolloutRequest, policy_llm
-from swe_rl.rl.rollout import RolloutResult, run_rollout
+from swe_rl.executors.base import policy_llm
+from swe_rl.executors.models import ModelBook
+from swe_rl.llm.base import LLM
+from swe_rl.rl.rollout import RolloutResult, episode_result, run_rollout
 from swe_rl.sandbox.base import SandboxFactory
 from swe_rl.tasks.model import Task, parse_task
 
 
 class LocalExecutor:
-    """Rollouts in this process, on this machine's sandboxes, at most ``capacity`` at once."""
+    """Episodes in this process, on this machine's sandboxes, at most ``capacity`` at once.
+
+    ``models``: the named models it builds and closes (default: a book of its own).
+    """
 
     name = "local"
 
@@ -27,11 +34,13 @@ class LocalExecutor:
         *,
         capacity: int = 4,
         tasks: list[Task] | None = None,
+        models: ModelBook | None = None,
     ) -> None:
         self.factory = factory
         self.cache = cache or EnvCache()
         self.capacity = capacity
         self.tasks = {t.instance_id: t for t in tasks or []}
+        self.models = models or ModelBook()
         self.slots = asyncio.Semaphore(capacity)
         self.running = 0
 
@@ -44,25 +53,20 @@ class LocalExecutor:
             raise ConfigError(f"unknown instance id {spec!r} (send the full record instead)")
         return task
 
-    async def run(self, request: RolloutRequest) -> RolloutResult:
-        task = self.task(request.task)
+    async def run(self, request: EpisodeRequest) -> RolloutResult:
+        return await self.run_task(self.task(request.task), request)
+
+    async def run_task(self, task: Task, request: EpisodeRequest) -> RolloutResult:
+        """Run ``request`` on a task object the caller holds (``request.task`` names it), in a slot."""
         async with self.slots:
             return await self.run_now(task, request)
 
-    async def run_now(self, task: Task, request: RolloutRequest) -> RolloutResult:
+    async def run_now(self, task: Task, request: EpisodeRequest) -> RolloutResult:
         """Run without taking a slot (the caller already holds one)."""
-        llm, tokenizer = await asyncio.to_thread(
-            policy_llm, request.policy
-        )  # a first tokenizer load takes seconds
-        config = load_agent_config(request.agent_config, step_limit=request.step_limit)
-        context = (
-            ContextManager(
-                request.max_context,
-                request.sampling.max_tokens,
-                count=lambda t: len(tokenizer.encode(t, add_special_tokens=False)),
-            )
-            if request.max_context
-            else None
+        llm, tokenizer, owned = await self._model(task, request)
+        context = _context(request, tokenizer)
+        settings = EpisodeSettings(
+            limits=request.limits, grade_timeout=request.grade_timeout, grading=request.grading
         )
         judge = None
         if request.prm is not None:
@@ -71,26 +75,78 @@ class LocalExecutor:
             judge = OpenAIClient(request.prm.model, request.prm.url, token_ids=False)
         self.running += 1
         try:
+            if not request.train:
+                episode = await run_episode(
+                    task,
+                    llm,
+                    cache=self.cache,
+                    factory=self.factory,
+                    agent=agent_config(request),
+                    params=request.sampling,
+                    settings=settings,
+                    context=context,
+                )
+                return episode_result(episode, attempt=request.attempt)
             return await run_rollout(
                 task,
                 llm,
                 self.factory,
                 self.cache,
-                config,
+                agent_config(request),
                 request.sampling,
                 dynamic_history=request.dynamic_history,
                 context=context,
-                tokenizer=tokenizer if request.policy.kind == "openai" else None,
+                tokenizer=tokenizer
+                if request.policy is not None and request.policy.kind == "openai"
+                else None,
                 prm=(judge, request.prm) if judge is not None and request.prm is not None else None,
+                settings=settings,
             )
         finally:
             self.running -= 1
-            await llm.close()
+            if owned:
+                await llm.close()
             if judge is not None:
                 await judge.close()
 
+    async def _model(self, task: Task, request: EpisodeRequest) -> tuple[LLM, Any, bool]:
+        """(the episode's model, the policy's tokenizer or None, whether the episode owns the model)."""
+        from swe_rl.episode.attempt import priced
+
+        if isinstance(request.model, NamedModel):
+            choice = await self.models.get(request.model)
+            return priced(choice.factory(task), request.prices), None, False
+        llm, tokenizer = await asyncio.to_thread(policy_llm, request.model)  # a first load takes seconds
+        return llm, tokenizer, True
+
     async def close(self) -> None:
-        """Close the sandbox factory's client, if it has one (a pool server's)."""
+        """Close the models it built and the sandbox factory's client, if it has one (a pool server's)."""
+        await self.models.close()
         close = getattr(self.factory, "close", None)
         if close is not None:
             await close()
+
+
+def agent_config(request: EpisodeRequest) -> AgentConfig:
+    """The request's agent config: inline, or a shipped one by name, with the request's limits on top."""
+    limits = {
+        "step_limit": request.step_limit,
+        "wall_time_s": request.wall_time_s,
+        "cost_limit": request.cost_limit,
+    }
+    if request.agent is not None:
+        return request.agent.model_copy(update={k: v for k, v in limits.items() if v is not None})
+    return load_agent_config(request.agent_config, **limits)
+
+
+def _context(request: EpisodeRequest, tokenizer: Any) -> ContextManager | None:
+    """The context manager of a request with a window: counting with the policy's tokenizer where there is one."""
+    if not request.max_context:
+        return None
+    if tokenizer is None:
+        return ContextManager(request.max_context, request.sampling.max_tokens)
+    return ContextManager(
+        request.max_context,
+        request.sampling.max_tokens,
+        count=lambda t: len(tokenizer.encode(t, add_special_tokens=False)),
+    )

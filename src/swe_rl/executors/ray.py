@@ -1,4 +1,4 @@
-"""Rollouts on a Ray cluster: each one a Ray task on a node with a free ``sandbox`` slot, near its env.
+"""Episodes on a Ray cluster (training rollouts and eval attempts alike): each one a Ray task on a node with a free ``sandbox`` slot, near its env.
 
 Nodes advertise custom resources computed from their real capacity (:func:`node_resources`;
 ``swe-rl cluster up`` prints the ``ray start`` lines):
@@ -48,8 +48,7 @@ from swe_rl.rl.rollout import RolloutResult
 from swe_rl.tasks.model import Task, parse_task
 
 if TYPE_CHECKING:
-    from swe_rl.episode.attempt import AttemptOutcome, AttemptSpec
-    from swe_rl.executors.base import RolloutRequest
+    from swe_rl.episode.request import EpisodeRequest
 
 WATCH_S = 10.0  # how often a waiting rollout checks that some node can still run it
 
@@ -148,24 +147,14 @@ class RayExecutor:
         self._refresh_envs_sync()
 
     # -- the Executor protocol --------------------------------------------------------------------
-    async def run(self, request: RolloutRequest) -> RolloutResult:
+    async def run(self, request: EpisodeRequest) -> RolloutResult:
         task = self._task(request.task)
         payload = request.model_dump(mode="json")
         payload["task"] = task.to_record()
-        out = await self._submit("rollout", payload, task)
+        out = await self._submit(payload, task)
         if isinstance(out, str):
             return RolloutResult(status="infra_error", exit_status="infra_error", error=out)
         return RolloutResult.model_validate(out)
-
-    async def run_attempt(self, spec: AttemptSpec) -> AttemptOutcome:
-        """One ``swe-rl eval`` attempt on a node; the caller writes its artifacts."""
-        from swe_rl.episode.attempt import AttemptOutcome, failed_attempt
-
-        task = parse_task(spec.task, where="task")
-        out = await self._submit("attempt", spec.model_dump(mode="json"), task)
-        if isinstance(out, str):
-            return failed_attempt(spec, out)
-        return AttemptOutcome.model_validate(out)
 
     async def close(self) -> None:
         if self.owns_cluster:
@@ -202,7 +191,7 @@ class RayExecutor:
         best.held.add(key)  # it will hold the env once this rollout starts: send its siblings there
         return best.node_id, spill
 
-    async def _submit(self, kind: str, payload: dict[str, Any], task: Task) -> dict[str, Any] | str:
+    async def _submit(self, payload: dict[str, Any], task: Task) -> dict[str, Any] | str:
         """Run on some node; the result's dict, or why it was lost (every try)."""
         from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
@@ -217,7 +206,7 @@ class RayExecutor:
             strategy = NodeAffinitySchedulingStrategy(node, soft=True, _spill_on_unavailable=spill)
             ref = self._remote.options(
                 num_cpus=0, resources={"sandbox": 1}, max_retries=0, scheduling_strategy=strategy
-            ).remote(kind, payload, self.backend, self.token)
+            ).remote(payload, self.backend, self.token)
             self.counts["submitted"] += 1
             self.inflight[node] += 1
             try:

@@ -4,7 +4,7 @@ A node advertises ``sandbox``, ``sandbox_start_up`` and ``env_io`` (:func:`node_
 :class:`NodeHost` (a named, detached actor pinned to the node) owns the node's env cache: one build per env
 however many rollouts want it (builds limited by ``env_io``), sandbox creation gated by
 ``sandbox_start_up``, and a record of the envs held and the rollouts run. :func:`run_on_node` is the Ray
-task (one ``sandbox`` slot each): a training rollout or an eval attempt on this node's sandboxes.
+task (one ``sandbox`` slot each): one episode request on this node's sandboxes.
 """
 
 from __future__ import annotations
@@ -242,38 +242,30 @@ def _factory(backend: str, token: str | None) -> SandboxFactory:
 
 
 def run_on_node(
-    kind: str, payload: dict[str, Any], backend: str, token: str | None = None
+    payload: dict[str, Any], backend: str, token: str | None = None
 ) -> tuple[dict[str, Any], str]:
-    """The Ray task: one rollout (``kind`` rollout) or eval attempt (``attempt``) on this node; ``token``
-    is a pool backend's bearer token."""
+    """The Ray task: one episode request (a training rollout or an eval attempt) on this node; ``token`` is a
+    pool backend's bearer token."""
     node_id = import_ray().get_runtime_context().get_node_id()
-    return asyncio.run(_on_node(node_id, kind, payload, backend, token)), node_id
+    return asyncio.run(_on_node(node_id, payload, backend, token)), node_id
 
 
-async def _on_node(
-    node_id: str, kind: str, payload: dict[str, Any], backend: str, token: str | None
-) -> dict[str, Any]:
+async def _on_node(node_id: str, payload: dict[str, Any], backend: str, token: str | None) -> dict[str, Any]:
     from swe_rl.envs.cache import EnvCache
+    from swe_rl.episode.request import EpisodeRequest
+    from swe_rl.executors.local import LocalExecutor
 
     host = host_handle(node_id)
     record = payload["task"]
     rollout_id = uuid.uuid4().hex
     await host.begin.remote(rollout_id, str(record.get("instance_id", "")), os.getpid())
+    local = LocalExecutor(_StartUpGate(_factory(backend, token), host), EnvCache())
     try:
         with contextlib.suppress(Exception):  # the run's own ensure() fails the same way, typed
             await host.ensure.remote(record)
-        factory = _StartUpGate(_factory(backend, token), host)
-        if kind == "rollout":
-            from swe_rl.executors.base import RolloutRequest
-            from swe_rl.executors.local import LocalExecutor
-
-            request = RolloutRequest.model_validate(payload)
-            local = LocalExecutor(factory, EnvCache())
-            result = await local.run_now(local.task(request.task), request)
-            return result.model_dump(mode="json")
-        from swe_rl.episode.attempt import AttemptSpec, run_attempt_spec
-
-        outcome = await run_attempt_spec(AttemptSpec.model_validate(payload), EnvCache(), factory)
-        return outcome.model_dump(mode="json")
+        request = EpisodeRequest.model_validate(payload)
+        result = await local.run_now(local.task(request.task), request)
+        return result.model_dump(mode="json")
     finally:
+        await local.models.close()  # not local.close(): the factory is this worker's, shared by its tasks
         await host.end.remote(rollout_id)

@@ -91,7 +91,7 @@ def build_request(
     settings = settings or AdapterSettings.from_environ()
     return RolloutRequest(
         task=task,
-        policy=policy,
+        model=policy,
         sampling=params,
         step_limit=settings.step_limit,
         agent_config=settings.agent_config,

@@ -41,6 +41,7 @@ class RolloutResult(BaseModel):
     error: str | None = None
     samples: list[TrainingSample] = Field(default_factory=list)
     trajectory: Trajectory | None = None
+    patch: str | None = Field(default=None, description="What was graded (None: the agent left nothing).")
     metrics: dict[str, float] = Field(default_factory=dict)
     record: EpisodeRecord | None = Field(
         default=None,
@@ -61,16 +62,15 @@ async def run_rollout(
     outcome: OutcomeReward | None = None,
     tokenizer: Any = None,
     prm: tuple[LLM, Any] | None = None,
+    settings: EpisodeSettings | None = None,
 ) -> RolloutResult:
-    """Agent in a fresh sandbox, patch graded in another, samples built from ids. Never raises InfraError.
-
-    What the agent's commands did to its own sandbox is its outcome (``agent_error``, status aborted,
-    the failure reward); a failure outside its control (env build, sandbox creation, a lost backend, the
-    model, grading) is ``infra_error``, unscored. docs/TRAINING.md, "Outcome attribution".
+    """Agent in a fresh sandbox, patch graded in another, samples built from ids. Never raises InfraError;
+    attribution as in episode/run.py (an agent's own damage is its outcome, a failure outside it unscored).
 
     ``tokenizer``: for a text-only policy (an OpenAI endpoint that returns no ids), steps without ids are
     encoded with the fixed-base method; with ids from the server, it is not used. ``prm``: a judge and
-    its settings (``executors.base.ProcessReward``): the reward becomes outcome + coef * mean step score.
+    its settings (``episode.request.ProcessReward``): the reward becomes outcome + coef * mean step score.
+    ``settings``: the sandbox limits and grading (default: strict grading, the backend's limits).
     """
     trajectory_id = uuid.uuid4().hex
     episode = await run_episode(
@@ -80,7 +80,7 @@ async def run_rollout(
         factory=factory,
         agent=config,
         params=params,
-        settings=EpisodeSettings(grading="strict"),
+        settings=settings or EpisodeSettings(grading="strict"),
         context=context,
     )
     traj = episode.trajectory
@@ -105,6 +105,7 @@ async def run_rollout(
         resolved=verdict.resolved,
         samples=samples,
         trajectory=traj,
+        patch=episode.patch,
         metrics={**_metrics(episode), **extra},
         record=EpisodeRecord.of(episode).model_copy(update={"status": status, "reward": reward}),
     )
@@ -119,6 +120,22 @@ def _unscored(episode: Episode) -> RolloutResult:
         trajectory=episode.trajectory,
         metrics=_metrics(episode) if episode.trajectory else {},
         record=EpisodeRecord.of(episode).model_copy(update={"status": "infra_error"}),
+    )
+
+
+def episode_result(episode: Episode, *, attempt: int = 0) -> RolloutResult:
+    """An episode run for its record only (an eval attempt): no samples, no reward; the record as eval keeps it."""
+    traj = episode.trajectory
+    status: SampleStatus = "infra_error" if episode.error is not None or traj is None else status_of(traj)
+    return RolloutResult(
+        status=status,
+        exit_status=episode.exit_status,
+        resolved=episode.resolved,
+        error=episode.error,
+        trajectory=traj,
+        patch=episode.patch,
+        metrics=_metrics(episode) if traj is not None else {},
+        record=EpisodeRecord.of(episode, attempt=attempt),
     )
 
 

@@ -22,10 +22,11 @@ from pydantic import Field
 from swe_rl.agent.config import AgentConfig
 from swe_rl.agent.trajectory import Trajectory, mini_swe_agent_record
 from swe_rl.envs.cache import EnvCache
-from swe_rl.episode.attempt import AttemptSettings, AttemptSpec, ModelSpec, attempt_outcome, priced
+from swe_rl.episode.attempt import AttemptSettings, attempt_folder
 from swe_rl.episode.record import EpisodeRecord
+from swe_rl.episode.request import EpisodeRequest, NamedModel
 from swe_rl.episode.summary import agent_metrics
-from swe_rl.executors.base import AttemptExecutor
+from swe_rl.executors.base import Executor
 from swe_rl.fileio import atomic_write_json, atomic_write_text
 from swe_rl.llm.base import LLM, SamplingParams
 from swe_rl.rundir import RunDir
@@ -54,23 +55,104 @@ class EvalSettings(AttemptSettings):
         "attempts under way finish, each bounded by the agent's cost_limit.",
     )
 
-    def for_attempt(self) -> AttemptSettings:
-        """The part an attempt needs (sent to the node that runs it)."""
-        return AttemptSettings.model_validate(self.model_dump(include=set(AttemptSettings.model_fields)))
+
+class Attempts:
+    """Where a run's attempts go: an executor, and the request each attempt becomes there.
+
+    ``agent_name``: send the agent's config by this shipped name, with its limits, instead of inline (a
+    rollout server runs shipped configs only); ``agent`` is then what that name loads to here.
+    """
+
+    def __init__(
+        self, executor: Executor, model: NamedModel, agent: AgentConfig, agent_name: str | None = None
+    ) -> None:
+        self.executor, self.model, self.agent, self.agent_name = executor, model, agent, agent_name
+
+    @classmethod
+    def here(
+        cls,
+        make_llm: LLMFactory,
+        cache: EnvCache,
+        factory: SandboxFactory,
+        agent: AgentConfig,
+        *,
+        capacity: int = 1024,
+        name: str = "here",
+    ) -> Attempts:
+        """Attempts in this process, with a model already built (``make_llm``: the model for each task;
+        ``name``: the model's name). ``capacity`` bounds the executor; the run's ``max_concurrent`` bounds
+        the attempts it starts."""
+        from swe_rl.executors.local import LocalExecutor
+        from swe_rl.executors.models import ModelBook
+        from swe_rl.llm.select import ModelChoice
+
+        model, book = NamedModel(llm=name), ModelBook()
+        book.adopt(model, ModelChoice(make_llm, None, name))
+        return cls(LocalExecutor(factory, cache, capacity=capacity, models=book), model, agent)
+
+    def request(
+        self, task: Task, attempt: int, params: SamplingParams, settings: AttemptSettings
+    ) -> EpisodeRequest:
+        """The attempt's request, with the full task record (it may run on another machine)."""
+        agent: dict[str, Any] = {"agent": self.agent}
+        if self.agent_name is not None:
+            agent = {
+                "agent_config": self.agent_name,
+                "step_limit": self.agent.step_limit,
+                "wall_time_s": self.agent.wall_time_s,
+                "cost_limit": self.agent.cost_limit,
+            }
+        return EpisodeRequest(
+            task=task.to_record(),
+            model=self.model,
+            sampling=params,
+            train=False,
+            attempt=attempt,
+            max_context=settings.max_context,
+            grading=settings.grading,
+            grade_timeout=settings.grade_timeout,
+            limits=settings.limits,
+            prices=settings.prices,
+            **agent,
+        )
+
+    async def run(
+        self, task: Task, attempt: int, params: SamplingParams, settings: AttemptSettings
+    ) -> EpisodeRecord:
+        """One attempt, its artifacts written under ``settings.output_dir``; its record."""
+        from swe_rl.executors.local import LocalExecutor
+
+        folder = attempt_folder(settings.output_dir, task.instance_id, attempt)
+        request = self.request(task, attempt, params, settings)
+        if isinstance(
+            self.executor, LocalExecutor
+        ):  # the caller's task object (a test's model may key on it)
+            result = await self.executor.run_task(task, request)
+        else:
+            result = await self.executor.run(request)
+        record = (result.record or _lost(task, result.error)).model_copy(
+            update={"attempt": attempt, "artifacts": str(folder)}
+        )
+        _write_artifacts(folder, task, result.trajectory, result.patch or "", record)
+        return record
+
+    async def close(self) -> None:
+        await self.executor.close()
+
+
+def _lost(task: Task, error: str | None) -> EpisodeRecord:
+    """The record of an attempt the executor lost (a dead node): an infra error, retried by ``--resume``."""
+    return EpisodeRecord(instance_id=task.instance_id, exit_status="infra_error", error=error or "lost")
 
 
 async def run_eval(
     tasks: Sequence[Task],
-    make_llm: LLMFactory,
-    cache: EnvCache,
-    factory: SandboxFactory | None,
-    agent: AgentConfig,
+    attempts: Attempts,
     params: SamplingParams,
     settings: EvalSettings,
     quiet: bool = False,
-    remote: RemoteAttempts | None = None,
 ) -> dict[str, Any]:
-    """Every attempt of every task, here or (``remote``) on an executor's nodes; artifacts written here."""
+    """Every attempt of every task, on the executor ``attempts`` holds; artifacts written here."""
     run = RunDir(settings.output_dir)
     done = {k: r for k, r in run.latest().items() if not r.infra_error} if settings.resume else {}
     if not settings.resume and run.results_path.exists():
@@ -90,12 +172,7 @@ async def run_eval(
             if budget.exhausted:
                 budget.skipped += 1  # not started: missing from results.jsonl, so --resume runs it
                 return
-            if remote is not None:  # on another node (Ray): the model is built there from its spec
-                result = await remote.run(task, attempt, agent, params, settings)
-            else:
-                assert factory is not None, "attempts in this process need a sandbox factory"
-                llm = priced(make_llm(task), settings.prices)
-                result = await _attempt(task, attempt, llm, cache, factory, agent, params, settings)
+            result = await attempts.run(task, attempt, params, settings)
             budget.spent += result.cost_usd
             run.append(result)
             progress.advance(
@@ -158,26 +235,6 @@ def _outcome(result: EpisodeRecord) -> str:
     )
 
 
-async def _attempt(
-    task: Task,
-    attempt: int,
-    llm: LLM,
-    cache: EnvCache,
-    factory: SandboxFactory,
-    agent: AgentConfig,
-    params: SamplingParams,
-    settings: EvalSettings,
-) -> EpisodeRecord:
-    outcome = await attempt_outcome(task, attempt, llm, cache, factory, agent, params, settings)
-    _write_artifacts(_folder(outcome.result), task, outcome.trajectory, outcome.patch, outcome.result)
-    return outcome.result
-
-
-def _folder(result: EpisodeRecord) -> Path:
-    assert result.artifacts is not None
-    return Path(result.artifacts)
-
-
 def _write_artifacts(
     folder: Path, task: Task, traj: Trajectory | None, patch: str, result: EpisodeRecord
 ) -> None:
@@ -197,28 +254,6 @@ def _write_artifacts(
             "provenance": provenance(),
         },
     )
-
-
-class RemoteAttempts:
-    """Attempts run by an executor elsewhere (``--executor ray``); their artifacts are written here."""
-
-    def __init__(self, executor: AttemptExecutor, model: ModelSpec) -> None:
-        self.executor, self.model = executor, model
-
-    async def run(
-        self, task: Task, attempt: int, agent: AgentConfig, params: SamplingParams, settings: EvalSettings
-    ) -> EpisodeRecord:
-        spec = AttemptSpec(
-            task=task.to_record(),
-            attempt=attempt,
-            model=self.model,
-            agent=agent,
-            params=params,
-            settings=settings.for_attempt(),
-        )
-        outcome = await self.executor.run_attempt(spec)
-        _write_artifacts(_folder(outcome.result), task, outcome.trajectory, outcome.patch, outcome.result)
-        return outcome.result
 
 
 def provenance() -> dict[str, Any]:

@@ -86,7 +86,7 @@ def rollout_request(gym: GymRunRequest, tokenizer: str, known: Container[str]) -
         raise ServiceError("bad_request", f"sampling_params ({first['loc'][0]}): {first['msg']}") from None
     url = gym.sglang_url.rstrip("/").removesuffix("/v1")  # token ids in and out: SGLang's /generate
     return RolloutRequest(
-        task=task, policy=Policy(url=url, kind="sglang", tokenizer=tokenizer), sampling=sampling
+        task=task, model=Policy(url=url, kind="sglang", tokenizer=tokenizer), sampling=sampling
     )
 
 

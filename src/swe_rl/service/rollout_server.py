@@ -25,15 +25,15 @@ from starlette.middleware.gzip import GZipMiddleware
 from starlette.requests import Request
 from starlette.routing import Route
 
-from swe_rl.agent.config import load_agent_config
 from swe_rl.envs.cache import EnvCache
 from swe_rl.errors import ConfigError
 from swe_rl.executors import default_capacity
-from swe_rl.executors.base import RolloutRequest, policy_tokenizer
-from swe_rl.executors.local import LocalExecutor
+from swe_rl.executors.base import NamedModel, RolloutRequest, policy_tokenizer
+from swe_rl.executors.local import LocalExecutor, agent_config
+from swe_rl.executors.models import ModelBook
 from swe_rl.harness.official import preload
 from swe_rl.rl.rollout import RolloutResult
-from swe_rl.sandbox.base import SandboxFactory
+from swe_rl.sandbox.base import Limits, SandboxFactory
 from swe_rl.service import gym_agent
 from swe_rl.service.common import (
     MAX_BODY,
@@ -61,7 +61,9 @@ class RolloutNode:
     def __init__(
         self, factory: SandboxFactory, cache: EnvCache, tasks: list[Task], capacity: int, wait: float
     ) -> None:
-        self.executor = LocalExecutor(factory, cache, capacity=capacity, tasks=tasks)
+        self.executor = LocalExecutor(
+            factory, cache, capacity=capacity, tasks=tasks, models=ModelBook(local_models=False)
+        )
         self.capacity = capacity
         self.wait = wait
         self.waiting = 0
@@ -106,11 +108,23 @@ class RolloutNode:
             raise ServiceError(
                 "not_found" if isinstance(req.task, str) else "bad_request", str(exc)
             ) from None
+        if req.agent is not None:
+            raise ServiceError(
+                "bad_request",
+                "agent: a rollout server runs shipped agent configs only; name one in agent_config",
+            )
+        if req.limits is not None and req.limits != Limits():
+            raise ServiceError(
+                "bad_request", "limits: a rollout server's sandboxes run with its operator's limits"
+            )
         if req.agent_config is not None and not re.fullmatch(r"[A-Za-z0-9_-]+", req.agent_config):
             raise ServiceError("bad_request", "agent_config: a shipped config name, not a path on the server")
         try:
-            load_agent_config(req.agent_config, step_limit=req.step_limit)
-            policy_tokenizer(req.policy)
+            agent_config(req)
+            if isinstance(req.model, NamedModel):
+                self.executor.models.check(req.model)
+            else:
+                policy_tokenizer(req.model)
         except ConfigError as exc:
             raise ServiceError("bad_request", str(exc)) from None
         return task

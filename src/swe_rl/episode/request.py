@@ -1,0 +1,141 @@
+"""What an executor is asked to run: one episode, as plain data, the same for eval and training.
+
+A request names its task (a record, or an id the executor knows), its model (a typed config: the policy
+being trained, or a model as the command line names it), the agent's config and limits, sampling, and
+how the episode is graded and what comes back (training samples and a reward, or only the record). It
+crosses the network as it is: to a rollout server (``POST /run``) or to a Ray worker on another node.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, Discriminator, Field, Tag, model_validator
+
+from swe_rl.agent.config import AgentConfig
+from swe_rl.harness.grade import DEFAULT_TEST_TIMEOUT
+from swe_rl.harness.verdict import GradingMode
+from swe_rl.llm.base import SamplingParams
+from swe_rl.llm.cost import PriceTable
+from swe_rl.sandbox.base import Limits
+
+
+class Policy(BaseModel):
+    """The model being trained, as the rollout reaches it: token ids in and out."""
+
+    url: str = Field(
+        min_length=1,
+        max_length=2048,
+        description="SGLang server/router (kind sglang) or OpenAI-compatible base URL ending in /v1 (kind openai).",
+    )
+    kind: Literal["sglang", "openai"] = Field(
+        default="sglang",
+        description="sglang: token ids in and out (exact). openai: chat completions; ids from the server "
+        "when it returns them, else re-encoded with the tokenizer (fixed-base method).",
+    )
+    tokenizer: str = Field(
+        default="qwen", description="'qwen' (bundled vocabulary) or a tokenizer directory."
+    )
+    model: str = Field(default="policy", max_length=512, description="Model name sent to an OpenAI endpoint.")
+
+
+class NamedModel(BaseModel):
+    """A model as the command line names it (``--llm/--model/--api-base``), built where the episode runs.
+
+    API keys are not part of it: whoever runs the episode reads its own ``OPENAI_API_KEY``.
+    """
+
+    kind: Literal["named"] = "named"
+    llm: str | None = Field(default=None, max_length=2048, description="An --llm spec (llm/select.py).")
+    model: str | None = Field(default=None, max_length=512)
+    api_base: str | None = Field(default=None, max_length=2048)
+
+    @property
+    def key(self) -> str:
+        return self.model_dump_json()
+
+
+def _model_kind(value: Any) -> str:
+    """Which model a config is: ``kind`` named, else a policy (whose ``kind`` defaults to sglang)."""
+    kind = value.get("kind") if isinstance(value, dict) else getattr(value, "kind", None)
+    return "named" if kind == "named" else "policy"
+
+
+ModelConfig = Annotated[
+    Annotated[Policy, Tag("policy")] | Annotated[NamedModel, Tag("named")], Discriminator(_model_kind)
+]
+
+
+class ProcessReward(BaseModel):
+    """A judge LLM (OpenAI-compatible) scores every step m times; reward = outcome + coef * mean step score."""
+
+    url: str = Field(min_length=1, max_length=2048, description="Judge base URL ending in /v1.")
+    model: str = Field(default="judge", max_length=512)
+    m: int = Field(default=3, ge=1, le=16, description="Judgements per step.")
+    coef: float = Field(default=1.0, description="Weight of the mean step score.")
+    concurrency: int = Field(default=8, ge=1, le=256, description="Judge calls at once per rollout.")
+
+
+class EpisodeRequest(BaseModel):
+    """One episode to run. ``train`` (the default): training samples and a reward come back; else the
+    episode's record, trajectory and patch only (an eval attempt)."""
+
+    task: str | dict[str, Any] = Field(
+        description="A full task record, or an instance id the executor knows."
+    )
+    model: ModelConfig
+    sampling: SamplingParams = Field(default_factory=SamplingParams)
+    agent_config: str | None = Field(
+        default=None, max_length=256, description="Shipped agent config name (default swebench)."
+    )
+    agent: AgentConfig | None = Field(
+        default=None,
+        description="The agent's whole config, inline (a user's YAML file). Executors in this process and on "
+        "Ray nodes run it; a rollout server refuses it: its templates are code, and it runs shipped ones only.",
+    )
+    step_limit: int | None = Field(default=None, ge=1, le=1000)
+    wall_time_s: float | None = Field(default=None, gt=0, description="Seconds for the agent's run.")
+    cost_limit: float | None = Field(default=None, gt=0, description="USD for the agent's priced calls.")
+    max_context: int | None = Field(
+        default=None, ge=256, description="Context window; enables the context manager."
+    )
+    dynamic_history: bool = True
+    prm: ProcessReward | None = Field(default=None, description="Process rewards from a judge (seed's PRM).")
+    train: bool = Field(default=True, description="Build training samples and a reward.")
+    attempt: int = Field(default=0, ge=0, description="Which attempt at the task (eval's --n-samples).")
+    grading: GradingMode = Field(
+        default="strict", description="strict (training's default) or official (SWE-bench's verdict)."
+    )
+    grade_timeout: float = Field(default=DEFAULT_TEST_TIMEOUT, gt=0, description="Seconds for the test run.")
+    limits: Limits | None = Field(
+        default=None, description="The agent's sandbox limits (None: the backend's)."
+    )
+    prices: PriceTable | None = Field(default=None, description="Price every model call (llm.cost).")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _policy_is_a_model(cls, data: Any) -> Any:
+        """``policy`` (the name of the training-only request before models were typed) is ``model``."""
+        if isinstance(data, dict) and "policy" in data and "model" not in data:
+            data = {**data, "model": data["policy"]}
+            del data["policy"]
+        return data
+
+    @model_validator(mode="after")
+    def _context_fits_a_reply(self) -> EpisodeRequest:
+        if self.max_context is not None and self.max_context <= self.sampling.max_tokens:
+            raise ValueError(
+                f"max_context ({self.max_context}) must exceed sampling.max_tokens ({self.sampling.max_tokens})"
+            )
+        if self.agent is not None and self.agent_config is not None:
+            raise ValueError("give agent (inline) or agent_config (a shipped name), not both")
+        return self
+
+    @property
+    def policy(self) -> Policy | None:
+        """The trained policy, when the model is one."""
+        return self.model if isinstance(self.model, Policy) else None
+
+    @property
+    def instance_id(self) -> str:
+        return self.task if isinstance(self.task, str) else str(self.task.get("instance_id", ""))
