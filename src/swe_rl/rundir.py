@@ -11,6 +11,12 @@ A training run (``swe-rl train rl``):
 <out>/rollouts.jsonl                one EpisodeRecord per rollout, with its step, reward and sample status
 <out>/metrics.jsonl                 per step: rl/*, agent/* and the trainer's own metrics
 <out>/config.json, summary.json     the settings; the per-step curve and where the final model is
+<out>/checkpoint-<N>/               the trainer's state after N steps (``--resume`` continues from the newest
+                                    one holding checkpoint_complete.json, the mark written after the save)
+<out>/final/                        the model and tokenizer at the end
+
+A supervised run (``swe-rl train sft``): config.json, metrics.jsonl, checkpoint-<N>/, final/ and
+train_sft.json (its result).
 
 Both: <out>/report.html (``swe-rl report``).
 """
@@ -44,6 +50,8 @@ class RunDir:
     """The files of one run directory; the records in it."""
 
     TRAJECTORY, PATCH, META = "traj.json", "patch.diff", "meta.json"  # an eval attempt's artifacts
+    CHECKPOINT_PREFIX = "checkpoint-"  # transformers' Trainer names its checkpoints so
+    CHECKPOINT_COMPLETE = "checkpoint_complete.json"  # written into a checkpoint once all of it is saved
 
     def __init__(self, path: Path) -> None:
         self.path = path
@@ -54,11 +62,22 @@ class RunDir:
         self.preds_path = path / "preds.json"
         self.config_path = path / "config.json"
         self.report_path = path / "report.html"
+        self.final_path = path / "final"
+        self.sft_result_path = path / "train_sft.json"
 
     @property
     def is_training(self) -> bool:
         """A training run: rollouts, no eval results."""
         return self.rollouts_path.is_file() and not self.results_path.is_file()
+
+    def checkpoints(self) -> list[tuple[int, Path]]:
+        """The trainer's checkpoint directories by step, oldest first, complete or not."""
+        found = []
+        for child in self.path.glob(self.CHECKPOINT_PREFIX + "*"):
+            step = child.name.removeprefix(self.CHECKPOINT_PREFIX)
+            if child.is_dir() and step.isdigit():
+                found.append((int(step), child))
+        return sorted(found)
 
     def read_summary(self) -> dict[str, Any]:
         """summary.json, or an empty dict while the run has none."""

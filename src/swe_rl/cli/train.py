@@ -5,7 +5,7 @@ from __future__ import annotations
 import contextlib
 import sys
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
@@ -21,9 +21,14 @@ app.command("rl")(train_rl)
 
 @app.command("sft")
 def sft(
+    ctx: typer.Context,
     data: Annotated[
-        Path, typer.Argument(help="`swe-rl data sft` output: its directory, chat.jsonl or tokenized.jsonl.")
-    ],
+        Path | None,
+        typer.Argument(
+            help="`swe-rl data sft` output: its directory, chat.jsonl or tokenized.jsonl (with --resume: "
+            "the run's own)."
+        ),
+    ] = None,
     model: Annotated[
         str,
         typer.Option(
@@ -48,8 +53,20 @@ def sft(
     ] = "default",
     per_turn: Annotated[bool, typer.Option(help="One example per assistant turn.")] = False,
     seed: Annotated[int, typer.Option(help="Seed of the data order and of tiny-qwen's weights.")] = 0,
+    save_steps: Annotated[
+        int, typer.Option(min=0, help="Checkpoint every N steps: what --resume continues from (0: none).")
+    ] = 10,
     json_out: Annotated[bool, typer.Option("--json", help="Print the result as JSON.")] = False,
     config: ConfigOpt = None,
+    resume: Annotated[
+        Path | None,
+        typer.Option(
+            "--resume",
+            metavar="RUN_DIR",
+            help="Continue this unfinished run from its newest complete checkpoint, with its own data, model "
+            "and settings (options given must agree with them).",
+        ),
+    ] = None,
 ) -> None:
     """Fine-tune with TRL's SFTTrainer, loss on the assistant's tokens only; saves <output-dir>/final."""
     from swe_rl.errors import ConfigError
@@ -69,13 +86,18 @@ def sft(
         thinking=modes[thinking],
         merge_turns=not per_turn,
         seed=seed,
+        save_steps=save_steps,
     )
     settings = with_overrides(settings, config)
+    if resume is not None:
+        data, model, settings = _resumed(ctx, resume, data, model, settings, config)
+    if data is None:
+        raise ConfigError("train sft needs the data (a `swe-rl data sft` output), or --resume RUN_DIR")
     output_dir = settings.output_dir
     note(f"train sft: model {model}, data {data}, output {output_dir}/")
     # with --json the trainer's progress and log lines go to stderr: stdout is the JSON alone
     with contextlib.redirect_stdout(sys.stderr) if json_out else contextlib.nullcontext():
-        result = train_sft(data, model, settings)
+        result = train_sft(data, model, settings, resume=resume is not None)
     if json_out:
         print_json(result)
     else:
@@ -84,3 +106,46 @@ def sft(
         print(f"{result['steps']} steps on {result['examples']} examples; loss {first} -> {last}")
     if "model_dir" in result:
         note(f"model: {result['model_dir']} (swe-rl eval --llm hf:{result['model_dir']} runs it)")
+
+
+# options whose value is an SFTTrainSettings field of another name
+_FIELDS = {"learning_rate": "learning_rate", "per_turn": "merge_turns", "data": "data", "model": "model"}
+_SAME = ("epochs", "max_steps", "batch_size", "grad_accum", "max_length", "thinking", "seed")
+
+
+def _resumed(
+    ctx: typer.Context, run_dir: Path, data: Path | None, model: str, given: Any, config: list[str] | None
+) -> tuple[Path, str, Any]:
+    """The saved run's data, model and settings for --resume; ConfigError if an option given would change
+    them."""
+    from swe_rl.cli.train_rl import given_options
+    from swe_rl.errors import ConfigError
+    from swe_rl.rundir import RunDir
+    from swe_rl.train.resume import check_unchanged, open_run
+    from swe_rl.train.sft import SFTTrainSettings
+
+    if config:
+        raise ConfigError(
+            f"--resume {run_dir} takes the run's settings from its config.json; drop -c/--config"
+        )
+    saved_config = open_run(run_dir, "sft", RunDir(run_dir).sft_result_path)
+    if saved_config.get("model") is None:
+        raise ConfigError(
+            f"--resume {run_dir}: the run was given a model object, not a name; resume it in Python"
+        )
+    saved = SFTTrainSettings.model_validate(saved_config["settings"])
+    explicit = given_options(ctx)
+    given_flat = {**given.model_dump(mode="json"), "data": str(data), "model": model}
+    saved_flat = {
+        **saved.model_dump(mode="json"),
+        "data": saved_config["data"],
+        "model": saved_config["model"],
+    }
+    names = [_FIELDS.get(n, n) for n in explicit if n in _FIELDS or n in _SAME]
+    check_unchanged(saved_flat, given_flat, names)
+    if "output_dir" in explicit and given.output_dir != run_dir:
+        raise ConfigError(
+            f"--resume {run_dir} writes to the run itself; drop --output-dir {given.output_dir}"
+        )
+    update = {"output_dir": run_dir, **({"save_steps": given.save_steps} if "save_steps" in explicit else {})}
+    return Path(saved_config["data"]), saved_config["model"], saved.model_copy(update=update)

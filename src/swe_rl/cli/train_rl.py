@@ -40,6 +40,7 @@ def parse_assignments(items: list[str], option: str) -> dict[str, Any]:
 
 
 def train_rl(
+    ctx: typer.Context,
     tasks: Annotated[
         str,
         typer.Option(
@@ -86,8 +87,13 @@ def train_rl(
         int, typer.Option("--jobs", "-j", min=1, help="Episodes (sandboxes) at once.")
     ] = 16,
     save_steps: Annotated[
-        int, typer.Option("--save-steps", min=0, help="Checkpoint every N steps (0: the final model only).")
-    ] = 0,
+        int,
+        typer.Option(
+            "--save-steps",
+            min=0,
+            help="Checkpoint every N steps: what --resume continues from (0: the final model only).",
+        ),
+    ] = 1,
     freeze_embeddings: Annotated[
         bool,
         typer.Option(
@@ -111,6 +117,15 @@ def train_rl(
     repo_cache: RepoCacheOpt = None,
     json_out: JsonOpt = False,
     config: ConfigOpt = None,
+    resume: Annotated[
+        Path | None,
+        typer.Option(
+            "--resume",
+            metavar="RUN_DIR",
+            help="Continue this unfinished run from its newest complete checkpoint, with its own settings "
+            "and tasks (options given must agree with them; --jobs and --backend may change).",
+        ),
+    ] = None,
 ) -> None:
     """Train a small model with GRPO (TRL) on tasks; rewards come from grading each episode's patch.
 
@@ -149,9 +164,19 @@ def train_rl(
             "instances": len(selected),
             "backend": chosen_backend,
             "step_limit": step_limit,
+            "agent_config": agent_config,
         },
     )
     settings = with_overrides(settings, config)
+    if resume is not None:
+        settings, selected = _resumed(ctx, resume, settings, selected, config)
+        steps, tasks_per_step, num_generations = (
+            settings.steps,
+            settings.tasks_per_step,
+            settings.num_generations,
+        )
+        model, step_limit = settings.model, settings.args.get("step_limit", 4)
+        agent_config = settings.args.get("agent_config")
     output_dir = settings.output_dir
     note(
         f"train rl: {len(selected)} tasks, model {model}, {steps} steps x {tasks_per_step} tasks x "
@@ -163,6 +188,7 @@ def train_rl(
         get_factory(chosen_backend, token=pool_token()),
         env_cache(cache_dir, repo_cache),
         load_agent_config(agent_config, step_limit=step_limit),
+        resume=resume is not None,
     )
     from swe_rl.report.training import render_training_report
 
@@ -175,3 +201,60 @@ def train_rl(
         print(f"resolve rate per step: {rates}")
         print(f"final model: {summary['final_model']}")
     note(f"run directory: {output_dir}/ (report.html has the curves)")
+
+
+def given_options(ctx: typer.Context) -> set[str]:
+    """The parameters the command line (or the environment) set, not left at their defaults."""
+    sources = {n: ctx.get_parameter_source(n) for n in ctx.params}
+    return {
+        n for n, source in sources.items() if getattr(source, "name", "") in ("COMMANDLINE", "ENVIRONMENT")
+    }
+
+
+# options whose value is a GRPOSettings field of the same name, or one of its args
+_SETTINGS = [
+    "model",
+    "steps",
+    "tasks_per_step",
+    "num_generations",
+    "learning_rate",
+    "beta",
+    "max_tokens",
+    "temperature",
+    "top_p",
+    "freeze_embeddings",
+    "seed",
+]
+_ARGS = ("tasks", "step_limit", "agent_config")
+
+
+def _resumed(
+    ctx: typer.Context, run_dir: Path, given: Any, selected: list[Any], config: list[str] | None
+) -> Any:
+    """The saved run's settings and tasks for --resume; ConfigError if an option given would change them."""
+    from swe_rl.rundir import RunDir
+    from swe_rl.tasks.loaders import load_tasks
+    from swe_rl.train.grpo import GRPOSettings
+    from swe_rl.train.resume import check_unchanged, open_run
+
+    if config:
+        raise ConfigError(
+            f"--resume {run_dir} takes the run's settings from its config.json; drop -c/--config"
+        )
+    saved_config = open_run(run_dir, "rl", RunDir(run_dir).summary_path)
+    saved = GRPOSettings.model_validate(saved_config["settings"])
+    explicit = given_options(ctx)
+    given_flat = {**given.model_dump(mode="json"), **{k: given.args.get(k) for k in _ARGS}}
+    saved_flat = {**saved.model_dump(mode="json"), **{k: saved.args.get(k) for k in _ARGS}}
+    check_unchanged(saved_flat, given_flat, [n for n in (*_SETTINGS, *_ARGS, "trl") if n in explicit])
+    ids = saved_config.get("instance_ids") or [t.instance_id for t in selected]
+    if explicit & {"instance", "max_instances"} and [t.instance_id for t in selected] != ids:
+        raise ConfigError(f"--resume {run_dir}: --instance/--max-instances select other tasks than the run's")
+    tasks = load_tasks(saved.args.get("tasks", "builtin"), instance_ids=ids)
+    if "output_dir" in explicit and given.output_dir != run_dir:
+        raise ConfigError(
+            f"--resume {run_dir} writes to the run itself; drop --output-dir {given.output_dir}"
+        )
+    update: dict[str, Any] = {k: getattr(given, k) for k in ("max_concurrent", "save_steps") if k in explicit}
+    args = {**saved.args, "backend": given.args["backend"], "resumed": True}
+    return saved.model_copy(update={**update, "output_dir": run_dir, "args": args}), tasks

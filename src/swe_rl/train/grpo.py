@@ -3,7 +3,8 @@ integrations/trl.py).
 
 Run directory: ``rollouts.jsonl`` (one ``EpisodeRecord`` per episode, with its step, reward and status),
 ``metrics.jsonl`` (per step: resolve rate, rewards, agent/* metrics, TRL's loss), TRL's
-``checkpoint-*``, ``final/`` (model + tokenizer), ``summary.json`` and ``report.html`` with the curves.
+``checkpoint-*`` (every step by default: ``--resume`` continues from the newest, train/resume.py),
+``final/`` (model + tokenizer), ``summary.json`` and ``report.html`` with the curves.
 """
 
 from __future__ import annotations
@@ -52,7 +53,14 @@ class GRPOSettings(BaseModel):
     )
     max_concurrent: int = Field(default=16, ge=1, description="Episodes at once (sandboxes).")
     save_steps: int = Field(
-        default=0, ge=0, description="Checkpoint every N steps (0: only the final model)."
+        default=1,
+        ge=0,
+        description="Checkpoint every N steps, what --resume continues from (0: only the final model).",
+    )
+    keep_checkpoints: int | None = Field(
+        default=2,
+        ge=2,
+        description="Newest checkpoints kept (None: all); at least two, so a kill during a save leaves one.",
     )
     freeze_embeddings: bool = Field(
         default=False,
@@ -90,12 +98,16 @@ def train_grpo(
     agent: AgentConfig,
     *,
     quiet: bool = False,
+    resume: bool = False,
 ) -> dict[str, Any]:
-    """GRPO with TRL on ``tasks``; returns the run summary (also written to summary.json)."""
+    """GRPO with TRL on ``tasks``; returns the run summary (also written to summary.json).
+
+    ``resume``: continue the run in ``settings.output_dir`` from its newest complete checkpoint (the same
+    settings and tasks; train/resume.py)."""
     try:
         import torch
         from datasets import Dataset
-        from trl import GRPOConfig, GRPOTrainer
+        from trl import GRPOConfig
     except ImportError as exc:
         raise MissingExtraError(exc.name or "trl", "train", "RL training with TRL") from None
     from swe_rl.llm.hf import load_model
@@ -104,7 +116,10 @@ def train_grpo(
     _check(tasks, settings, {f.name for f in dataclasses.fields(GRPOConfig)})
     if quiet:
         _quiet_libraries()
-    out = _new_run_dir(settings)
+    checkpoint = _resume_point(tasks, settings) if resume else None
+    if not resume:
+        _new_run_dir(tasks, settings)
+    out = settings.output_dir
     for task in tasks:  # build every env once, up front, so the first step does not pay for it
         cache.ensure(task)
     model, tokenizer = load_model(model_source(settings.model))
@@ -121,7 +136,7 @@ def train_grpo(
         tasks, factory, cache, agent, params, log=log, max_concurrent=settings.max_concurrent
     )
     bf16 = bool(cuda and torch.cuda.is_bf16_supported())
-    trainer = GRPOTrainer(
+    trainer = _trainer_class()(
         model=model,
         reward_funcs=[swe_reward],
         args=GRPOConfig(**_grpo_config(settings, cuda=cuda, bf16=bf16, quiet=quiet)),
@@ -131,7 +146,7 @@ def train_grpo(
     )
     _fit_trainer(trainer, log, settings, cuda=cuda, quiet=quiet)
     started = time.monotonic()
-    trainer.train()
+    trainer.train(resume_from_checkpoint=str(checkpoint) if checkpoint else None)
     return _finish(trainer, tokenizer, settings, rollout, time.monotonic() - started)
 
 
@@ -152,13 +167,50 @@ def _quiet_libraries() -> None:
     warnings.filterwarnings("ignore", category=FutureWarning, module="transformers")
 
 
-def _new_run_dir(settings: GRPOSettings) -> Path:
+def _new_run_dir(tasks: Sequence[Task], settings: GRPOSettings) -> None:
     out = settings.output_dir
     if RunDir(out).rollouts_path.exists():
-        raise ConfigError(f"{out} already holds a training run; choose another --output-dir")
+        raise ConfigError(
+            f"{out} already holds a training run; --resume {out} continues it, or choose another --output-dir"
+        )
     out.mkdir(parents=True, exist_ok=True)
-    atomic_write_json(RunDir(out).config_path, {"settings": settings.model_dump(mode="json")})
-    return out
+    config = {
+        "kind": "rl",
+        "settings": settings.model_dump(mode="json"),
+        "instance_ids": [t.instance_id for t in tasks],
+    }
+    atomic_write_json(RunDir(out).config_path, config)
+
+
+# what may differ on --resume: where and how fast it runs, how often it saves; not what it computes
+RESUME_FREE = frozenset({"output_dir", "max_concurrent", "save_steps", "keep_checkpoints", "args"})
+
+
+def _resume_point(tasks: Sequence[Task], settings: GRPOSettings) -> Path | None:
+    """The checkpoint to continue (None: from step 0), the run's logs rewound to it."""
+    from swe_rl.train.resume import check_unchanged, open_run, start
+
+    out = settings.output_dir
+    config = open_run(out, "rl", RunDir(out).summary_path)
+    given = settings.model_dump(mode="json")
+    check_unchanged(config["settings"], given, [k for k in given if k not in RESUME_FREE])
+    ids = [t.instance_id for t in tasks]
+    if config.get("instance_ids", ids) != ids:
+        raise ConfigError(f"--resume {out}: the tasks differ from the run's ({len(config['instance_ids'])})")
+    return start(out)
+
+
+def _trainer_class() -> Any:
+    """TRL's GRPOTrainer with a task order that a resumed run continues (train/resume.py EpochOrder)."""
+    from trl import GRPOTrainer
+
+    from swe_rl.train.resume import EpochOrder
+
+    class ResumableGRPOTrainer(GRPOTrainer):
+        def _get_train_sampler(self, dataset: Any = None) -> Any:
+            return EpochOrder(super()._get_train_sampler(dataset))
+
+    return ResumableGRPOTrainer
 
 
 def _grpo_config(settings: GRPOSettings, *, cuda: bool, bf16: bool, quiet: bool) -> dict[str, Any]:
@@ -175,6 +227,7 @@ def _grpo_config(settings: GRPOSettings, *, cuda: bool, bf16: bool, quiet: bool)
         "logging_steps": 1,
         "save_steps": settings.save_steps or settings.steps + 1,
         "save_strategy": "steps" if settings.save_steps else "no",
+        "save_total_limit": settings.keep_checkpoints,
         "report_to": "none",
         "use_cpu": not cuda,
         "bf16": bf16,
@@ -194,7 +247,10 @@ def _fit_trainer(trainer: Any, log: RolloutLog, settings: GRPOSettings, *, cuda:
         from swe_rl.train.lm_head import plain_lm_head
 
         plain_lm_head(trainer.model, settings.temperature)
+    from swe_rl.train.resume import completion_callback
+
     trainer.add_callback(_trl_metrics_callback(log))
+    trainer.add_callback(completion_callback())
     if quiet:
         from transformers.trainer_callback import PrinterCallback, ProgressCallback
 
@@ -206,7 +262,7 @@ def _finish(
     trainer: Any, tokenizer: Any, settings: GRPOSettings, rollout: SweRolloutFunc, train_s: float
 ) -> dict[str, Any]:
     out = settings.output_dir
-    final = out / "final"
+    final = RunDir(out).final_path
     trainer.save_model(str(final))
     tokenizer.save_pretrained(str(final))
     summary = training_summary(out)

@@ -19,6 +19,8 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 from swe_rl.errors import ConfigError, MissingExtraError
+from swe_rl.fileio import atomic_write_json
+from swe_rl.rundir import RunDir
 
 
 class SFTTrainSettings(BaseModel):
@@ -34,6 +36,17 @@ class SFTTrainSettings(BaseModel):
     merge_turns: bool = True
     logging_steps: int = 1
     save: bool = Field(default=True, description="Save the final model and tokenizer to output_dir/final.")
+    save_steps: int = Field(
+        default=10,
+        ge=0,
+        description="Checkpoint every N steps, what --resume continues from (0: none). A checkpoint holds "
+        "the model and Adam's two moments (12 bytes a parameter): SFT steps are short, so not every one.",
+    )
+    keep_checkpoints: int | None = Field(
+        default=2,
+        ge=2,
+        description="Newest checkpoints kept (None: all); at least two, so a kill during a save leaves one.",
+    )
 
 
 def _imports() -> tuple[Any, Any, Any]:
@@ -94,7 +107,9 @@ def _sft_config(settings: SFTTrainSettings, *, cuda: bool, bf16_ok: bool) -> dic
         "gradient_accumulation_steps": settings.grad_accum,
         "max_length": settings.max_length,
         "logging_steps": settings.logging_steps,
-        "save_strategy": "no",
+        "save_strategy": "steps" if settings.save_steps else "no",
+        "save_steps": settings.save_steps or 1,
+        "save_total_limit": settings.keep_checkpoints,
         "report_to": [],
         "seed": settings.seed,
         "use_cpu": not cuda,
@@ -111,10 +126,19 @@ def train_sft(
     model: str | Any,
     settings: SFTTrainSettings,
     tokenizer: Any = None,
+    *,
+    resume: bool = False,
 ) -> dict[str, Any]:
     """Fine-tune ``model`` (a name for :func:`load_model_and_tokenizer`, or a model object with ``tokenizer``)
-    on ``data``; returns losses, steps and where the final model is."""
+    on ``data``; returns losses, steps and where the final model is.
+
+    ``resume``: continue the unfinished run in ``settings.output_dir`` (the same data, model and settings)
+    from its newest complete checkpoint (train/resume.py)."""
     datasets, torch, trl = _imports()
+    run_config = {"kind": "sft", "data": str(data), "model": model if isinstance(model, str) else None}
+    checkpoint = _resume_point(run_config, settings) if resume else None
+    if not resume:
+        _new_run(run_config, settings)
     if isinstance(model, str):
         model, tokenizer = load_model_and_tokenizer(model, settings.seed)
     if tokenizer is None:
@@ -133,7 +157,11 @@ def train_sft(
         from swe_rl.train.lm_head import plain_lm_head
 
         plain_lm_head(trainer.model)
-    output = trainer.train()
+    from swe_rl.train.resume import completion_callback
+
+    trainer.add_callback(_metrics_callback(RunDir(settings.output_dir).metrics_path))
+    trainer.add_callback(completion_callback())
+    output = trainer.train(resume_from_checkpoint=str(checkpoint) if checkpoint else None)
     losses = [float(h["loss"]) for h in trainer.state.log_history if "loss" in h]
     result: dict[str, Any] = {
         "examples": len(examples),
@@ -142,11 +170,60 @@ def train_sft(
         "losses": losses,
         "train_loss": float(output.training_loss) if math.isfinite(output.training_loss) else None,
     }
+    run = RunDir(settings.output_dir)
     if settings.save:
-        final = settings.output_dir / "final"
-        trainer.save_model(str(final))
-        tokenizer.save_pretrained(str(final))
-        result["model_dir"] = str(final)
-    (settings.output_dir).mkdir(parents=True, exist_ok=True)
-    (settings.output_dir / "train_sft.json").write_text(json.dumps(result, indent=1))
+        trainer.save_model(str(run.final_path))
+        tokenizer.save_pretrained(str(run.final_path))
+        result["model_dir"] = str(run.final_path)
+    run.path.mkdir(parents=True, exist_ok=True)
+    atomic_write_json(run.sft_result_path, result)
     return result
+
+
+# what may differ on --resume: how often it saves; not what it computes
+RESUME_FREE = frozenset({"output_dir", "save", "save_steps", "keep_checkpoints", "logging_steps"})
+
+
+def _new_run(run_config: dict[str, Any], settings: SFTTrainSettings) -> None:
+    """A fresh run: config.json; an earlier run's checkpoints and metrics in the directory are dropped."""
+    import shutil
+
+    run = RunDir(settings.output_dir)
+    run.path.mkdir(parents=True, exist_ok=True)
+    for _, path in run.checkpoints():
+        shutil.rmtree(path)
+    run.metrics_path.unlink(missing_ok=True)
+    run.sft_result_path.unlink(missing_ok=True)
+    atomic_write_json(run.config_path, {**run_config, "settings": settings.model_dump(mode="json")})
+
+
+def _resume_point(run_config: dict[str, Any], settings: SFTTrainSettings) -> Path | None:
+    """The checkpoint to continue (None: from step 0), the run's metrics rewound to it."""
+    from swe_rl.train.resume import check_unchanged, open_run, start
+
+    run = RunDir(settings.output_dir)
+    saved = open_run(run.path, "sft", run.sft_result_path)
+    given = {**run_config, **settings.model_dump(mode="json")}
+    check_unchanged(
+        {**saved, **saved["settings"]}, given, [k for k in given if k not in RESUME_FREE | {"kind"}]
+    )
+    return start(run.path)
+
+
+def _metrics_callback(path: Path) -> Any:
+    """The trainer's logs (loss, grad norm, learning rate, ...) into metrics.jsonl under ``sft/``."""
+    from transformers import TrainerCallback
+
+    from swe_rl.runs.metrics import MetricsSink
+
+    sink = MetricsSink(path)
+
+    class SFTMetrics(TrainerCallback):
+        def on_log(
+            self, args: Any, state: Any, control: Any, logs: dict[str, Any] | None = None, **_: Any
+        ) -> None:
+            numbers = {f"sft/{k}": float(v) for k, v in (logs or {}).items() if isinstance(v, int | float)}
+            if numbers:
+                sink.log(numbers, step=int(state.global_step))
+
+    return SFTMetrics()
