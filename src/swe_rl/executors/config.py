@@ -89,7 +89,9 @@ def parse_executor(
     """
     kind, _, arg = spec.strip().partition(":")
     if kind == "local":
-        return LocalConfig(backend=arg or backend or "ns")
+        from swe_rl.sandbox.config import parse_backend
+
+        return LocalConfig(backend=parse_backend(arg or backend or "ns").spec)  # an unknown one fails here
     if kind == "pool":
         url = arg or backend or ""
         if not url.startswith(("http://", "https://")):
