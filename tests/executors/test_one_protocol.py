@@ -88,18 +88,36 @@ def test_eval_resolves_every_builtin_task_through_each_executor(kind, tasks, tmp
     _artifacts(tmp_path)
 
 
-def test_eval_through_a_rollout_server_refuses_an_agent_config_file(rollout_server, tmp_path):
+@pytest.mark.parametrize(
+    ("option", "message"),
+    [
+        ("--agent-config", "shipped agent configs only"),
+        ("--llm", "loads no local models (hf:)"),
+    ],
+)
+def test_eval_through_a_rollout_server_refuses_what_would_run_on_it_unchosen(
+    rollout_server, tmp_path, option, message
+):
     config = tmp_path / "mine.yaml"
-    where = ["--agent-config", str(config), "-o", str(tmp_path / "run"), "--max-instances", "1"]
     config.write_text(yaml.safe_dump(load_agent_config(step_limit=3).model_dump()))
+    given = {"--agent-config": ["--agent-config", str(config)], "--llm": ["--llm", "hf:/srv/any-model"]}
+    llm = [] if option == "--llm" else ["--llm", "scripted:oracle"]
+    where = [
+        "--executor",
+        f"service:{rollout_server.url}",
+        "-o",
+        str(tmp_path / "run"),
+        "--max-instances",
+        "1",
+    ]
     out = subprocess.run(
-        [*SWE_RL, "eval", "--llm", "scripted:oracle", "--executor", f"service:{rollout_server.url}", *where],
+        [*SWE_RL, "eval", *llm, *given[option], *where],
         capture_output=True,
         text=True,
         timeout=300,
         check=False,
     )
-    assert out.returncode == 2 and "shipped agent configs only" in out.stderr, out.stderr[-2000:]
+    assert out.returncode == 2 and message in out.stderr, out.stderr[-2000:]
     assert not (tmp_path / "run" / "results.jsonl").exists()
 
 

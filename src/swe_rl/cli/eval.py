@@ -267,6 +267,11 @@ def _elsewhere(
                 "--executor service runs shipped agent configs only (a config's templates are code run on the "
                 "server): name one (swebench, compact), or run a config file with --executor local, pool or ray"
             )
+        if named.llm and named.llm.startswith("hf:"):
+            raise ConfigError(
+                "--executor service loads no local models (hf:): serve the model behind an OpenAI-compatible "
+                "endpoint and give --model and --api-base"
+            )
         _answering(config.urls)
     chosen = config.build(token=pool_token())
     note(
