@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 import yaml
 from tests.conftest import available_factory
-from tests.service.servers import Server, exec_server, free_port, pool_server, post
+from tests.service.servers import Server, free_port, post
 
 from swe_rl.agent.config import load_agent_config
 from swe_rl.episode.request import EpisodeRequest, NamedModel, Policy
@@ -30,16 +30,6 @@ def rollout_server():  # type: ignore[no-untyped-def]
     server = Server(["serve", "rollout", "--backend", "ns", "--capacity", "4"], free_port()).start()
     yield server
     server.stop()
-
-
-@pytest.fixture(scope="module")
-def pool():  # type: ignore[no-untyped-def]
-    available_factory("ns")
-    node = exec_server().start()
-    server = pool_server([node]).start()
-    yield server
-    server.stop()
-    node.stop()
 
 
 def _eval(tmp_path: Path, *where: str) -> dict:
@@ -78,7 +68,7 @@ def _artifacts(tmp_path: Path) -> None:
 def test_eval_resolves_every_builtin_task_through_each_executor(kind, tasks, tmp_path, request):
     where = {"local": ["--executor", "local", "--backend", "ns"]}.get(kind)
     if kind == "pool":
-        where = ["--executor", f"pool:{request.getfixturevalue('pool').url}"]
+        where = ["--executor", f"pool:{request.getfixturevalue('remote_service').url}"]
     if kind == "service":
         where = ["--executor", f"service:{request.getfixturevalue('rollout_server').url}"]
     assert where is not None
