@@ -19,6 +19,10 @@ from tests.service.servers import Server, free_port, post
 from swe_rl.agent.config import load_agent_config
 from swe_rl.episode.request import EpisodeRequest, NamedModel, Policy
 from swe_rl.executors.local import LocalExecutor
+from swe_rl.executors.service import ServiceExecutor
+from swe_rl.llm.base import SamplingParams
+from swe_rl.llm.cost import ModelPrice, PriceTable
+from swe_rl.runs.evaluation import Attempts, EvalSettings
 from swe_rl.sandbox.base import Limits
 
 SWE_RL = [sys.executable, "-m", "swe_rl.cli.app"]
@@ -186,7 +190,34 @@ def test_a_training_request_written_before_models_were_typed_still_parses():
     request = EpisodeRequest.model_validate(old)
     assert isinstance(request.model, Policy) and request.model.kind == "sglang" and request.train
     assert request.policy == request.model
-    named = EpisodeRequest.model_validate({"task": "x", "model": {"kind": "named", "llm": "scripted:oracle"}})
+    body = {"task": "x", "model": {"kind": "named", "llm": "scripted:oracle"}, "train": False}
+    named = EpisodeRequest.model_validate(body)
     assert isinstance(named.model, NamedModel) and named.policy is None
+    with pytest.raises(
+        ValueError, match="needs the policy's token ids"
+    ):  # samples need ids a named model lacks
+        EpisodeRequest.model_validate({**body, "train": True})
     with pytest.raises(ValueError, match="not both"):
-        EpisodeRequest(task="x", model=named.model, agent_config="swebench", agent=load_agent_config())
+        EpisodeRequest(
+            task="x", model=named.model, train=False, agent_config="swebench", agent=load_agent_config()
+        )
+
+
+def test_an_attempt_sent_elsewhere_carries_its_models_price_not_the_whole_map(tasks, tmp_path):
+    prices = PriceTable(
+        prices={
+            f"model-{i}": ModelPrice(input_cost_per_token=i * 1e-9, output_cost_per_token=0.0)
+            for i in range(5000)
+        }
+    )
+    settings = EvalSettings(output_dir=tmp_path, prices=prices)
+    remote = Attempts(
+        ServiceExecutor("http://127.0.0.1:1"), NamedModel(model="model-7", api_base="x"), load_agent_config()
+    )
+    sent = remote.request(tasks[0], 0, SamplingParams(), settings)
+    assert sent.prices is not None and list(sent.prices.prices) == ["model-7"]
+    assert sent.prices.prices["model-7"] == prices.lookup("model-7")
+    here = Attempts.here(lambda t: None, None, None, load_agent_config())  # type: ignore[arg-type]
+    assert (
+        here.request(tasks[0], 0, SamplingParams(), settings).prices == prices
+    )  # in process: the table as is

@@ -127,6 +127,11 @@ class EpisodeRequest(BaseModel):
             raise ValueError(
                 f"max_context ({self.max_context}) must exceed sampling.max_tokens ({self.sampling.max_tokens})"
             )
+        if self.train and not isinstance(self.model, Policy):
+            raise ValueError(
+                "a training episode needs the policy's token ids: give a policy model (sglang or openai), "
+                "or set train false for an episode without samples"
+            )
         if self.agent is not None and self.agent_config is not None:
             raise ValueError("give agent (inline) or agent_config (a shipped name), not both")
         return self

@@ -48,6 +48,11 @@ class PriceTable(BaseModel):
             return ModelPrice(input_cost_per_token=0.0, output_cost_per_token=0.0, source="local model")
         return None
 
+    def only(self, *models: str | None) -> PriceTable:
+        """The prices of ``models`` alone, under the names given (what a remote episode needs of the map)."""
+        kept = {m: p for m in models if m and (p := self.lookup(m)) is not None}
+        return PriceTable(prices=kept, sources=self.sources)
+
     def require(self, model: str) -> ModelPrice:
         price = self.lookup(model)
         if price is None:

@@ -93,7 +93,11 @@ class Attempts:
     def request(
         self, task: Task, attempt: int, params: SamplingParams, settings: AttemptSettings
     ) -> EpisodeRequest:
-        """The attempt's request, with the full task record (it may run on another machine)."""
+        """The attempt's request, with the full task record (it may run on another machine); prices: the
+        model's own, not the whole map (LiteLLM's has thousands of entries), where it runs elsewhere."""
+        prices = settings.prices
+        if prices is not None and self.executor.name != "local":
+            prices = prices.only(self.model.model, self.model.llm)
         agent: dict[str, Any] = {"agent": self.agent}
         if self.agent_name is not None:
             agent = {
@@ -112,7 +116,7 @@ class Attempts:
             grading=settings.grading,
             grade_timeout=settings.grade_timeout,
             limits=settings.limits,
-            prices=settings.prices,
+            prices=prices,
             **agent,
         )
 
