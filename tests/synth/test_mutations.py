@@ -17,6 +17,7 @@ from swe_rl.synth.mutations import (
     apply_edits,
     changes_code,
     combinations,
+    same_bytecode,
 )
 from swe_rl.synth.mutators import find_mutations
 from swe_rl.synth.problem import failure_excerpt, problem_statement
@@ -207,3 +208,27 @@ def test_problem_statement_quotes_the_test_not_the_library(tmp_path):
     assert "secret_line" not in text and "lib.py:3" not in text, "no frame of the code under test"
     assert problem_statement("x__y-1", f2p, log) == text
     assert "assert pick([1, 2, 3], 0) == 1" in failure_excerpt(log, "test_lib.py::test_pick")
+
+
+@pytest.mark.parametrize(
+    ("original", "mutated", "same"),
+    [
+        # equivalent: a never-evaluated local annotation, an explicit `return None` at the end, line shifts
+        (
+            "def f(x):\n    y: int | None = x\n    return y\n",
+            "def f(x):\n    y: int & None = x\n    return y\n",
+            True,
+        ),
+        ("def f(x):\n    print(x)\n    return None\n", "def f(x):\n    print(x)\n", True),
+        ("def f(x):\n    return x\n", "\n\ndef f(x):\n\n    return x\n", True),
+        # not equivalent (positive controls): values equal in a tuple, docstrings, real changes, bad syntax
+        ("X = (1, 2)\n", "X = (1.0, 2)\n", False),
+        ("X = True\n", "X = 1\n", False),
+        ("X = 0.0\n", "X = -0.0\n", False),
+        ('def f():\n    "Doc."\n', 'def f():\n    "Doc!"\n', False),
+        ("def f(x):\n    return x + 1\n", "def f(x):\n    return x - 1\n", False),
+        ("def f(x):\n    return x\n", "def f(x):\n    return (x\n", False),
+    ],
+)
+def test_same_bytecode(original, mutated, same):
+    assert same_bytecode("mod.py", original, mutated) is same

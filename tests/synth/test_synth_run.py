@@ -95,6 +95,13 @@ def test_same_seed_same_records(run, tmp_path):
     assert (tmp_path / "tasks.train.jsonl").read_text() == (out.parent / "tasks.train.jsonl").read_text()
 
 
+def test_same_tasks_as_before_the_timeout_change(run):
+    """The tasks this seed gave at 2822205 (timeout floor 30 s, no bytecode shortcut): same ids, same patches."""
+    _, report = run
+    before = json.loads((Path(__file__).parent / "statkit_seed3_tasks.json").read_text())["tasks"]
+    assert [{"instance_id": t.instance_id, "patch": t.patch} for t in report.tasks] == before
+
+
 def test_splits_by_function_do_not_overlap(run):
     out, report = run
     parts = {name: load_tasks(out.with_name(f"tasks.{name}.jsonl")) for name in SPLIT}

@@ -158,8 +158,16 @@ def synth(
     timeout: Annotated[
         float | None,
         typer.Option(
-            "--timeout", min=1, help="Seconds per candidate run [default: 10x the baseline, >= 30]."
+            "--timeout", min=1, help="Seconds per candidate run [default: --timeout-factor x the baseline]."
         ),
+    ] = None,
+    timeout_factor: Annotated[
+        float | None,
+        typer.Option("--timeout-factor", min=0.1, help="Candidate timeout in baselines [default: 10]."),
+    ] = None,
+    timeout_floor: Annotated[
+        float | None,
+        typer.Option("--timeout-floor", min=0.1, help="Least seconds per candidate run [default: 10]."),
     ] = None,
     report: Annotated[
         Path | None, typer.Option("--report", help="Also write the run's statistics (JSON) to this file.")
@@ -193,6 +201,8 @@ def synth(
         env_seed=tuple(env_seed) if env_seed is not None else ("pytest",),
         concurrency=concurrency or (os.cpu_count() or 2),
         timeout=timeout,
+        **({"timeout_factor": timeout_factor} if timeout_factor else {}),
+        **({"timeout_floor": timeout_floor} if timeout_floor else {}),
         allow_failing=allow_failing,
     )
     shares = parse_split(split) if split else None

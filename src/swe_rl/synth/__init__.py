@@ -7,7 +7,8 @@ broke, its issue text written from their failure output. See :func:`synthesize`.
 
 Modules: ``source`` (reading a repository), ``mutators`` / ``mutations`` (where and how bugs are
 injected), ``runner`` (baseline and candidate runs in sandboxes), ``problem`` (issue text),
-``repo`` (the bare repository of base commits), ``pipeline`` (the deterministic search),
+``repo`` (the bare repository of base commits), ``options`` (what a run is asked for and reports),
+``pipeline`` (the deterministic search),
 ``splits`` (splits by function, stats), ``output`` (writing the results atomically).
 """
 
@@ -21,8 +22,9 @@ from swe_rl.envs.cache import EnvCache
 from swe_rl.errors import ConfigError, SynthError
 from swe_rl.sandbox.base import SandboxFactory
 from swe_rl.synth.mutations import DIFFICULTIES, MUTATION_KINDS
+from swe_rl.synth.options import KindStats, SynthOptions, SynthReport
 from swe_rl.synth.output import publish, remove_stale_staging, repo_path_for, split_path_for, staging_dir
-from swe_rl.synth.pipeline import KindStats, Note, Synthesizer, SynthOptions, SynthReport
+from swe_rl.synth.pipeline import Note, Synthesizer
 from swe_rl.synth.repo import TaskRepo
 from swe_rl.synth.source import SourceTree, load_sources
 from swe_rl.synth.splits import assign_splits, parse_split, stats

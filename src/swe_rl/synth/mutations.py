@@ -9,6 +9,7 @@ from __future__ import annotations
 import ast
 import hashlib
 import itertools
+import types
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Literal
 
@@ -129,6 +130,40 @@ def changes_code(original: ast.Module, mutated_text: str) -> bool:
     except (SyntaxError, ValueError):
         return False
     return ast.dump(mutated) != ast.dump(original)
+
+
+def same_bytecode(path: str, original: str, mutated: str) -> bool:
+    """Whether the mutated text compiles to exactly the original's code objects, line numbers aside.
+
+    Proof that the mutant is equivalent without running a test: ``return None`` deleted at the end
+    of a function, a local variable's annotation changed (never evaluated), and the like. Docstrings
+    count (doctests and ``__doc__`` can see them), and constants compare by type and ``repr``
+    (``1``, ``1.0`` and ``True`` are equal in a tuple but not in a program).
+    """
+    try:
+        mutated_code = compile(mutated, path, "exec", dont_inherit=True)
+    except (SyntaxError, ValueError):
+        return False
+    return _code_key(compile(original, path, "exec", dont_inherit=True)) == _code_key(mutated_code)
+
+
+_CODE_FIELDS = (
+    *("co_argcount", "co_posonlyargcount", "co_kwonlyargcount", "co_flags", "co_code"),
+    *("co_names", "co_varnames", "co_freevars", "co_cellvars", "co_name", "co_qualname"),
+    "co_exceptiontable",
+)
+
+
+def _code_key(value: object) -> object:
+    """A code object or constant as comparable data, without co_firstlineno, co_linetable, filename."""
+    if isinstance(value, types.CodeType):
+        fields = tuple(getattr(value, f, None) for f in _CODE_FIELDS)
+        return ("code", fields, tuple(_code_key(c) for c in value.co_consts))
+    if isinstance(value, tuple):
+        return ("tuple", tuple(_code_key(v) for v in value))
+    if isinstance(value, frozenset):
+        return ("frozenset", tuple(sorted(repr(_code_key(v)) for v in value)))
+    return (type(value).__name__, repr(value))
 
 
 def combinations(

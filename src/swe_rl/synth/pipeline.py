@@ -21,67 +21,26 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
-
 from swe_rl.envs.cache import EnvCache
 from swe_rl.errors import ConfigError
 from swe_rl.sandbox.base import EnvSpec, SandboxFactory
-from swe_rl.synth.mutations import MUTATION_KINDS, Candidate, Difficulty, combinations
+from swe_rl.synth.mutations import MUTATION_KINDS, Candidate, combinations, same_bytecode
 from swe_rl.synth.mutators import find_mutations
+from swe_rl.synth.options import KindStats, SynthOptions, SynthReport
 from swe_rl.synth.problem import problem_statement
 from swe_rl.synth.repo import TaskRepo
-from swe_rl.synth.runner import Baseline, CandidateRun, precompile_env, run_baseline, run_candidate
-from swe_rl.synth.source import DEFAULT_TEST_CMD, SYNTH_OWNER, SourceTree
+from swe_rl.synth.runner import (
+    Baseline,
+    CandidateRun,
+    candidate_timeout,
+    precompile_env,
+    run_baseline,
+    run_candidate,
+)
+from swe_rl.synth.source import SYNTH_OWNER, SourceTree
 from swe_rl.tasks.model import Task
 
 Note = Callable[[str], None]
-
-
-class SynthOptions(BaseModel):
-    """What to synthesize and how hard to try."""
-
-    model_config = ConfigDict(frozen=True)
-
-    n: int = Field(default=50, ge=1, description="Tasks to produce (fewer when the repository runs out).")
-    seed: int = Field(default=0, description="Shuffles the candidates; same seed, same tasks.")
-    multi: float = Field(default=0.25, ge=0, le=1, description="Share of multi-location tasks.")
-    difficulties: tuple[Difficulty, ...] = Field(default=("one-line", "multi-line", "multi-location"))
-    kinds: tuple[str, ...] = Field(default=MUTATION_KINDS, description="Mutation kinds to use.")
-    src: tuple[str, ...] = Field(default=(), description="Only mutate files under these path prefixes.")
-    test_cmd: str = Field(default=DEFAULT_TEST_CMD, description="pytest command that prints -rA results.")
-    python: str = Field(default="3", description="Python of the env ('3' = the one running swe-rl).")
-    install: str = Field(default="", description="Install command run in the repo for its env.")
-    env_seed: tuple[str, ...] = Field(default=("pytest",), description="Host packages copied into the env.")
-    concurrency: int = Field(default=2, ge=1, description="Candidates tested at once.")
-    timeout: float | None = Field(
-        default=None, description="Seconds per candidate run (default 10x baseline)."
-    )
-    baseline_timeout: float = Field(default=900.0, description="Seconds for the unmutated suite.")
-    allow_failing: bool = Field(default=False, description="Leave tests failing at baseline out.")
-
-
-class KindStats(BaseModel):
-    tried: int = 0
-    valid: int = 0
-    equivalent: int = 0
-    broken: int = 0
-    timeout: int = 0
-    kept: int = 0
-    seconds: float = 0.0
-
-    @property
-    def pass_rate(self) -> float:
-        return self.valid / self.tried if self.tried else 0.0
-
-
-class SynthReport(BaseModel):
-    tasks: list[Task]
-    asked: int
-    seed: int
-    candidates: int = Field(description="Single mutations found on covered lines.")
-    per_kind: dict[str, KindStats]
-    baselines: dict[str, dict[str, float]]
-    seconds: float
 
 
 @dataclass
@@ -193,7 +152,9 @@ class Synthesizer:
             f"{source.origin}: {len(baseline.passing)} passing tests in {baseline.seconds:.1f}s, "
             f"{sum(len(v) for v in baseline.covered.values())} source lines covered"
         )
-        timeout = self.opts.timeout or max(30.0, 10 * baseline.seconds)
+        timeout = self.opts.timeout or candidate_timeout(
+            baseline.seconds, factor=self.opts.timeout_factor, floor=self.opts.timeout_floor
+        )
         return _Prepared(source, parsed, clean, env, baseline, timeout)
 
     def _env_fields(self) -> dict[str, Any]:
@@ -302,22 +263,34 @@ class Synthesizer:
                 alone = await self._try(_Item(p, Candidate(mutations=(part,))), label)
                 if alone.outcome != "valid":
                     return CandidateRun(outcome="skipped", reason="a part breaks no test on its own")
-        async with self._limit:
-            files = {cand.path: cand.apply(p.text(cand.path))}
-            run = await run_candidate(
-                self.factory, p.env, self.opts.test_cmd, files, p.baseline, timeout=p.timeout
-            )
+        original = p.text(cand.path)
+        mutated = cand.apply(original)
+        unchanged = await asyncio.to_thread(same_bytecode, cand.path, original, mutated)
+        if unchanged:  # provably equivalent: no test can tell them apart, so none is run
+            run = CandidateRun(outcome="equivalent", reason="compiles to the original's bytecode; not run")
+        else:
+            async with self._limit:
+                run = await run_candidate(
+                    self.factory,
+                    p.env,
+                    self.opts.test_cmd,
+                    {cand.path: mutated},
+                    p.baseline,
+                    timeout=p.timeout,
+                )
         self.results[item.order_key] = run
         for kind in cand.kinds:
             stats = self.stats.setdefault(kind, KindStats())
             stats.tried += 1
+            stats.same_bytecode += unchanged
             stats.seconds += run.seconds
             setattr(stats, run.outcome, getattr(stats, run.outcome) + 1)
         first = cand.mutations[0]
         detail = f"{len(run.fail_to_pass)} failing" if run.outcome == "valid" else run.reason
         self.note(
             f"[{label} {len(self.results)} {time.monotonic() - self.started:6.1f}s] "
-            f"{p.source.name}:{first.path}:{first.line} {'+'.join(cand.kinds)}: {run.outcome} ({detail})"
+            f"{p.source.name}:{first.path}:{first.line} {'+'.join(cand.kinds)}: {run.outcome} ({detail}; "
+            f"{run.seconds:.2f}s)"
         )
         return run
 

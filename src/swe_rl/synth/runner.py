@@ -57,6 +57,13 @@ def pytest_unconfigure(config):
         json.dump(out, fh)
 '''.replace("@DIR@", _PLUGIN_DIR).replace("@OUT@", _TRACE_OUT)
 
+# Candidate timeout, measured on `tasks synth --repo builtin` (ns, 2 busy cores, load 4-5): 348
+# candidate runs took 0.6-3.2 s (median 1.1-1.4 s), 1.6-5.6x their traced baseline (0.46-0.80 s);
+# two infinite loops ran into the old 30 s floor. The floor keeps 3x over the slowest run, the
+# factor ~2x over the largest ratio (small suites' runs are mostly start-up, not baseline time).
+TIMEOUT_FLOOR = 10.0
+TIMEOUT_FACTOR = 10.0
+
 Outcome = Literal["valid", "equivalent", "broken", "timeout", "skipped"]
 
 
@@ -83,6 +90,11 @@ class CandidateRun(BaseModel):
     log: str = ""
     seconds: float = 0.0
     reason: str = ""
+
+
+def candidate_timeout(baseline_seconds: float, *, factor: float, floor: float) -> float:
+    """Seconds a candidate's suite may run: ``factor`` x the baseline's, and never under ``floor``."""
+    return max(floor, factor * baseline_seconds)
 
 
 def precompile_env(env: EnvSpec) -> None:
