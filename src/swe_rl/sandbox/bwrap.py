@@ -50,7 +50,8 @@ def bwrap_args(env: EnvSpec, limits: Limits, bpf_fd: int, script: str) -> list[s
     args += rootfs_binds(env.rootfs, f"{mnt}/b/rootfs") if env.rootfs else root_binds(f"{mnt}/b/etc")
     args += _system_mounts(mnt)
     args += _env_mounts(env, mnt)
-    args += ["--remount-ro", "/", "--chdir", env.workdir, "--clearenv"]
+    # the shell serves from /: it holds nothing open under the testbed, whose overlay a reset replaces
+    args += ["--remount-ro", "/", "--remount-ro", "/dev", "--chdir", "/", "--clearenv"]
     for key, value in base_environment(env, home="/root").items():
         args += ["--setenv", key, value]
     args += ["--seccomp", str(bpf_fd), "/run/sh", "--noprofile", "--norc", "-c", script, "bash"]
@@ -82,7 +83,9 @@ def _isolation_args(limits: Limits) -> list[str]:
 
 
 def _system_mounts(mnt: str) -> list[str]:
-    """/proc, /dev, /tmp on the private tmpfs, the ctl directory and the bound shell."""
+    """/proc, /dev, /tmp and /dev/shm on the private tmpfs (a reset empties them), the ctl directory and the
+    bound shell. /dev itself is made read-only once everything is mounted (bwrap_args): nothing can be left
+    there that a reset would not remove."""
     args = ["--proc", "/proc"]
     # defence in depth: host-global proc entries read-only too (the uid already denies most writes)
     for entry in _PROC_READ_ONLY:
@@ -94,7 +97,8 @@ def _system_mounts(mnt: str) -> list[str]:
         "--bind",
         f"{mnt}/tmp",
         "/tmp",
-        "--tmpfs",
+        "--bind",
+        f"{mnt}/shm",
         "/dev/shm",
         "--dir",
         "/root",

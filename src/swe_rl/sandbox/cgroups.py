@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import os
 import time
+from collections.abc import Collection
 from pathlib import Path
 
 from swe_rl.errors import SandboxError
@@ -111,6 +112,19 @@ class SandboxCgroup:
                 with contextlib.suppress(ProcessLookupError):
                     os.kill(pid, 9)
             time.sleep(0.0005)
+
+    def kill_except(self, keep: Collection[int]) -> None:
+        """SIGKILL every process in the cgroup but ``keep``, again and again until only those are left
+        (a process may fork while it is being killed). SandboxError when they do not go."""
+        for _ in range(2000):
+            others = [pid for pid in self.pids() if pid not in keep]
+            if not others:
+                return
+            for pid in others:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, 9)
+            time.sleep(0.0002)
+        raise SandboxError(f"processes of {self.dirs[0].name} would not end: {others[:10]}")
 
     def remove(self) -> None:
         """Kill whatever is still inside, then remove the cgroups."""

@@ -22,6 +22,9 @@ each with one line, the command's exit status, on its stdout; a command runs wit
 sandbox can neither list nor create files in. This process creates that file (a random name), reads it
 after the status arrives and removes it, so a command cannot forge a status, cut its output short or
 write into a later command's result, and a background job's output stays in its own command's file.
+
+``reset()`` works in place (reset.py): the same bwrap and shell over a new, empty overlay, every other process
+ended and /tmp, /dev/shm and System V IPC emptied; bwrap is restarted only when that fails.
 """
 
 from __future__ import annotations
@@ -47,6 +50,7 @@ from swe_rl.sandbox.bwrap import MOUNTPOINT, bwrap_args, bwrap_path, host_binds
 from swe_rl.sandbox.cgroups import SandboxCgroup, cgroup_version, reap_stale_cgroups
 from swe_rl.sandbox.ctl_files import CTL, CTL_BYTES, create_ctl_file, read_all, write_all
 from swe_rl.sandbox.identity import SANDBOX_UID
+from swe_rl.sandbox.reset import remove_layer, reset_in_place
 from swe_rl.sandbox.seccomp import seccomp_bpf
 from swe_rl.sandbox.shell import FILE_CAP, diff_command
 from swe_rl.sandbox.spawner import spawner
@@ -107,11 +111,23 @@ class NsSandbox:
         self._lock = asyncio.Lock()
         self._closed = False
         self._broken: str | None = None
+        self.generation = 0
+        """Resets so far (in place or not)."""
+        self.restart_reason: str | None = None
+        """Why the last reset restarted bubblewrap; None when it was done in place (or none was done)."""
+        self._layer = 0  # the testbed overlay's number (reset.layer_dirs)
+        self._old_layer: asyncio.Task[None] | None = None  # removing the previous one's directories
+
+    @property
+    def bwrap_pid(self) -> int | None:
+        """Host pid of the sandbox's bwrap process (a reset in place keeps it)."""
+        return self._proc.pid if self._proc is not None else None
 
     # -- lifecycle --------------------------------------------------------------------------------
     async def _start(self) -> None:
         if self._cgroup is None:  # reset() keeps the cgroup: only its processes are replaced
             self._cgroup = await asyncio.to_thread(SandboxCgroup, self.id, self.limits)
+        self._layer = 0
         pipes = [os.pipe() for _ in range(4)]  # requests, statuses, stderr, seccomp program
         (in_r, in_w), (out_r, out_w), (err_r, err_w), (bpf_r, bpf_w) = pipes
         try:
@@ -162,6 +178,10 @@ class NsSandbox:
             self._stderr_tail = (self._stderr_tail + chunk)[-4096:]
 
     async def _teardown(self, *, keep_cgroup: bool = False) -> None:
+        if self._old_layer is not None:
+            with contextlib.suppress(Exception):
+                await self._old_layer
+            self._old_layer = None
         proc, self._proc = self._proc, None
         if self._ctl is not None:
             os.close(self._ctl)
@@ -182,13 +202,47 @@ class NsSandbox:
                 cgroup, self._cgroup = self._cgroup, None
                 await asyncio.to_thread(cgroup.remove)
 
-    async def reset(self) -> None:
-        """Back to the pristine env under the same id: a fresh shell over a fresh upper layer."""
+    async def reset(self, *, in_place: bool = True) -> None:
+        """Back to the pristine env under the same id.
+
+        In place when it can (reset.py): the same bwrap and shell over a new, empty upper layer. Otherwise,
+        or with ``in_place=False``, a fresh shell in a fresh bwrap; :attr:`restart_reason` says why.
+        """
         self._check_open()
         async with self._lock:
+            self.generation += 1
+            reason = await self._reset_in_place() if in_place else "a restart was asked for"
+            self.restart_reason = reason
+            if reason is None:
+                return
             await self._teardown(keep_cgroup=True)
             self._broken = None
             await self._start()
+
+    async def _reset_in_place(self) -> str | None:
+        """None when done; else why not (the caller restarts bwrap, whatever state this left)."""
+        proc, cgroup = self._proc, self._cgroup
+        if self._broken:
+            return f"the sandbox was unusable: {self._broken}"
+        if proc is None or cgroup is None or not proc.alive:
+            return "bwrap had exited"
+        if self._old_layer is not None:
+            with contextlib.suppress(Exception):
+                await self._old_layer
+            self._old_layer = None
+        try:
+            shell = self._shell_pid(proc)
+            layer = self.generation  # new in this tmpfs: a reset restarting bwrap starts again from 0
+            await asyncio.to_thread(reset_in_place, cgroup, proc.pid, shell, self.env.workdir, layer)
+            previous, self._layer = self._layer, layer
+            self._old_layer = asyncio.ensure_future(asyncio.to_thread(remove_layer, proc.pid, previous))
+            # the shell answers: the channel is in step, and the killed processes it inherited are reaped
+            async with self._command_locked(":", timeout=KILL_GRACE, cwd="/") as (status, _, timed_out):
+                if status != 0 or timed_out:
+                    raise SandboxError(f"the shell answered {status} after the reset")
+        except (OSError, SandboxError) as exc:
+            return f"in-place reset failed: {exc}"
+        return None
 
     async def close(self) -> None:
         if self._closed:
@@ -231,31 +285,38 @@ class NsSandbox:
         ``stdin``: bytes the command reads on its stdin (passed as a file of the ctl directory).
         """
         self._check_open()
-        async with self._lock:
-            proc, ctl = self._proc, self._ctl
-            if self._broken:
-                raise SandboxError(f"sandbox {self.id} is unusable: {self._broken}")
-            if proc is None or ctl is None or not proc.alive:
-                raise SandboxError(f"sandbox {self.id} has died{self._died_detail()}")
-            names = [secrets.token_hex(16)]
-            out = create_ctl_file(ctl, names[0], 0o622)
-            try:
-                if stdin is not None:
-                    names.append(secrets.token_hex(16))
-                    data = create_ctl_file(ctl, names[1], 0o644)
-                    try:
-                        await asyncio.to_thread(write_all, data, stdin)
-                    finally:
-                        os.close(data)
-                    command = f"( {command}\n) < {CTL}/{names[1]}"
-                snippet = f"cd -- {shlex.quote(cwd or self.env.workdir)} || exit 1\n{command}\n"
-                status, timed_out = await self._send(proc, names[0], snippet, timeout)
-                yield status, out, timed_out
-            finally:
-                os.close(out)
-                for name in names:
-                    with contextlib.suppress(OSError):
-                        os.unlink(name, dir_fd=ctl)
+        async with self._lock, self._command_locked(command, timeout=timeout, cwd=cwd, stdin=stdin) as result:
+            yield result
+
+    @contextlib.asynccontextmanager
+    async def _command_locked(
+        self, command: str, *, timeout: float, cwd: str | None = None, stdin: bytes | None = None
+    ) -> AsyncIterator[tuple[int, int, bool]]:
+        """:meth:`_command` with the lock already held."""
+        proc, ctl = self._proc, self._ctl
+        if self._broken:
+            raise SandboxError(f"sandbox {self.id} is unusable: {self._broken}")
+        if proc is None or ctl is None or not proc.alive:
+            raise SandboxError(f"sandbox {self.id} has died{self._died_detail()}")
+        names = [secrets.token_hex(16)]
+        out = create_ctl_file(ctl, names[0], 0o622)
+        try:
+            if stdin is not None:
+                names.append(secrets.token_hex(16))
+                data = create_ctl_file(ctl, names[1], 0o644)
+                try:
+                    await asyncio.to_thread(write_all, data, stdin)
+                finally:
+                    os.close(data)
+                command = f"( {command}\n) < {CTL}/{names[1]}"
+            snippet = f"cd -- {shlex.quote(cwd or self.env.workdir)} || exit 1\n{command}\n"
+            status, timed_out = await self._send(proc, names[0], snippet, timeout)
+            yield status, out, timed_out
+        finally:
+            os.close(out)
+            for name in names:
+                with contextlib.suppress(OSError):
+                    os.unlink(name, dir_fd=ctl)
 
     async def _send(self, proc: SpawnedProcess, out: str, snippet: str, timeout: float) -> tuple[int, bool]:
         since = boot_ticks()

@@ -21,12 +21,13 @@ import socket
 import subprocess
 import sys
 import threading
+from typing import Any
 
 from swe_rl.errors import SandboxError
 
 # Runs in the helper (python -S: no site, no swe_rl import). Kept dependency-free on purpose.
 _HELPER = r"""
-import ctypes, json, os, signal, socket, sys
+import contextlib, ctypes, json, os, re, select, signal, socket, stat, sys
 libc = ctypes.CDLL(None, use_errno=True)
 # No PR_SET_PDEATHSIG: it fires when the *thread* that started us exits, not the process. We exit when
 # the socket reaches EOF instead, which is when the parent process is gone (or closed it on purpose).
@@ -52,7 +53,7 @@ def child(req, fds):
             raise OSError(ctypes.get_errno(), "mounting the sandbox tmpfs")
         uid = req["uid"]
         for sub, mode, owner in (("upper", 0o755, uid), ("work", 0o755, uid), ("tmp", 0o1777, uid),
-                                 ("ctl", 0o711, 0), ("b", 0o755, 0)):
+                                 ("shm", 0o1777, uid), ("ctl", 0o711, 0), ("b", 0o755, 0)):
             os.mkdir(f"{mnt}/{sub}")
             os.chown(f"{mnt}/{sub}", owner, owner)
             os.chmod(f"{mnt}/{sub}", mode)
@@ -76,14 +77,138 @@ def child(req, fds):
         os.write(2, f"swe-rl spawner: {exc}\n".encode())
     os._exit(127)
 
-while True:
+# -- reset in place (see reset.py): a forked child joins the sandbox's namespaces; the helper never does
+CLONE_NEWNS, CLONE_NEWIPC, MNT_DETACH, AT_FDCWD = 0x00020000, 0x08000000, 2, -100
+FSCONFIG_SET_STRING, FSCONFIG_CMD_CREATE, MOVE_MOUNT_F_EMPTY_PATH = 1, 6, 4
+MOUNT_ATTR_NOSUID, MOUNT_ATTR_NODEV = 0x2, 0x4
+# one number on every architecture since Linux 5.2 (the unified table from 424 on)
+SYS_MOVE_MOUNT, SYS_FSOPEN, SYS_FSCONFIG, SYS_FSMOUNT = 429, 430, 431, 432
+libc.syscall.restype = ctypes.c_long
+
+def check(ret, what):
+    if ret < 0:
+        raise OSError(ctypes.get_errno(), f"{what}: {os.strerror(ctypes.get_errno())}")
+    return ret
+
+def run_reset(req):
+    # Run reset_child in a child; its error (None: done). The helper waits at most 20 s.
+    r, w = os.pipe()
     try:
-        msg, fds, _, _ = socket.recv_fds(sock, 1 << 20, 8)
-    except OSError:
-        break
-    if not msg:
-        break
-    req = json.loads(msg)
+        pid = os.fork()
+    except OSError as exc:
+        os.close(r); os.close(w)
+        return f"cannot fork: {exc}"
+    if pid == 0:
+        os.close(r)
+        try:
+            reset_child(req)
+            error = b""
+        except BaseException as exc:
+            error = (repr(exc) or "failed").encode()
+        os.write(w, b"done:" + error)
+        os._exit(0)
+    os.close(w)
+    reply = b""
+    try:
+        while True:
+            ready, _, _ = select.select([r], [], [], 20)
+            if not ready:
+                os.kill(pid, signal.SIGKILL)
+                return "the reset took longer than 20 s"
+            chunk = os.read(r, 65536)
+            if not chunk:
+                break
+            reply += chunk
+    finally:
+        os.close(r)
+    if not reply.startswith(b"done:"):
+        return "the reset process died"
+    return reply[5:].decode(errors="replace") or None
+
+def reset_child(req):
+    shell, bwrap, mnt, workdir = req["shell_pid"], req["bwrap_pid"], req["mountpoint"], req["workdir"]
+    # every handle first: once in the sandbox's mount namespace, /proc is the sandbox's
+    outer = os.open(f"/proc/{bwrap}/ns/mnt", os.O_RDONLY)
+    inner = os.open(f"/proc/{shell}/ns/mnt", os.O_RDONLY)
+    ipc = os.open(f"/proc/{shell}/ns/ipc", os.O_RDONLY)
+    root = os.open(f"/proc/{shell}/root", os.O_PATH | os.O_DIRECTORY)
+    with open(f"/proc/{shell}/mountinfo") as f:
+        mounts = [unescape(line.split()[4]) for line in f]
+    with open(f"/proc/{shell}/stat") as f:
+        if int(f.read().rsplit(")", 1)[1].split()[19]) != req["shell_start"]:
+            raise OSError("the shell is not the one we were sent")
+    if mounts.count(workdir) != 1 or any(m.startswith(workdir.rstrip("/") + "/") for m in mounts):
+        raise OSError(f"unexpected mounts at {workdir}")
+    check(libc.setns(ipc, CLONE_NEWIPC), "setns(ipc)")
+    remove_sysv_ipc()
+    check(libc.setns(outer, CLONE_NEWNS), "setns(outer mnt)")
+    layer = new_overlay(mnt, req["upper"], req["work"], req["uid"])
+    check(libc.setns(inner, CLONE_NEWNS), "setns(sandbox mnt)")
+    os.fchdir(root)
+    os.chroot(".")
+    check(libc.umount2(workdir.encode(), MNT_DETACH), f"unmounting {workdir}")
+    check(libc.syscall(SYS_MOVE_MOUNT, layer, b"", AT_FDCWD, workdir.encode(), MOVE_MOUNT_F_EMPTY_PATH),
+          f"move_mount onto {workdir}")
+    for path in ("/tmp", "/dev/shm"):
+        wipe(path, set(mounts), req["uid"])
+
+def unescape(path):
+    return re.sub(r"\\([0-7]{3})", lambda m: chr(int(m.group(1), 8)), path)
+
+def new_overlay(mnt, upper, work, uid):
+    # A detached overlay of the testbed over a new, empty upper layer (fsopen/fsconfig/fsmount).
+    for sub in (upper, work):
+        os.mkdir(f"{mnt}/{sub}", 0o755)
+        os.chown(f"{mnt}/{sub}", uid, uid)
+    fs = check(libc.syscall(SYS_FSOPEN, b"overlay", 0), "fsopen(overlay)")
+    options = {"lowerdir": f"{mnt}/b/testbed", "upperdir": f"{mnt}/{upper}", "workdir": f"{mnt}/{work}",
+               "redirect_dir": "nofollow", "index": "off", "metacopy": "off"}
+    try:
+        for key, value in options.items():
+            check(libc.syscall(SYS_FSCONFIG, fs, FSCONFIG_SET_STRING, key.encode(), value.encode(), 0), key)
+        check(libc.syscall(SYS_FSCONFIG, fs, FSCONFIG_CMD_CREATE, None, None, 0), "creating the overlay")
+        return check(libc.syscall(SYS_FSMOUNT, fs, 0, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV), "fsmount")
+    except OSError as exc:
+        log = b""
+        with contextlib.suppress(OSError):
+            log = os.read(fs, 4096)  # the kernel's own words on why
+        raise OSError(exc.errno, f"{exc.strerror} {log.decode(errors='replace').strip()}") from None
+
+def remove_sysv_ipc():
+    # Every System V shared memory segment, semaphore set and message queue of the ipc namespace.
+    for kind, rm in (("shm", lambda i: libc.shmctl(i, 0, None)), ("sem", lambda i: libc.semctl(i, 0, 0)),
+                     ("msg", lambda i: libc.msgctl(i, 0, None))):
+        with open(f"/proc/sysvipc/{kind}") as f:
+            ids = [int(line.split()[1]) for line in list(f)[1:] if line.strip()]
+        for ipc_id in ids:
+            check(rm(ipc_id), f"removing {kind} {ipc_id}")
+
+def wipe(top, mounts, uid):
+    # Empty ``top`` without crossing into a mount under it (nor removing a mount point's parents).
+    dev = os.lstat(top).st_dev
+    def walk(d):
+        kept = False
+        for entry in os.scandir(d):
+            st = entry.stat(follow_symlinks=False)
+            if entry.path in mounts or st.st_dev != dev:
+                kept = True
+            elif stat.S_ISDIR(st.st_mode):
+                if walk(entry.path):
+                    kept = True
+                else:
+                    os.rmdir(entry.path)
+            else:
+                os.unlink(entry.path)
+        return kept
+    walk(top)
+    os.chown(top, uid, uid)
+    os.chmod(top, 0o1777)
+    for name in os.listxattr(top, follow_symlinks=False):
+        os.removexattr(top, name, follow_symlinks=False)
+
+def serve(req, fds):
+    if req.get("op") == "reset":
+        return {"error": run_reset(req)}
     try:
         pid = os.fork()
     except OSError as exc:
@@ -92,7 +217,16 @@ while True:
         child(req, fds)
     for fd in fds:
         os.close(fd)
-    sock.sendall(json.dumps({"pid": pid}).encode() + b"\n")
+    return {"pid": pid}
+
+while True:
+    try:
+        msg, fds, _, _ = socket.recv_fds(sock, 1 << 20, 8)
+    except OSError:
+        break
+    if not msg:
+        break
+    sock.sendall(json.dumps(serve(json.loads(msg), fds)).encode() + b"\n")
 """
 
 
@@ -134,10 +268,10 @@ class Spawner:
         """Start ``argv`` as ``uid`` with ``fds`` as its stdin, stdout, stderr and fd 3; return its pid.
 
         In the child's private mount namespace ``mountpoint`` holds a fresh tmpfs with ``upper``,
-        ``work`` and ``tmp`` (owned by ``uid``), ``ctl`` (a tmpfs of its own, root's, mode 0711: files in
+        ``work``, ``tmp`` and ``shm`` (owned by ``uid``), ``ctl`` (a tmpfs of its own, root's, mode 0711: files in
         it can be opened by name but not listed or created) and ``b/<name>`` for each ``(host path, name)`` of ``binds``.
         """
-        request = json.dumps(
+        reply = self._call(
             {
                 "argv": argv,
                 "cgroup_procs": cgroup_procs,
@@ -146,13 +280,34 @@ class Spawner:
                 "ctl_tmpfs_opts": ctl_tmpfs_opts,
                 "uid": uid,
                 "binds": binds,
-            }
-        ).encode()
+            },
+            fds,
+        )
+        pid = int(reply["pid"])
+        if pid < 0:
+            raise SandboxError(f"the spawner could not fork: {os.strerror(-pid)}")
+        return pid
+
+    def reset(self, **request: object) -> None:
+        """Give a live sandbox a new, empty overlay upper layer and empty /tmp, /dev/shm and System V IPC.
+
+        ``request``: ``bwrap_pid``, ``shell_pid`` and ``shell_start`` (its start time, see _proc.start_ticks),
+        ``mountpoint``, ``workdir``, ``upper`` and ``work`` (the new layer's directory names) and ``uid``. The
+        helper's child opens the sandbox's namespaces, builds the overlay in bwrap's mount namespace (where the
+        tmpfs is), swaps it for the old one at ``workdir`` inside, and empties the rest; see reset.py.
+        """
+        error = self._call({"op": "reset", **request}, [])["error"]
+        if error:
+            raise SandboxError(f"in-place reset failed: {error}")
+
+    def _call(self, request: dict[str, object], fds: list[int]) -> dict[str, Any]:
+        """Send one request (with ``fds``) to the helper and return its reply."""
+        data = json.dumps(request).encode()
         with self._lock:
             for attempt in range(2):  # a helper that died (killed from outside) is replaced once
                 sock = self._ensure()
                 try:
-                    socket.send_fds(sock, [request], fds)
+                    socket.send_fds(sock, [data], fds)
                     reply = b""
                     while not reply.endswith(b"\n"):
                         chunk = sock.recv(4096)
@@ -165,12 +320,9 @@ class Spawner:
                     self.close()
                     if attempt:
                         raise SandboxError(
-                            f"cannot start a sandbox: {exc} (helper exit status {status})"
+                            f"the spawner helper failed: {exc} (helper exit status {status})"
                         ) from exc
-        pid = int(json.loads(reply)["pid"])
-        if pid < 0:
-            raise SandboxError(f"the spawner could not fork: {os.strerror(-pid)}")
-        return pid
+        return dict(json.loads(reply))
 
     def close(self) -> None:
         if self._sock is not None:

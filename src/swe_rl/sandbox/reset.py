@@ -1,0 +1,79 @@
+"""Reset an ns sandbox in place: back to the pristine env without restarting bubblewrap.
+
+A restart pays bubblewrap's whole start-up again (namespaces, some thirty mounts, a new shell). In place,
+the same bwrap and the same persistent shell (the control process) stay, and everything a command could
+have changed goes:
+
+1. every process of the sandbox's cgroup but bwrap and the shell is SIGKILLed, until none is left; the
+   shell's scheduling (nice, policy, CPU affinity: a command may lower them, it runs as the shell's uid)
+   is copied back from bwrap's, which no command can reach;
+2. the spawner's helper (root) forks a child that opens the sandbox's namespaces and
+   - removes every System V IPC object of the sandbox's ipc namespace (POSIX message queues, which would
+     survive, cannot be made: seccomp denies ``mq_open``);
+   - builds a new overlay of the testbed over a new, empty upper layer in bwrap's mount namespace, where
+     the sandbox's tmpfs is (``fsopen``/``fsconfig``/``fsmount``: a detached mount, nosuid and nodev);
+   - in the sandbox's mount namespace, detaches the old overlay and moves the new one into its place;
+   - empties ``/tmp`` and ``/dev/shm`` (both directories of the sandbox's tmpfs) without crossing a mount
+     under them (an env's venv may be bound below ``/tmp``), and gives them back their mode and owner;
+3. the shell answers an empty command (ns.py): the channel is in step and the shell has reaped the killed
+   processes that had become its children;
+4. the old layer's directories are removed afterwards, off the hot path.
+
+The shell's own state is out of the commands' reach: each command runs in a subshell, and the shell's
+memory and pipes are closed to them (identity.py). The rest of the sandbox cannot keep a change: its root,
+``/dev`` and every bound path are read-only, and ``/run/ctl`` is host root's. Anything unexpected on the
+way (a dead shell, a mount under the testbed, a full tmpfs) is an error, and NsSandbox.reset then
+restarts bubblewrap instead.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+
+from swe_rl.errors import SandboxError
+from swe_rl.sandbox._proc import start_ticks
+from swe_rl.sandbox.bwrap import MOUNTPOINT
+from swe_rl.sandbox.cgroups import SandboxCgroup
+from swe_rl.sandbox.identity import SANDBOX_UID
+from swe_rl.sandbox.spawner import spawner
+
+
+def layer_dirs(layer: int) -> tuple[str, str]:
+    """Names of the upper and work directories of overlay number ``layer`` (0: the one bwrap mounted)."""
+    return ("upper", "work") if layer == 0 else (f"upper.{layer}", f"work.{layer}")
+
+
+def reset_in_place(cgroup: SandboxCgroup, bwrap_pid: int, shell_pid: int, workdir: str, layer: int) -> None:
+    """Steps 1 and 2 above, with overlay number ``layer`` (new: its directories must not exist yet)."""
+    shell_start = start_ticks(shell_pid)
+    if shell_start is None:
+        raise SandboxError("its shell has exited")
+    cgroup.kill_except({bwrap_pid, shell_pid})
+    _copy_scheduling(bwrap_pid, shell_pid)
+    upper, work = layer_dirs(layer)
+    spawner().reset(
+        bwrap_pid=bwrap_pid,
+        shell_pid=shell_pid,
+        shell_start=shell_start,
+        mountpoint=str(MOUNTPOINT),
+        workdir=workdir,
+        upper=upper,
+        work=work,
+        uid=SANDBOX_UID,
+    )
+
+
+def remove_layer(bwrap_pid: int, layer: int) -> None:
+    """Step 4: the directories of a detached overlay, seen through bwrap's mount namespace."""
+    for name in layer_dirs(layer):
+        shutil.rmtree(f"/proc/{bwrap_pid}/root{MOUNTPOINT}/{name}", ignore_errors=True)
+
+
+def _copy_scheduling(source: int, target: int) -> None:
+    os.sched_setscheduler(target, os.sched_getscheduler(source), os.sched_param(0))
+    os.setpriority(os.PRIO_PROCESS, target, os.getpriority(os.PRIO_PROCESS, source))
+    os.sched_setaffinity(target, os.sched_getaffinity(source))
+
+
+__all__ = ["layer_dirs", "remove_layer", "reset_in_place"]

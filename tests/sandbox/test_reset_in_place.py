@@ -1,0 +1,191 @@
+"""An ns sandbox's reset in place (sandbox/reset.py): whatever a command left behind is gone, as after a fresh
+create, while bubblewrap and the control shell stay. Every check carries its positive control: the leftover is
+shown to exist before the reset, and the reset is shown to have happened in place (same bwrap pid, no
+restart reason), so that no test passes because the sandbox was quietly restarted."""
+
+from __future__ import annotations
+
+import asyncio
+import ctypes
+import errno
+import os
+import signal
+from pathlib import Path
+
+import pytest
+from tests.conftest import available_factory
+
+from swe_rl.sandbox.bwrap import MOUNTPOINT
+from swe_rl.sandbox.ns import NsSandbox
+
+# What a command can leave behind, each kind at least once.
+DIRTY = r"""
+echo edited >> README.md && echo new > NEW.txt && rm -f setup.cfg && git add -A && git commit -qm wip
+echo junk > /tmp/junk && mkdir -p /tmp/d/e && echo x > /tmp/d/e/f && chmod 000 /tmp/d
+echo shm > /dev/shm/seg
+python3 - <<'EOF'
+import ctypes
+libc = ctypes.CDLL(None, use_errno=True)
+assert libc.shmget(0, 4096, 0o1600) >= 0 and libc.semget(0x5e1, 1, 0o1600) >= 0 and libc.msgget(0x5e2, 0o1600) >= 0
+EOF
+sleep 1000 >/dev/null 2>&1 &
+(setsid sh -c 'sleep 1001 >/dev/null 2>&1 &' &)
+sh -c 'trap "" TERM HUP INT; exec sleep 1002' >/dev/null 2>&1 &
+nohup sh -c 'while :; do echo again >> /tmp/again; sleep 0.01; done' >/dev/null 2>&1 &
+chmod 700 /tmp
+"""
+LEFT = (
+    "git status --porcelain; git log --oneline | wc -l; ls -A /tmp /dev/shm; stat -c %a /tmp; "
+    "cat /proc/sysvipc/shm /proc/sysvipc/sem /proc/sysvipc/msg | grep -vc '^ *key'; "
+    "ps -eo stat,args --no-headers | grep -c '^[^Z]*sleep 100[012]$'; ps -eo stat --no-headers | grep -c Z"
+)
+# The state a command starts in: a fresh sandbox's and a reset one's must be the same.
+STATE = "pwd; umask; ulimit -a; env | sort; trap; ps -eo stat,args --no-headers | grep -v ' ps -eo'"
+
+
+def _ns(box: object) -> NsSandbox:
+    assert isinstance(box, NsSandbox)
+    return box
+
+
+def _tmpfs(box: NsSandbox) -> Path:
+    """The sandbox's private tmpfs, seen from the host through bwrap's mount namespace."""
+    return Path(f"/proc/{box.bwrap_pid}/root{MOUNTPOINT}")
+
+
+async def test_reset_in_place_leaves_nothing_behind(textkit_env):
+    factory = available_factory("ns")
+    async with await factory.create(textkit_env) as fresh:
+        pristine = (await fresh.exec(LEFT, timeout=10)).output
+        fresh_state = (await fresh.exec(STATE, timeout=10)).output
+    async with await factory.create(textkit_env) as created:
+        box = _ns(created)
+        bwrap = box.bwrap_pid
+        result = await box.exec(DIRTY, timeout=30)
+        assert result.returncode == 0, result.output
+        await asyncio.sleep(0.1)
+        dirty = (await box.exec(LEFT, timeout=10)).output
+        # control: every leftover is there (the repo, /tmp, /dev/shm, 3 IPC objects, the 3 sleeps)
+        assert "NEW.txt" not in dirty and "junk" in dirty and "seg" in dirty and "\n700\n" in dirty
+        assert dirty.split()[-3:] == ["3", "3", "0"], dirty
+        assert "wip" in (await box.exec("git log -1 --format=%s", timeout=10)).output
+
+        await box.reset()
+
+        assert (box.generation, box.restart_reason, box.bwrap_pid) == (1, None, bwrap), "reset in place"
+        # the new upper layer holds nothing (git writes its index at the first status), the old one is removed
+        tmpfs = _tmpfs(box)
+        assert os.listdir(tmpfs / "upper.1") == []
+        assert box._old_layer is not None
+        await box._old_layer
+        assert sorted(os.listdir(tmpfs)) == ["b", "ctl", "shm", "tmp", "upper.1", "work.1"]
+        assert (await box.exec(LEFT, timeout=10)).output == pristine
+        assert (await box.exec(STATE, timeout=10)).output == fresh_state
+        assert await box.diff() == ""
+        readme = (textkit_env.testbed / "README.md").read_text()
+        assert (await box.exec("cat README.md", timeout=10)).output == readme
+        await asyncio.sleep(0.05)
+        assert (await box.exec("ls /tmp/again", timeout=10)).returncode != 0, "the writer is gone"
+
+
+async def test_reset_keeps_mounts_under_tmp(textkit_env):
+    """The env cache of this test session lies under /tmp: the venv is bound below the sandbox's /tmp."""
+    if textkit_env.venv is None or not textkit_env.venv.is_relative_to("/tmp"):
+        pytest.skip("the session's env cache is not under /tmp (TMPDIR is elsewhere): no mount under /tmp")
+    probe = f"{textkit_env.venv}/bin/python -c 'print(1 + 1)'"
+    async with _ns(await available_factory("ns").create(textkit_env)) as box:
+        parent = textkit_env.venv.parent
+        await box.exec(f"echo junk > /tmp/junk; echo junk > {parent}/junk", timeout=10)
+        assert (await box.exec(f"cat {parent}/junk", timeout=10)).output == "junk\n"
+        for _ in range(3):
+            await box.reset()
+            assert box.restart_reason is None
+            assert (await box.exec(probe, timeout=30)).output == "2\n"
+            assert (await box.exec(f"ls /tmp/junk {parent}/junk", timeout=10)).returncode != 0
+
+
+async def test_reset_restores_the_shells_scheduling(textkit_env):
+    async with _ns(await available_factory("ns").create(textkit_env)) as box:
+        assert box._proc is not None
+        shell = box._shell_pid(box._proc)
+        # a command runs as the shell's uid: it may lower the shell's priority and narrow its CPUs
+        await box.exec("python3 -c 'import os; os.setpriority(os.PRIO_PROCESS, 1, 19)'", timeout=10)
+        assert os.getpriority(os.PRIO_PROCESS, shell) == 19, "control: the command reached the shell"
+        await box.reset()
+        assert box.restart_reason is None
+        assert os.getpriority(os.PRIO_PROCESS, shell) == os.getpriority(os.PRIO_PROCESS, box.bwrap_pid or 0)
+        assert (await box.exec("nice", timeout=10)).output == "0\n"
+
+
+async def test_posix_message_queues_are_denied(textkit_env):
+    call = (
+        "import ctypes, os; rt = ctypes.CDLL('librt.so.1', use_errno=True); "
+        "q = rt.mq_open(b'/swe-rl-{}', os.O_CREAT | os.O_RDWR, 0o600, None); "
+        "print(q, ctypes.get_errno()); q >= 0 and rt.mq_unlink(b'/swe-rl-{}')"
+    )
+    # control: the call works on this host (then the queue is removed)
+    rt = ctypes.CDLL("librt.so.1", use_errno=True)
+    name = f"/swe-rl-{os.getpid()}".encode()
+    assert rt.mq_open(name, os.O_CREAT | os.O_RDWR, 0o600, None) >= 0
+    rt.mq_unlink(name)
+    async with await available_factory("ns").create(textkit_env) as box:
+        result = await box.exec(f'python3 -c "{call.format(1, 1)}"', timeout=10)
+        assert result.output.split() == ["-1", str(errno.EPERM)], result.output
+
+
+async def test_dev_is_read_only_but_its_devices_work(textkit_env):
+    async with await available_factory("ns").create(textkit_env) as box:
+        result = await box.exec(
+            "echo x > /dev/null && head -c 3 /dev/zero | wc -c && touch /dev/shm/ok && echo shm-ok; "
+            "touch /dev/evil; mkdir /dev/dir; ls /dev/evil /dev/dir",
+            timeout=10,
+        )
+        assert "3\nshm-ok\n" in result.output, "control: devices and /dev/shm are usable"
+        assert result.output.count("Read-only file system") == 2, result.output
+        assert "No such file" in result.output
+
+
+async def test_reset_falls_back_to_a_restart_when_in_place_fails(textkit_env):
+    async with _ns(await available_factory("ns").create(textkit_env)) as box:
+        bwrap = box.bwrap_pid
+        await box.exec("echo junk > junk.txt; echo t > /tmp/t; sleep 1000 >/dev/null 2>&1 &", timeout=10)
+        # something in the way of the next layer's directory: the in-place reset cannot build it
+        (_tmpfs(box) / "upper.1").write_text("in the way")
+        await box.reset()
+        assert box.restart_reason is not None and "File exists" in box.restart_reason, box.restart_reason
+        assert box.bwrap_pid != bwrap and box.generation == 1
+        state = await box.exec("ls junk.txt /tmp/t; ps -eo args | grep -c '^sleep 1000$'", timeout=10)
+        assert "No such file" in state.output and state.output.endswith("0\n"), state.output
+        assert await box.diff() == ""
+        # the next reset is in place again
+        await box.exec("echo junk > junk.txt", timeout=10)
+        bwrap = box.bwrap_pid
+        await box.reset()
+        assert (box.restart_reason, box.bwrap_pid, box.generation) == (None, bwrap, 2)
+        assert await box.diff() == ""
+
+
+async def test_reset_restarts_a_sandbox_whose_shell_died(textkit_env):
+    async with _ns(await available_factory("ns").create(textkit_env)) as box:
+        assert box._proc is not None
+        os.kill(box._shell_pid(box._proc), signal.SIGKILL)
+        await asyncio.sleep(0.05)
+        await box.reset()
+        assert box.restart_reason is not None
+        assert (await box.exec("echo back", timeout=10)).output == "back\n"
+
+
+@pytest.mark.parametrize("rounds", [20])
+async def test_many_resets_in_place_stay_pristine(textkit_env, rounds):
+    check = "ls -A /tmp /dev/shm; ps -e --no-headers | wc -l"
+    async with _ns(await available_factory("ns").create(textkit_env)) as box:
+        pristine = (await box.exec(check, timeout=10)).output
+        bwrap = box.bwrap_pid
+        for i in range(rounds):
+            await box.exec(f"echo {i} >> README.md; echo {i} > /tmp/{i}; sleep 100 &", timeout=10)
+            await box.reset()
+            assert box.restart_reason is None
+        assert box.bwrap_pid == bwrap and box.generation == rounds
+        assert (await box.exec(check, timeout=10)).output == pristine
+        assert await box.diff() == ""
+        assert sorted(os.listdir(_tmpfs(box)))[-2:] == [f"upper.{rounds}", f"work.{rounds}"]
