@@ -11,6 +11,7 @@ from __future__ import annotations
 import shlex
 
 from swe_rl.errors import ConfigError
+from swe_rl.harness import warm
 from swe_rl.harness.official import END_TEST_OUTPUT, START_TEST_OUTPUT, TEST_EXIT_CODE
 from swe_rl.tasks.model import Task
 from swe_rl.tasks.rowspec import row_eval_setup, row_spec
@@ -39,12 +40,16 @@ def runnable(files: list[str]) -> list[str]:
 _IMAGE_BOUND = ("/opt/miniconda3", "conda activate")
 
 
-def eval_script(task: Task, *, image_env: bool = False) -> str:
+def eval_script(task: Task, *, image_env: bool = False, runner: warm.WarmRunner | None = None) -> str:
     """The bash script whose output is the test log.
 
     A row's own ``eval_script`` (swebench 5) is used as written, except where it was written for the official
     image and the env is not one (``image_env``: imported from that image): then it is composed from the spec
     the row or the table gives, as for a classic row.
+
+    ``runner``: a warm test runner in the sandbox; a composed script whose test command runs pytest sends
+    the run to it (:mod:`.warm`) and prints which way it ran as its last line. A row's own script runs as
+    written.
     """
     spec = row_spec(task) or spec_for(task)
     if task.eval_script and (image_env or spec is None or not image_bound(task.eval_script)):
@@ -66,20 +71,23 @@ def eval_script(task: Task, *, image_env: bool = False) -> str:
         if files
         else ":"
     )
+    hooked = warm.hook(test_cmd, runner)
     return "\n".join(
         [
             "#!/bin/bash",
             "set -uo pipefail",
+            *([warm.note_line(SCRATCH)] if hooked else []),
             reset,
             f"git apply -v {TEST_PATCH}" if task.test_patch.strip() else ":",
             *(spec.eval_commands if spec else ()),
             *row_eval_setup(task),
             f"echo '{START_TEST_OUTPUT}'",
-            f"{test_cmd} {directives}",
+            f"{hooked or test_cmd} {directives}",
             "swe_rl_rc=$?",
             f"echo '{END_TEST_OUTPUT}'",
             f"echo '{TEST_EXIT_CODE}: '$swe_rl_rc",
             reset,
+            *([warm.report_line()] if hooked else []),
             "",
         ]
     )

@@ -33,6 +33,7 @@ from swe_rl.harness.official import (
 )
 from swe_rl.harness.staging import stage
 from swe_rl.harness.verdict import ApplyMethod, GradeStatus, GradingMode, Verdict
+from swe_rl.harness.warm import WarmRunner, runner_of
 from swe_rl.sandbox.base import EnvSpec, Limits, Sandbox, SandboxFactory
 from swe_rl.tasks.model import Task
 
@@ -110,9 +111,11 @@ async def grade_in(
     timeout: float,
     mode: GradingMode = "official",
     image_env: bool = False,
+    runner: WarmRunner | None = None,
 ) -> Verdict:
     """Grade in an existing pristine sandbox (fresh or just reset). ``patch=None`` runs the tests as they are.
-    ``image_env``: the sandbox runs an env imported from the official image (its eval scripts apply as written)."""
+    ``image_env``: the sandbox runs an env imported from the official image (its eval scripts apply as written).
+    ``runner``: the sandbox's warm test runner (:mod:`.warm`), which a pytest test command is sent to."""
     grading = _Grading(task, patch, mode)
     if patch is not None:
         try:
@@ -137,7 +140,10 @@ async def grade_in(
     grading.applied_at = time.monotonic()
     staged = await stage(
         box,
-        {TEST_PATCH: task.test_patch.encode(), EVAL_SCRIPT: eval_script(task, image_env=image_env).encode()},
+        {
+            TEST_PATCH: task.test_patch.encode(),
+            EVAL_SCRIPT: eval_script(task, image_env=image_env, runner=runner).encode(),
+        },
     )
     try:
         result = await box.exec(f"{staged}bash {EVAL_SCRIPT}", timeout=timeout)
@@ -150,7 +156,8 @@ async def grade_in(
         # the patch's outcome, scored as unresolved, never an infra error a policy could learn to reach
         grading.log.append(f"the sandbox broke while the patched code's tests ran: {exc}")
         return grading.broken()
-    return grading.verdict(result.output, timeout_hit=result.timed_out)
+    output, grading.runner = runner_of(result.output)
+    return grading.verdict(output, timeout_hit=result.timed_out)
 
 
 async def _apply(box: Sandbox, log: list[str]) -> ApplyMethod | None:
@@ -179,6 +186,7 @@ class _Grading:
         self.log: list[str] = []  # the apply log; the test output is the verdict's own
         self.method: ApplyMethod | None = None
         self.guard: Guard | None = None
+        self.runner = ""
         self.started = self.applied_at = time.monotonic()
 
     def refused(self) -> Verdict:
@@ -241,5 +249,6 @@ class _Grading:
                 "total": round(done - self.started, 4),
             },
             grading=self.mode,
+            test_runner=self.runner,
             steering_files=list(self.guard.files) if self.guard else [],
         )

@@ -55,6 +55,11 @@ class Verdict(BaseModel):
     )
     timings: dict[str, float] = Field(default_factory=dict, description="Seconds: apply, tests, total.")
     grading: GradingMode = Field(default="official", description="The grading mode that gave this verdict.")
+    test_runner: str = Field(
+        default="",
+        description="How the tests ran where a warm runner was offered (harness/warm.py): 'forked' (from the "
+        "sandbox's pytest server) or 'cold <reason>'; '' when they ran as the eval script wrote them.",
+    )
     steering_files: list[SteeringFile] = Field(
         default_factory=list,
         description="Files the patch touches that steer the test run without being the fix (docs/SECURITY.md):"

@@ -1,0 +1,252 @@
+"""The warm test runner's server: runs *inside* a sandbox, with the env's Python (3.6 or later).
+
+Never imported by swe-rl: :mod:`swe_rl.harness.warm` ships this file's text and starts it with
+``python -c``. It imports pytest and its builtin plugins once, then forks one child per test run
+that a client (``warm_client.py``) asks for, with the client's stdin, stdout and stderr, working
+directory, environment, umask and arguments; the child runs pytest's own entry point
+(``runpy``, as ``python -m pytest`` or the ``pytest`` script would) and exits through the
+interpreter's normal shutdown. A cold run pays interpreter start-up and ``import pytest``; a child
+starts where they ended.
+
+A run is refused (the client then runs the command cold, unchanged) when it could differ from a cold
+one: another interpreter, another ``PYTHON*``/locale/``TZ`` setting than the server started with (they
+act at interpreter start-up), or a module the server preloaded that the cold run would import from
+elsewhere (a file the patch added on ``sys.path``, e.g. ``pytest.py`` at the root of a ``python -m``
+run). The server is not dumpable, so a test run cannot ptrace or rewrite it; it never imports the
+repository's own code.
+
+Protocol (an abstract unix socket of the sandbox's network namespace): the client sends a 4-byte
+length and a JSON request with its fds 0-2 attached; the server answers ``cold <reason>`` or
+``forked <pid>``, then ``exit <wait status>``. Written for Python 3.6: no newer syntax.
+"""
+
+import sys
+
+del sys.path[0]  # `python -c` put the working directory first: nothing is imported from it
+
+import contextlib  # noqa: E402
+import ctypes  # noqa: E402
+import importlib  # noqa: E402
+import importlib.machinery  # noqa: E402
+import os  # noqa: E402
+import random  # noqa: E402
+import runpy  # noqa: E402
+import select  # noqa: E402
+import signal  # noqa: E402
+import socket  # noqa: E402
+import struct  # noqa: E402
+import time  # noqa: E402
+
+STARTED = time.monotonic()
+ADDRESS = "\0" + os.environ.pop("SWE_RL_WARM_ADDRESS")
+EXE = os.environ.pop("SWE_RL_WARM_EXE")  # the interpreter as the test command finds it on PATH
+SCRIPT = os.environ.pop("SWE_RL_WARM_SCRIPT", "")  # the pytest script, where the command runs it
+os.environ.pop("SWE_RL_WARM_SERVER", None)
+START_ENV = dict(os.environ)
+# with every PYTHON* and LC_* variable: read at start-up, or cached by a module the server imported
+STARTUP_KEYS = ("LANG", "TZ", "TMPDIR", "HOME")
+
+import pytest  # noqa: E402,F401
+
+try:  # pytest's builtin plugins, which every run loads
+    from _pytest.config import default_plugins  # type: ignore[attr-defined]
+
+    for _name in default_plugins:
+        try:
+            importlib.import_module("_pytest." + _name)
+        except Exception:  # an optional plugin's dependency is missing: pytest skips it too
+            continue
+except ImportError:
+    pass
+
+PRELOADED = {
+    name.partition(".")[0]
+    for name, module in list(sys.modules.items())
+    if getattr(getattr(module, "__spec__", None), "origin", None) not in (None, "built-in", "frozen")
+} - {"__main__"}
+NEVER_LOADED = [name for name in ("sitecustomize", "usercustomize") if name not in sys.modules]
+
+
+def startup_setting(key):
+    return key.startswith(("PYTHON", "LC_")) or key in STARTUP_KEYS
+
+
+def find(name):
+    """Where ``import name`` would load it from with the current ``sys.path``, without importing it."""
+    for finder in sys.meta_path:
+        spec = finder.find_spec(name, None)
+        if spec is not None:
+            return spec.origin, tuple(spec.submodule_search_locations or ())
+    return None
+
+
+def loaded(name):
+    spec = sys.modules[name].__spec__
+    return spec.origin, tuple(spec.submodule_search_locations or ())
+
+
+def child_path(request):
+    first = request["cwd"] if request["mode"] == "module" else os.path.dirname(os.path.realpath(SCRIPT))
+    return [first, *sys.path]
+
+
+def refusal(request):
+    """Why this run could differ from a cold one; None when it cannot."""
+    if os.path.realpath(request["exe"]) != os.path.realpath(EXE):
+        return "another interpreter: " + request["exe"]
+    if request["mode"] == "script" and os.path.realpath(request.get("script", "")) != os.path.realpath(
+        SCRIPT
+    ):
+        return "another pytest script: " + request.get("script", "")
+    keys = {k for k in list(request["env"]) + list(START_ENV) if startup_setting(k)}
+    for key in sorted(keys):
+        if request["env"].get(key) != START_ENV.get(key):
+            return "start-up setting " + key + " differs"
+    importlib.invalidate_caches()
+    own = sys.path[:]
+    sys.path[:] = child_path(request)
+    try:
+        for name in sorted(PRELOADED):
+            if name in sys.modules and find(name) != loaded(name):
+                return "module " + name + " would load from elsewhere"
+        for name in NEVER_LOADED:
+            if find(name) is not None:
+                return name + " would run at start-up"
+    finally:
+        sys.path[:] = own
+    return None
+
+
+def receive(conn):
+    """A request (``warm_client.py`` says its format) and the fds that came with it."""
+    fds = []
+    head = b""
+    while len(head) < 4:
+        data, ancdata, _, _ = conn.recvmsg(4 - len(head), socket.CMSG_SPACE(3 * 4))
+        if not data:
+            raise EOFError("client left")
+        head += data
+        for level, kind, blob in ancdata:
+            if level == socket.SOL_SOCKET and kind == socket.SCM_RIGHTS:
+                fds.extend(struct.unpack(f"{len(blob) // 4}i", blob[: len(blob) - len(blob) % 4]))
+    size = int.from_bytes(head, "big")
+    body = b""
+    while len(body) < size:
+        data = conn.recv(size - len(body))
+        if not data:
+            raise EOFError("client left")
+        body += data
+    fields = [os.fsdecode(f) for f in body.split(b"\0")]
+    mode, exe, script, cwd, umask, count = fields[:6]
+    args = fields[6 : 6 + int(count)]
+    env = dict(item.partition("=")[::2] for item in fields[6 + int(count) :] if "=" in item)
+    request = {"mode": mode, "exe": exe, "script": script, "cwd": cwd, "umask": int(umask), "args": args}
+    request["env"] = env
+    return request, fds
+
+
+class Run:
+    """One test run, in the forked child: becomes the cold process's state, then runs pytest."""
+
+    def __init__(self, request, fds):
+        self.request = request
+        self.fds = fds
+
+    def start(self):
+        request = self.request
+        ctypes.CDLL(None).prctl(4, 1, 0, 0, 0)  # PR_SET_DUMPABLE: a cold process is dumpable
+        for target, fd in enumerate(self.fds):
+            os.dup2(fd, target)
+            os.close(fd)
+        os.chdir(request["cwd"])
+        os.umask(request["umask"])
+        os.environ.clear()
+        os.environ.update(request["env"])
+        sys.path[:] = child_path(request)
+        random.seed()
+        if request["mode"] == "module":
+            sys.argv[:] = ["-m"] + request["args"]
+            runpy.run_module("pytest", run_name="__main__", alter_sys=True)
+        else:
+            sys.argv[:] = [request["script"]] + request["args"]
+            runpy.run_path(request["script"], run_name="__main__")
+
+
+def serve(listener, wake):
+    """Answer requests until one is forked: in that child, return its Run (the server never returns)."""
+    while True:
+        conn, _ = listener.accept()
+        fds = []
+        try:
+            request, fds = receive(conn)
+            reason = refusal(request) if len(fds) == 3 else "stdin, stdout and stderr were not passed"
+            if reason:
+                conn.sendall(("cold " + reason + "\n").encode())
+                continue
+            pid = os.fork()
+            if pid == 0:
+                listener.close()
+                os.close(wake)
+                signal.set_wakeup_fd(-1)
+                signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+                mine, fds = fds, []  # the child's now: not closed below
+                return Run(request, mine)
+            conn.sendall(f"forked {pid}\n".encode())
+            conn.sendall(f"exit {wait_for(pid, conn, wake)}\n".encode())
+        except (OSError, EOFError, ValueError):
+            pass
+        finally:
+            for fd in fds:
+                with contextlib.suppress(OSError):
+                    os.close(fd)
+            conn.close()
+
+
+def wait_for(pid, conn, wake):
+    """The child's wait status; if the client goes away first, the child is killed."""
+    while True:
+        done, status = os.waitpid(pid, os.WNOHANG)
+        if done:
+            return status
+        ready, _, _ = select.select([conn, wake], [], [])
+        if conn in ready and not conn.recv(1, socket.MSG_PEEK):
+            os.kill(pid, signal.SIGKILL)
+            return os.waitpid(pid, 0)[1]
+        if wake in ready:
+            with contextlib.suppress(OSError):
+                os.read(wake, 512)
+
+
+def main():
+    seconds = time.monotonic() - STARTED
+    ready_r, ready_w = os.pipe()
+    pid = os.fork()
+    if pid:  # the launching command returns once the server listens, with its pid
+        os.close(ready_w)
+        if os.read(ready_r, 1) == b"1":
+            sys.stdout.write(f"{pid} {seconds:.3f}\n")
+            sys.stdout.flush()
+        os._exit(0)
+    os.close(ready_r)
+    os.setsid()
+    ctypes.CDLL(None).prctl(4, 0, 0, 0, 0)  # PR_SET_DUMPABLE 0: no ptrace, no /proc/<pid>/mem
+    # made here, not before the fork: the socket's peer credentials name the process that listens
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    listener.bind(ADDRESS)
+    listener.listen(16)
+    wake_r, wake_w = os.pipe()
+    os.set_blocking(wake_w, False)
+    signal.set_wakeup_fd(wake_w)
+    signal.signal(signal.SIGCHLD, lambda *_: None)
+    null = os.open(os.devnull, os.O_RDWR)
+    for fd in (0, 1, 2):
+        os.dup2(null, fd)
+    os.close(null)
+    os.chdir("/")
+    os.write(ready_w, b"1")
+    os.close(ready_w)
+    return serve(listener, wake_r)
+
+
+RUN = main()
+RUN.start()

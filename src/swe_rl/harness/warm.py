@@ -1,0 +1,106 @@
+"""The warm test runner: pytest imported once per sandbox, forked for each test run.
+
+A cold grading run starts an interpreter and imports pytest (two thirds of a small suite's run on
+these machines, FACTS.md); a sandbox that grades many patches (reset in place between them) can pay
+that once. :func:`start` launches the server (``insandbox/warm_server.py``) in a sandbox with the env's
+Python; :func:`hook` rewrites a test command that runs pytest (``pytest ...``, ``python -m pytest ...``)
+into the client (``insandbox/warm_client.py``), which asks the server for a forked run with the
+command's own stdin, stdout, stderr, directory and environment, and exits as the run did. Anything
+else, or a run the server refuses (another interpreter, another start-up setting, a preloaded module
+the patch shadows), runs cold and unchanged; the eval script's output says which (:data:`RUNNER_MARK`),
+and :func:`runner_of` reads it back.
+
+The server never imports the repository's code and is not dumpable (no ptrace, no ``/proc/<pid>/mem``)
+and the client checks the socket's peer is the server's pid, so one test run cannot leave state for
+the next one to meet: a run can only kill or stop the server, and then the next runs are cold until it
+is started again (:meth:`WarmRunner.alive`).
+"""
+
+from __future__ import annotations
+
+import re
+import secrets
+import shlex
+from dataclasses import dataclass
+from pathlib import Path
+
+from swe_rl.sandbox.base import Sandbox
+
+_HERE = Path(__file__).with_name("insandbox")
+SERVER = (_HERE / "warm_server.py").read_text()
+CLIENT = (_HERE / "warm_client.py").read_text()
+RUNNER_MARK = ">>>>> swe-rl test runner:"
+_PYTEST = re.compile(r"^(?:(?P<word>python3?(?:\.\d+)?) -m pytest|(?P<script>pytest))(?=\s|$)")
+_STATE = re.compile(r"^\S+ \S+ (\S)")
+
+
+@dataclass(frozen=True)
+class WarmRunner:
+    """A server running in one sandbox."""
+
+    pid: int
+    address: str
+    import_seconds: float
+
+    async def alive(self, box: Sandbox) -> bool:
+        """Whether the server still runs in ``box`` (not stopped, traced or a zombie)."""
+        result = await box.exec(f"cat /proc/{self.pid}/stat 2>/dev/null", timeout=30)
+        match = _STATE.match(result.output)
+        return result.returncode == 0 and match is not None and match.group(1) in "RSD"
+
+
+async def start(box: Sandbox, *, timeout: float = 120) -> WarmRunner | None:
+    """Launch the server in ``box`` (its Python must import pytest). None when it cannot start there:
+    the runs stay cold."""
+    address = f"swe-rl-warm-{secrets.token_hex(8)}"
+    command = (
+        'SWE_RL_WARM_EXE="$(command -v python)" SWE_RL_WARM_SCRIPT="$(command -v pytest || true)" '
+        f"SWE_RL_WARM_ADDRESS={address} "
+        'exec python -c "$SWE_RL_WARM_SERVER" </dev/null 2>&1'
+    )
+    result = await box.exec(f"cd / && {command}", timeout=timeout, env={"SWE_RL_WARM_SERVER": SERVER})
+    fields = result.output.strip().splitlines()[-1:] if result.returncode == 0 else []
+    parts = fields[0].split() if fields else []
+    if len(parts) != 2 or not parts[0].isdigit():
+        return None
+    return WarmRunner(pid=int(parts[0]), address=address, import_seconds=float(parts[1]))
+
+
+NOTE = '"$swe_rl_runner_note"'
+"""The shell word of the file the client writes which way it ran (set by :func:`note_line`)."""
+
+
+def note_line(scratch: str) -> str:
+    """Shell run first in the eval script, in the repo's root: the client notes which way it ran in the
+    grading files' directory ``scratch``."""
+    return f'swe_rl_runner_note="$PWD/{scratch}/runner"; rm -f "$swe_rl_runner_note"'
+
+
+def hook(test_cmd: str, runner: WarmRunner | None) -> str | None:
+    """``test_cmd`` with its pytest invocation sent to ``runner``'s server; None when it does not start
+    with one (or there is no runner): it runs as written."""
+    match = _PYTEST.match(test_cmd)
+    if runner is None or match is None:
+        return None
+    mode, word = ("module", match.group("word")) if match.group("word") else ("script", "pytest")
+    args = test_cmd[match.end() :]
+    client = f"python -I -S -c {shlex.quote(CLIENT)} {runner.address} {runner.pid} {NOTE} {mode} {word} --"
+    return client + args
+
+
+def report_line() -> str:
+    """Shell that prints which way the tests ran: the eval script's last line of output."""
+    return (
+        f'echo "{RUNNER_MARK} $(head -c 200 "$swe_rl_runner_note" 2>/dev/null || echo unknown)"; '
+        'rm -f "$swe_rl_runner_note"'
+    )
+
+
+def runner_of(output: str) -> tuple[str, str]:
+    """``output`` without the runner's line (the last), and what it said ("" where there is none: the
+    tests ran as written)."""
+    body = output.rstrip("\n")
+    head, _, last = body.rpartition("\n")
+    if not last.startswith(RUNNER_MARK):
+        return output, ""
+    return (head + "\n" if head else ""), last[len(RUNNER_MARK) :].strip()

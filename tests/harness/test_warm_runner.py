@@ -1,0 +1,234 @@
+"""The warm test runner (harness/warm.py): forked runs give the cold runs' logs and verdicts, and a run that
+could differ, or a server a test run tampered with, falls back to the cold command. Real ns sandboxes."""
+
+from __future__ import annotations
+
+import re
+import shlex
+
+import pytest
+from tests.conftest import available_factory
+
+from swe_rl.harness import warm
+from swe_rl.harness.grade import grade_in
+from swe_rl.harness.official import parse_test_log, parser_name
+from swe_rl.harness.verdict import Verdict
+from swe_rl.tasks.model import Task
+
+_DURATION = re.compile(r"\d+\.\d+s")
+# pytest's own lines: the header, the progress, each test's status, the totals (a failure's values can
+# differ between two cold runs: string hashing is randomized per interpreter)
+_PYTEST_LINE = re.compile(
+    r"^(platform |rootdir|configfile|collected |collecting|\S+\.py [.FEsxX]+|(PASSED|FAILED|ERROR|SKIPPED|XFAIL|XPASS) |=+ |>>>>> )"
+)
+
+
+def _log(verdict: Verdict) -> list[str]:
+    """pytest's own lines of the test output, durations aside."""
+    return [
+        _DURATION.sub("<t>", line) for line in verdict.test_output.splitlines() if _PYTEST_LINE.match(line)
+    ]
+
+
+async def _both(task: Task, patch: str | None, envs, *, timeout: float = 120) -> tuple[Verdict, Verdict]:  # type: ignore[no-untyped-def]
+    """The same grading cold and through a warm runner, each in a fresh sandbox."""
+    factory = available_factory("ns")
+    env = envs.ensure(task)
+    async with await factory.create(env) as box:
+        cold = await grade_in(box, task, patch, timeout=timeout)
+    async with await factory.create(env) as box:
+        runner = await warm.start(box)
+        assert runner is not None, "the env's Python imports pytest: the server starts"
+        hot = await grade_in(box, task, patch, timeout=timeout, runner=runner)
+    return cold, hot
+
+
+async def test_every_builtin_task_grades_the_same_forked(tasks, envs):
+    """Gold and empty patch of every builtin task: same status, same per-test statuses, same log."""
+    for task in tasks:
+        for patch in (task.patch, None):
+            cold, hot = await _both(task, patch, envs)
+            assert cold.test_runner == "" and hot.test_runner == "forked", (task.instance_id, hot.test_runner)
+            assert (hot.status, hot.resolved, hot.tests_status) == (
+                cold.status,
+                cold.resolved,
+                cold.tests_status,
+            )
+            parser = parser_name(task)
+            assert parse_test_log(hot.test_output, parser) == parse_test_log(cold.test_output, parser)
+            assert parse_test_log(hot.test_output, parser), (
+                "the log parses to tests (not an empty comparison)"
+            )
+            assert _log(hot) == _log(cold), task.instance_id
+            assert warm.RUNNER_MARK not in hot.test_output, "the runner's line is not part of the log"
+
+
+# A patch that adds a module named like one the server preloaded, at the root of a `python -m pytest` run
+# (the working directory is first on sys.path): a cold run imports the patch's file, a forked one would not.
+SHADOW = """diff --git a/pytest.py b/pytest.py
+new file mode 100644
+--- /dev/null
++++ b/pytest.py
+@@ -0,0 +1,3 @@
++import sys
++print("SHADOWED-PYTEST")
++sys.exit(5)
+"""
+
+
+async def test_a_patch_that_shadows_a_preloaded_module_runs_cold(task_by_id, envs):
+    task = task_by_id["swe-rl-builtin__textkit-3"]
+    assert task.test_cmd and task.test_cmd.startswith("python -m pytest")
+    cold, hot = await _both(task, SHADOW + task.patch, envs)
+    # the positive control: run as written, the patch's pytest.py is what runs
+    assert "SHADOWED-PYTEST" in cold.test_output and "Test Exit Code: 5" in cold.test_output
+    assert hot.test_runner == "cold module pytest would load from elsewhere"
+    assert _log(hot) == _log(cold) and hot.status == cold.status == "unparseable_log"
+
+
+async def test_another_start_up_setting_runs_cold(task_by_id, envs):
+    """PYTHONHASHSEED (like every PYTHON*, LC_* and LANG variable) acts when an interpreter starts."""
+    task = task_by_id["swe-rl-builtin__textkit-3"]
+    factory = available_factory("ns")
+    async with await factory.create(envs.ensure(task)) as box:
+        runner = await warm.start(box)
+        assert runner is not None
+        command = warm.hook("python -m pytest", runner)
+        assert command
+        probe = "-q -p no:cacheprovider tests >/dev/null; cat $swe_rl_runner_note"
+        same = await box.exec(f"swe_rl_runner_note=/tmp/n; {command} {probe}", timeout=120)
+        assert same.output.strip() == "forked", same.output
+        other = await box.exec(f"swe_rl_runner_note=/tmp/n; PYTHONHASHSEED=7 {command} {probe}", timeout=120)
+        assert other.output.strip() == "cold start-up setting PYTHONHASHSEED differs", other.output
+
+
+# Test files a patch's test run could use against the server that outlives it.
+TAMPER = """import os, signal, socket, struct
+
+def server():
+    if os.path.exists("/tmp/target"):  # the control: another process of the sandbox
+        return int(open("/tmp/target").read())
+    for pid in os.listdir("/proc"):
+        if pid.isdigit() and pid != str(os.getpid()):
+            try:
+                cmd = open(f"/proc/{pid}/cmdline", "rb").read()
+            except OSError:
+                continue
+            if b"SWE_RL_WARM" in cmd or b"warm test runner's server" in cmd:
+                return int(pid)
+
+def test_read_its_memory():
+    pid = server()
+    start = int(open(f"/proc/{pid}/maps").readline().split("-")[0], 16)
+    with open(f"/proc/{pid}/mem", "rb") as mem:
+        mem.seek(start)
+        assert mem.read(1)
+
+def test_read_its_environment():
+    assert open(f"/proc/{server()}/environ", "rb").read()
+"""
+
+
+async def test_a_test_run_cannot_read_or_trace_the_server(task_by_id, envs):
+    task = task_by_id["swe-rl-builtin__textkit-3"]
+    factory = available_factory("ns")
+    async with await factory.create(envs.ensure(task)) as box:
+        runner = await warm.start(box)
+        assert runner is not None
+        await box.write_file("tests/test_tamper.py", TAMPER.encode())
+        command = warm.hook("python -m pytest", runner)
+        result = await box.exec(
+            f"swe_rl_runner_note=/tmp/n; {command} -rA -p no:cacheprovider tests/test_tamper.py; cat /tmp/n",
+            timeout=120,
+        )
+        assert result.output.rstrip().endswith("forked"), result.output
+        statuses = parse_test_log(result.output)
+        assert statuses == {
+            "tests/test_tamper.py::test_read_its_memory": "FAILED",
+            "tests/test_tamper.py::test_read_its_environment": "FAILED",
+        }, result.output
+        assert result.output.count("PermissionError") >= 2, result.output
+        assert await runner.alive(box)
+        # the positive control: the same tests against a dumpable process of the sandbox succeed
+        await box.exec("sleep 300 & echo $! > /tmp/target", timeout=10)
+        result = await box.exec("python -m pytest -rA -p no:cacheprovider tests/test_tamper.py", timeout=120)
+        assert set(parse_test_log(result.output).values()) == {"PASSED"}, result.output
+
+
+async def test_a_killed_or_impersonated_server_means_cold_runs(task_by_id, envs):
+    task = task_by_id["swe-rl-builtin__textkit-3"]
+    factory = available_factory("ns")
+    async with await factory.create(envs.ensure(task)) as box:
+        runner = await warm.start(box)
+        assert runner is not None
+        killed = await box.exec(
+            f"kill -KILL {runner.pid} && while [ -e /proc/{runner.pid} ]; do sleep 0.05; done", timeout=10
+        )
+        assert killed.returncode == 0 and not await runner.alive(box)
+        # an impersonator on the server's address answers every run "passed" without running it
+        fake = (
+            "import socket,os\n"
+            "s=socket.socket(socket.AF_UNIX); s.bind('\\0'+os.environ['A']); s.listen(4)\n"
+            "print(os.getpid(), flush=True)\n"
+            "while True:\n"
+            "    c,_=s.accept()\n"
+            "    try:\n"
+            "        n=int.from_bytes(c.recv(4),'big')\n"
+            "        while n>0: n-=len(c.recv(n) or b'x'*n)\n"
+            "        c.sendall(b'forked 1\\nexit 0\\n')\n"
+            "    except OSError: pass\n"
+            "    c.close()\n"
+        )
+        started = await box.exec(
+            f"A={runner.address} setsid python -c {shlex.quote(fake)} > /tmp/fake.pid 2>&1 & "
+            "for i in $(seq 100); do [ -s /tmp/fake.pid ] && break; sleep 0.1; done; cat /tmp/fake.pid",
+            timeout=30,
+        )
+        fake_pid = int(started.output.split()[0])
+        command = warm.hook("python -m pytest", runner)
+        assert command
+        run = "-rA -p no:cacheprovider tests; echo rc=$?; cat /tmp/n"
+        result = await box.exec(f"swe_rl_runner_note=/tmp/n; {command} {run}", timeout=120)
+        assert "cold (no server: the socket is not the server's)" in result.output
+        assert parse_test_log(result.output), "the tests really ran, cold"
+        # the positive control: a client told the impersonator's pid believes it, and no test runs
+        believing = command.replace(f" {runner.pid} ", f" {fake_pid} ")
+        result = await box.exec(f"swe_rl_runner_note=/tmp/n; {believing} {run}", timeout=120)
+        assert "rc=0" in result.output and "forked" in result.output and not parse_test_log(result.output)
+
+
+async def test_a_timed_out_run_is_killed_and_the_server_serves_on(task_by_id, envs):
+    task = task_by_id["swe-rl-builtin__textkit-3"]
+    factory = available_factory("ns")
+    async with await factory.create(envs.ensure(task)) as box:
+        runner = await warm.start(box)
+        assert runner is not None
+        await box.write_file("tests/test_hang.py", b"import time\n\ndef test_hang():\n    time.sleep(600)\n")
+        command = warm.hook("python -m pytest", runner)
+        hung = await box.exec(
+            f"swe_rl_runner_note=/tmp/n; {command} -p no:cacheprovider tests/test_hang.py", timeout=3
+        )
+        assert hung.timed_out
+        left = await box.exec("ps -eo pid,args | grep test_hang | grep -v grep || true", timeout=10)
+        assert left.output.strip() == "", left.output
+        assert await runner.alive(box)
+        await box.exec("rm tests/test_hang.py", timeout=10)
+        verdict = await grade_in(box, task, None, timeout=120, runner=runner)
+        assert verdict.test_runner == "forked" and verdict.status == "unresolved"
+
+
+@pytest.mark.parametrize("signum", [9, 11])
+async def test_a_run_killed_by_a_signal_exits_as_the_cold_one(signum, task_by_id, envs):
+    task = task_by_id["swe-rl-builtin__textkit-3"]
+    suicide = f"import os\n\ndef test_die():\n    os.kill(os.getpid(), {signum})\n"
+    factory = available_factory("ns")
+    async with await factory.create(envs.ensure(task)) as box:
+        runner = await warm.start(box)
+        assert runner is not None
+        await box.write_file("tests/test_die.py", suicide.encode())
+        command = warm.hook("python -m pytest", runner)
+        run = "-p no:cacheprovider tests/test_die.py >/dev/null 2>&1; echo rc=$?"
+        cold = await box.exec(f"python -m pytest {run}", timeout=60)
+        hot = await box.exec(f"swe_rl_runner_note=/tmp/n; {command} {run}; cat /tmp/n", timeout=60)
+        assert f"rc={128 + signum}" in cold.output
+        assert f"rc={128 + signum}" in hot.output and "forked" in hot.output
