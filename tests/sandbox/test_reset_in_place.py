@@ -39,8 +39,9 @@ LEFT = (
     "cat /proc/sysvipc/shm /proc/sysvipc/sem /proc/sysvipc/msg | grep -vc '^ *key'; "
     "ps -eo stat,args --no-headers | grep -c '^[^Z]*sleep 100[012]$'; ps -eo stat --no-headers | grep -c Z"
 )
-# The state a command starts in: a fresh sandbox's and a reset one's must be the same.
-STATE = "pwd; umask; ulimit -a; env | sort; trap; ps -eo stat,args --no-headers | grep -v ' ps -eo'"
+# The state a command starts in: a fresh sandbox's and a reset one's must be the same (ps last, without a
+# pipe: no fork of the command's own races it).
+STATE = "pwd; umask; ulimit -a; env | sort; trap; ps -eo stat,args --no-headers"
 
 
 def _ns(box: object) -> NsSandbox:
@@ -173,6 +174,24 @@ async def test_reset_restarts_a_sandbox_whose_shell_died(textkit_env):
         await box.reset()
         assert box.restart_reason is not None
         assert (await box.exec("echo back", timeout=10)).output == "back\n"
+
+
+async def test_a_dead_reset_worker_means_one_restart_then_a_new_worker(textkit_env):
+    from swe_rl.sandbox.spawner import spawner
+
+    async with _ns(await available_factory("ns").create(textkit_env)) as box:
+        await box.reset()
+        assert box.restart_reason is None
+        worker = spawner()._reset_pidfd
+        assert worker is not None, "control: the reset went through the worker"
+        signal.pidfd_send_signal(worker, signal.SIGKILL)
+        await box.exec("echo junk > junk.txt", timeout=10)
+        await box.reset()
+        assert box.restart_reason is not None and "worker" in box.restart_reason, box.restart_reason
+        assert await box.diff() == ""
+        await box.exec("echo junk > junk.txt", timeout=10)
+        await box.reset()
+        assert box.restart_reason is None and await box.diff() == ""
 
 
 @pytest.mark.parametrize("rounds", [20])

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import contextlib
 import os
+import select
+import signal
 import time
 from collections.abc import Collection
 from pathlib import Path
@@ -113,18 +115,24 @@ class SandboxCgroup:
                     os.kill(pid, 9)
             time.sleep(0.0005)
 
-    def kill_except(self, keep: Collection[int]) -> None:
-        """SIGKILL every process in the cgroup but ``keep``, again and again until only those are left
-        (a process may fork while it is being killed). SandboxError when they do not go."""
-        for _ in range(2000):
-            others = [pid for pid in self.pids() if pid not in keep]
-            if not others:
-                return
-            for pid in others:
-                with contextlib.suppress(ProcessLookupError):
-                    os.kill(pid, 9)
-            time.sleep(0.0002)
-        raise SandboxError(f"processes of {self.dirs[0].name} would not end: {others[:10]}")
+    def kill_except(self, keep: Collection[int], *, timeout: float = 5.0) -> None:
+        """SIGKILL every process in the cgroup but ``keep`` and wait until each has exited (its files closed,
+        so nothing it was writing can land later), again until only ``keep`` is left (a process may fork
+        while it is being killed). SandboxError when they do not go within ``timeout``."""
+        deadline = time.monotonic() + timeout
+        while others := [pid for pid in self.pids() if pid not in keep]:
+            pidfds = []
+            try:
+                for pid in others:
+                    with contextlib.suppress(ProcessLookupError):
+                        pidfds.append(os.pidfd_open(pid))  # then a reused pid cannot be hit
+                        signal.pidfd_send_signal(pidfds[-1], signal.SIGKILL)
+                _wait_readable(pidfds, deadline)
+            finally:
+                for fd in pidfds:
+                    os.close(fd)
+            if time.monotonic() > deadline:
+                raise SandboxError(f"processes of {self.dirs[0].name} would not end: {others[:10]}")
 
     def remove(self) -> None:
         """Kill whatever is still inside, then remove the cgroups."""
@@ -138,6 +146,18 @@ class SandboxCgroup:
                     break
                 except OSError:
                     time.sleep(0.001)
+
+
+def _wait_readable(fds: list[int], deadline: float) -> None:
+    """Until every fd of ``fds`` (pidfds: readable once the process has exited) is readable, or the deadline."""
+    poller = select.poll()
+    for fd in fds:
+        poller.register(fd, select.POLLIN)
+    waiting = set(fds)
+    while waiting and (left := deadline - time.monotonic()) > 0:
+        for fd, _ in poller.poll(left * 1000):
+            poller.unregister(fd)
+            waiting.discard(fd)
 
 
 REAP_AFTER_S = 120  # a cgroup without an owner tag (an older swe-rl's) is reaped after this

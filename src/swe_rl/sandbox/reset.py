@@ -4,10 +4,13 @@ A restart pays bubblewrap's whole start-up again (namespaces, some thirty mounts
 the same bwrap and the same persistent shell (the control process) stay, and everything a command could
 have changed goes:
 
-1. every process of the sandbox's cgroup but bwrap and the shell is SIGKILLed, until none is left; the
-   shell's scheduling (nice, policy, CPU affinity: a command may lower them, it runs as the shell's uid)
-   is copied back from bwrap's, which no command can reach;
-2. the spawner's helper (root) forks a child that opens the sandbox's namespaces and
+1. every process of the sandbox's cgroup but bwrap and the shell is SIGKILLed and waited for (until it has
+   exited, its files closed), again until none is left; the shell reaps those that were its children
+   (orphans are, it is pid 1) as their SIGCHLD arrives. The shell's scheduling (nice, policy, CPU
+   affinity: a command may lower them, it runs as the shell's uid) is copied back from bwrap's, which no
+   command can reach;
+2. the spawner's reset worker (root; forked once by the spawner's helper, see spawner.py) opens the
+   sandbox's namespaces and
    - removes every System V IPC object of the sandbox's ipc namespace (POSIX message queues, which would
      survive, cannot be made: seccomp denies ``mq_open``);
    - builds a new overlay of the testbed over a new, empty upper layer in bwrap's mount namespace, where
@@ -15,12 +18,11 @@ have changed goes:
    - in the sandbox's mount namespace, detaches the old overlay and moves the new one into its place;
    - empties ``/tmp`` and ``/dev/shm`` (both directories of the sandbox's tmpfs) without crossing a mount
      under them (an env's venv may be bound below ``/tmp``), and gives them back their mode and owner;
-3. the shell answers an empty command (ns.py): the channel is in step and the shell has reaped the killed
-   processes that had become its children;
-4. the old layer's directories are removed afterwards, off the hot path.
+3. the old layer's directories are removed afterwards, off the hot path (ns.py).
 
-The shell's own state is out of the commands' reach: each command runs in a subshell, and the shell's
-memory and pipes are closed to them (identity.py). The rest of the sandbox cannot keep a change: its root,
+The shell itself is left alone: no command runs during a reset (the sandbox's lock), and its state is
+out of the commands' reach: each command runs in a subshell, and the shell's memory and pipes are
+closed to them (identity.py). The rest of the sandbox cannot keep a change: its root,
 ``/dev`` and every bound path are read-only, and ``/run/ctl`` is host root's. Anything unexpected on the
 way (a dead shell, a mount under the testbed, a full tmpfs) is an error, and NsSandbox.reset then
 restarts bubblewrap instead.
@@ -65,7 +67,7 @@ def reset_in_place(cgroup: SandboxCgroup, bwrap_pid: int, shell_pid: int, workdi
 
 
 def remove_layer(bwrap_pid: int, layer: int) -> None:
-    """Step 4: the directories of a detached overlay, seen through bwrap's mount namespace."""
+    """Step 3: the directories of a detached overlay, seen through bwrap's mount namespace."""
     for name in layer_dirs(layer):
         shutil.rmtree(f"/proc/{bwrap_pid}/root{MOUNTPOINT}/{name}", ignore_errors=True)
 

@@ -11,12 +11,18 @@ Between fork and exec the child, still root, joins the sandbox's cgroups, mounts
 bind-mounts the host paths the sandbox needs into it (the env cache may sit under a directory only
 root can enter) and then drops to the sandbox's unprivileged uid: bwrap itself never runs as root, so
 no process of the sandbox is host root, and the kernel makes its ``/proc/sys`` read-only.
+
+A reset in place (reset.py) goes to a worker the helper forks on the first one: the caller talks to it
+over a socket of its own (resets never hold up a spawn), and it enters a sandbox's namespaces for each
+reset and comes back to its own after; the helper itself never leaves them.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -24,6 +30,8 @@ import threading
 from typing import Any
 
 from swe_rl.errors import SandboxError
+
+RESET_TIMEOUT = 20.0  # seconds a reset in place may take before the sandbox is restarted instead
 
 # Runs in the helper (python -S: no site, no swe_rl import). Kept dependency-free on purpose.
 _HELPER = r"""
@@ -77,61 +85,52 @@ def child(req, fds):
         os.write(2, f"swe-rl spawner: {exc}\n".encode())
     os._exit(127)
 
-# -- reset in place (see reset.py): a forked child joins the sandbox's namespaces; the helper never does
+# -- reset in place (see reset.py). The helper never leaves its own namespaces: it forks a worker that the
+# caller talks to directly (a socket of the caller's), which joins a sandbox's namespaces for each reset and
+# then comes back to its own; one that cannot come back exits.
 CLONE_NEWNS, CLONE_NEWIPC, MNT_DETACH, AT_FDCWD = 0x00020000, 0x08000000, 2, -100
 FSCONFIG_SET_STRING, FSCONFIG_CMD_CREATE, MOVE_MOUNT_F_EMPTY_PATH = 1, 6, 4
 MOUNT_ATTR_NOSUID, MOUNT_ATTR_NODEV = 0x2, 0x4
 # one number on every architecture since Linux 5.2 (the unified table from 424 on)
 SYS_MOVE_MOUNT, SYS_FSOPEN, SYS_FSCONFIG, SYS_FSMOUNT = 429, 430, 431, 432
 libc.syscall.restype = ctypes.c_long
+_OCTAL = re.compile(r"\\([0-7]{3})")
 
 def check(ret, what):
     if ret < 0:
         raise OSError(ctypes.get_errno(), f"{what}: {os.strerror(ctypes.get_errno())}")
     return ret
 
-def run_reset(req):
-    # Run reset_child in a child; its error (None: done). The helper waits at most 20 s.
-    r, w = os.pipe()
-    try:
-        pid = os.fork()
-    except OSError as exc:
-        os.close(r); os.close(w)
-        return f"cannot fork: {exc}"
-    if pid == 0:
-        os.close(r)
+def reset_worker(conn):
+    # Serves one reset per line on ``conn`` until it closes, each answered with a line of JSON.
+    home = [os.open(f"/proc/self/ns/{ns}", os.O_RDONLY) for ns in ("ipc", "mnt")]
+    requests = conn.makefile("rb")
+    for line in requests:
+        fds = []
         try:
-            reset_child(req)
-            error = b""
+            reset_in_sandbox(json.loads(line), fds)
+            error = None
         except BaseException as exc:
-            error = (repr(exc) or "failed").encode()
-        os.write(w, b"done:" + error)
-        os._exit(0)
-    os.close(w)
-    reply = b""
-    try:
-        while True:
-            ready, _, _ = select.select([r], [], [], 20)
-            if not ready:
-                os.kill(pid, signal.SIGKILL)
-                return "the reset took longer than 20 s"
-            chunk = os.read(r, 65536)
-            if not chunk:
-                break
-            reply += chunk
-    finally:
-        os.close(r)
-    if not reply.startswith(b"done:"):
-        return "the reset process died"
-    return reply[5:].decode(errors="replace") or None
+            error = repr(exc) or "failed"
+        for fd in fds:  # a handle on a namespace would keep it (and its mounts) alive
+            os.close(fd)
+        try:  # back home: this process's namespaces, root and cwd (setns(mnt) resets both)
+            check(libc.setns(home[0], CLONE_NEWIPC), "setns(ipc) back")
+            check(libc.setns(home[1], CLONE_NEWNS), "setns(mnt) back")
+            stranded = False
+        except OSError as exc:
+            error, stranded = f"{error}; {exc}", True
+        conn.sendall(json.dumps({"error": error, "stranded": stranded}).encode() + b"\n")
+        if stranded:
+            return
 
-def reset_child(req):
+def reset_in_sandbox(req, fds):
     shell, bwrap, mnt, workdir = req["shell_pid"], req["bwrap_pid"], req["mountpoint"], req["workdir"]
     # every handle first: once in the sandbox's mount namespace, /proc is the sandbox's
-    outer = os.open(f"/proc/{bwrap}/ns/mnt", os.O_RDONLY)
-    inner = os.open(f"/proc/{shell}/ns/mnt", os.O_RDONLY)
-    ipc = os.open(f"/proc/{shell}/ns/ipc", os.O_RDONLY)
-    root = os.open(f"/proc/{shell}/root", os.O_PATH | os.O_DIRECTORY)
+    for path, flags in ((f"/proc/{bwrap}/ns/mnt", os.O_RDONLY), (f"/proc/{shell}/ns/mnt", os.O_RDONLY),
+                        (f"/proc/{shell}/ns/ipc", os.O_RDONLY), (f"/proc/{shell}/root", os.O_PATH | os.O_DIRECTORY)):
+        fds.append(os.open(path, flags | os.O_CLOEXEC))
+    outer, inner, ipc, root = fds
     with open(f"/proc/{shell}/mountinfo") as f:
         mounts = [unescape(line.split()[4]) for line in f]
     with open(f"/proc/{shell}/stat") as f:
@@ -142,7 +141,7 @@ def reset_child(req):
     check(libc.setns(ipc, CLONE_NEWIPC), "setns(ipc)")
     remove_sysv_ipc()
     check(libc.setns(outer, CLONE_NEWNS), "setns(outer mnt)")
-    layer = new_overlay(mnt, req["upper"], req["work"], req["uid"])
+    layer = new_overlay(mnt, req["upper"], req["work"], req["uid"], fds)
     check(libc.setns(inner, CLONE_NEWNS), "setns(sandbox mnt)")
     os.fchdir(root)
     os.chroot(".")
@@ -153,21 +152,23 @@ def reset_child(req):
         wipe(path, set(mounts), req["uid"])
 
 def unescape(path):
-    return re.sub(r"\\([0-7]{3})", lambda m: chr(int(m.group(1), 8)), path)
+    return _OCTAL.sub(lambda m: chr(int(m.group(1), 8)), path) if "\\" in path else path
 
-def new_overlay(mnt, upper, work, uid):
+def new_overlay(mnt, upper, work, uid, fds):
     # A detached overlay of the testbed over a new, empty upper layer (fsopen/fsconfig/fsmount).
     for sub in (upper, work):
         os.mkdir(f"{mnt}/{sub}", 0o755)
         os.chown(f"{mnt}/{sub}", uid, uid)
     fs = check(libc.syscall(SYS_FSOPEN, b"overlay", 0), "fsopen(overlay)")
+    fds.append(fs)
     options = {"lowerdir": f"{mnt}/b/testbed", "upperdir": f"{mnt}/{upper}", "workdir": f"{mnt}/{work}",
                "redirect_dir": "nofollow", "index": "off", "metacopy": "off"}
     try:
         for key, value in options.items():
             check(libc.syscall(SYS_FSCONFIG, fs, FSCONFIG_SET_STRING, key.encode(), value.encode(), 0), key)
         check(libc.syscall(SYS_FSCONFIG, fs, FSCONFIG_CMD_CREATE, None, None, 0), "creating the overlay")
-        return check(libc.syscall(SYS_FSMOUNT, fs, 0, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV), "fsmount")
+        fds.append(check(libc.syscall(SYS_FSMOUNT, fs, 0, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV), "fsmount"))
+        return fds[-1]
     except OSError as exc:
         log = b""
         with contextlib.suppress(OSError):
@@ -207,12 +208,16 @@ def wipe(top, mounts, uid):
         os.removexattr(top, name, follow_symlinks=False)
 
 def serve(req, fds):
-    if req.get("op") == "reset":
-        return {"error": run_reset(req)}
     try:
         pid = os.fork()
     except OSError as exc:
         pid = -exc.errno
+    if pid == 0 and req.get("op") == "reset_worker":
+        try:
+            sock.close()  # the caller must see EOF when the helper dies, whatever the worker does
+            reset_worker(socket.socket(fileno=fds[0]))
+        finally:
+            os._exit(0)
     if pid == 0:
         child(req, fds)
     for fd in fds:
@@ -238,6 +243,9 @@ class Spawner:
         self._proc: subprocess.Popen[bytes] | None = None
         self._sock: socket.socket | None = None
         self._reader: socket.SocketIO | None = None
+        self._reset_lock = threading.Lock()  # resets go to the worker, not the helper: spawns never wait
+        self._reset_sock: socket.socket | None = None
+        self._reset_pidfd: int | None = None
 
     def _ensure(self) -> socket.socket:
         if self._proc is not None and self._proc.poll() is None and self._sock is not None:
@@ -296,9 +304,52 @@ class Spawner:
         helper's child opens the sandbox's namespaces, builds the overlay in bwrap's mount namespace (where the
         tmpfs is), swaps it for the old one at ``workdir`` inside, and empties the rest; see reset.py.
         """
-        error = self._call({"op": "reset", **request}, [])["error"]
-        if error:
-            raise SandboxError(f"in-place reset failed: {error}")
+        with self._reset_lock:
+            worker = self._reset_worker()
+            try:
+                worker.sendall(json.dumps(request).encode() + b"\n")
+                reply = b""
+                while not reply.endswith(b"\n"):
+                    chunk = worker.recv(4096)
+                    if not chunk:
+                        raise OSError("the reset worker exited")
+                    reply += chunk
+                answer = json.loads(reply)
+            except TimeoutError:
+                answer = {
+                    "error": f"no answer from the reset worker in {RESET_TIMEOUT:.0f} s",
+                    "stranded": True,
+                }
+            except (OSError, ValueError) as exc:
+                answer = {"error": f"the reset worker is gone ({exc})", "stranded": True}
+            if answer["stranded"]:  # it has exited (or is killed now): the next reset gets a new one
+                self._close_reset_worker()
+        if answer["error"]:
+            raise SandboxError(answer["error"])
+
+    def _reset_worker(self) -> socket.socket:
+        if self._reset_sock is None:
+            ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+            try:
+                pid = int(self._call({"op": "reset_worker"}, [theirs.fileno()])["pid"])
+            finally:
+                theirs.close()
+            if pid < 0:
+                ours.close()
+                raise SandboxError(f"the spawner could not fork: {os.strerror(-pid)}")
+            ours.settimeout(RESET_TIMEOUT)
+            # a pidfd, not the pid: the helper reaps the worker when it exits, and its pid may be reused
+            self._reset_sock, self._reset_pidfd = ours, os.pidfd_open(pid)
+        return self._reset_sock
+
+    def _close_reset_worker(self) -> None:
+        sock, pidfd, self._reset_sock, self._reset_pidfd = self._reset_sock, self._reset_pidfd, None, None
+        if sock is not None:
+            sock.close()  # it exits at EOF
+        if pidfd is not None:  # ... or is stuck
+            with contextlib.suppress(OSError):
+                signal.pidfd_send_signal(pidfd, signal.SIGKILL)
+            os.close(pidfd)
 
     def _call(self, request: dict[str, object], fds: list[int]) -> dict[str, Any]:
         """Send one request (with ``fds``) to the helper and return its reply."""
@@ -325,6 +376,8 @@ class Spawner:
         return dict(json.loads(reply))
 
     def close(self) -> None:
+        with self._reset_lock:
+            self._close_reset_worker()
         if self._sock is not None:
             self._sock.close()
             self._sock = None
