@@ -31,15 +31,18 @@ def make_repo(repo_cache: Path, repo: str = "acme/widget") -> str:
     return git(path, "rev-parse", "HEAD")
 
 
-def make_wheel(index: Path, name: str, version: str, requires: tuple[str, ...] = ()) -> Path:
-    """A pure-Python wheel of module ``name`` whose ``VERSION`` is ``version``, depending on ``requires``."""
+def make_wheel(
+    index: Path, name: str, version: str, requires: tuple[str, ...] = (), tag: str = "py3-none-any"
+) -> Path:
+    """A wheel of module ``name`` whose ``VERSION`` is ``version``, depending on ``requires``: pure Python, or by
+    its ``tag`` (a platform's, e.g. ``cp311-cp311-linux_x86_64``) one that only this Python installs."""
     index.mkdir(parents=True, exist_ok=True)
     dist = f"{name}-{version}.dist-info"
     needs = "".join(f"Requires-Dist: {r}\n" for r in requires)
     files = {
         f"{name}.py": f"VERSION = {version!r}\n",
         f"{dist}/METADATA": f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n{needs}",
-        f"{dist}/WHEEL": "Wheel-Version: 1.0\nGenerator: swe-rl-tests\nRoot-Is-Purelib: true\nTag: py3-none-any\n",
+        f"{dist}/WHEEL": f"Wheel-Version: 1.0\nGenerator: swe-rl-tests\nRoot-Is-Purelib: true\nTag: {tag}\n",
     }
     record = []
     for path, text in files.items():
@@ -47,7 +50,7 @@ def make_wheel(index: Path, name: str, version: str, requires: tuple[str, ...] =
         record.append(f"{path},sha256={digest},{len(text.encode())}")
     record.append(f"{dist}/RECORD,,")
     files[f"{dist}/RECORD"] = "\n".join(record) + "\n"
-    wheel = index / f"{name}-{version}-py3-none-any.whl"
+    wheel = index / f"{name}-{version}-{tag}.whl"
     with zipfile.ZipFile(wheel, "w") as zf:
         for path, text in files.items():
             zf.writestr(path, text)

@@ -7,18 +7,15 @@ silent fallback, the refusal, the build error; then what the installer does abou
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import shutil
 import subprocess
-import threading
-from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
 from tests.envs.helpers import git, make_repo, make_wheel, widget_task
+from tests.envs.index import Index
 
 from swe_rl.envs.cache import EnvCache
 from swe_rl.envs.dating import widened_in
@@ -33,72 +30,6 @@ pytestmark = pytest.mark.skipif(uv_binary() is None, reason="uv is not installed
 
 TASK_DATE = "2019-01-01T00:00:00Z"
 BEFORE, AFTER = "2018-06-01T00:00:00Z", "2020-01-01T00:00:00Z"
-
-
-class Index:
-    """Wheels with upload times, served as a simple index (JSON) on 127.0.0.1."""
-
-    def __init__(self, root: Path) -> None:
-        self.root = root
-        self.files: dict[str, list[dict[str, object]]] = {}
-
-    def add(self, name: str, version: str, uploaded: str, requires: tuple[str, ...] = ()) -> None:
-        self.serve(name, make_wheel(self.root, name, version, requires), uploaded)
-
-    def serve(self, name: str, dist: Path, uploaded: str) -> None:
-        digest = hashlib.sha256(dist.read_bytes()).hexdigest()
-        entry = {"filename": dist.name, "url": f"/files/{dist.name}", "hashes": {"sha256": digest}}
-        self.files.setdefault(name, []).append({**entry, "upload-time": uploaded})
-
-    def handler(self) -> type[BaseHTTPRequestHandler]:
-        index = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_HEAD(self) -> None:
-                self.answer(body=False)
-
-            def do_GET(self) -> None:
-                self.answer(body=True)
-
-            def answer(self, *, body: bool) -> None:
-                parts = [p for p in self.path.split("/") if p]
-                if len(parts) == 2 and parts[0] == "simple" and parts[1] in index.files:
-                    data = json.dumps(
-                        {"meta": {"api-version": "1.1"}, "name": parts[1], "files": index.files[parts[1]]}
-                    ).encode()
-                    kind = "application/vnd.pypi.simple.v1+json"
-                elif len(parts) == 2 and parts[0] == "files" and (index.root / parts[1]).is_file():
-                    data, kind = (index.root / parts[1]).read_bytes(), "application/octet-stream"
-                else:
-                    self.send_error(404)
-                    return
-                self.send_response(200)
-                self.send_header("Content-Type", kind)
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                if body:
-                    self.wfile.write(data)
-
-            def log_message(self, *args: object) -> None:
-                pass
-
-        return Handler
-
-
-@pytest.fixture
-def index(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Index]:
-    served = Index(tmp_path / "wheels")
-    server = ThreadingHTTPServer(("127.0.0.1", 0), served.handler())
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    monkeypatch.setenv("UV_INDEX_URL", f"http://127.0.0.1:{server.server_port}/simple")
-    monkeypatch.setenv("PIP_INDEX_URL", f"http://127.0.0.1:{server.server_port}/simple")  # the pip fallback
-    monkeypatch.setenv("UV_CACHE_DIR", str(tmp_path / "uv-cache"))
-    monkeypatch.delenv("UV_FIND_LINKS", raising=False)
-    monkeypatch.delenv("PIP_FIND_LINKS", raising=False)
-    yield served
-    server.shutdown()
-    thread.join()
 
 
 def build(tmp_path: Path, install: str, *, as_of_date: bool = True, name: str = "envs") -> tuple[Path, dict]:
@@ -149,7 +80,12 @@ def test_a_dependency_no_release_of_which_is_as_old_as_the_date_is_widened(tmp_p
     venv, record = build(tmp_path, "python -m pip install toolpkg")
     assert "toolpkg==2.0" in pins(venv) and "deppkg==1.0" in pins(venv)
     assert record["widened"] == [
-        {"package": "deppkg", "needed_by": "toolpkg==2.0", "reason": "no release as old as the date survives"}
+        {
+            "package": "deppkg",
+            "needed_by": "toolpkg==2.0",
+            "reason": "no release as old as the date survives",
+            "as_of": "",
+        }
     ]
     lock = (venv / LOCK_NAME).read_text().splitlines()
     assert widened_in(lock) == ["deppkg"]
@@ -389,6 +325,7 @@ def test_a_dependency_whose_dated_sdist_cannot_compile_here_is_widened(tmp_path,
             "package": "cpkg",
             "needed_by": "cpkg==1.0",
             "reason": "the dated sdist does not build here (no swe_rl_absent/lib.h)",
+            "as_of": "",
         }
     ]
     assert widened_in((venv / LOCK_NAME).read_text().splitlines()) == ["cpkg"]
@@ -664,7 +601,12 @@ def test_a_dependency_whose_dated_release_does_not_build_here_is_widened_after_t
     venv, record = build(tmp_path, "python -m pip install sdonly")
     assert "sdonly==2.0" in pins(venv)
     assert record["widened"] == [
-        {"package": "sdonly", "needed_by": "sdonly==1.0", "reason": "the dated release does not build here"}
+        {
+            "package": "sdonly",
+            "needed_by": "sdonly==1.0",
+            "reason": "the dated release does not build here",
+            "as_of": "",
+        }
     ]
     log = (venv / "swe-rl-install.log").read_text()
     assert log.index("again with the task date's") < log.index("swe-rl: widened sdonly")

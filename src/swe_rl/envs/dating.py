@@ -7,13 +7,21 @@ summary. After a dated build, :func:`unreachable` finds such cases: an installed
 newest release as of the date, whose newest release needs a dependency with no release as old as the
 date. Only that dependency is then taken from today's index (``--exclude-newer-package``), recorded
 in the build log, the env's record and its lock (``# swe-rl: widened ...`` lines).
+
+A date can also pick a release with no wheel for the env's Python: as of Python 3.9's release, numpy,
+pandas and scipy had none, and uv would compile them (hours). :meth:`Resolver.first_wheel` finds the
+earliest later release that has one; the dependency is then resolved as of that release's upload.
 """
 
 from __future__ import annotations
 
 import re
 import subprocess
+import tomllib
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import NamedTuple
+from urllib.parse import unquote, urlparse
 
 from packaging.version import InvalidVersion, Version
 from pydantic import BaseModel, Field
@@ -29,12 +37,25 @@ class Widening(BaseModel):
     reason: str = Field(
         default="no release as old as the date survives", description="Why the date could not hold it."
     )
+    as_of: str = Field(
+        default="",
+        description="The time it is resolved as of instead (RFC 3339): the upload of the earliest release with "
+        "a wheel for this Python; '' for today's index.",
+    )
 
     def detail(self) -> str:
         return f"(needed by {self.needed_by}; {self.reason})"
 
     def lock_line(self) -> str:
         return f"{WIDENED}{self.package} {self.detail()}"
+
+
+class WheelRelease(NamedTuple):
+    """A release with a wheel for the env's Python."""
+
+    version: str
+    uploaded: str  # just after the upload of its first such wheel (RFC 3339); '' when the index gives no time
+    compiled: bool  # a platform wheel (not ``py3-none-any``): the package has compiled extensions
 
 
 def widened_in(lock: list[str]) -> list[str]:
@@ -68,7 +89,7 @@ class Resolver:
         if proc.returncode != 0:
             return None
         pins = (line.split("==", 1) for line in proc.stdout.splitlines() if "==" in line)
-        return {_norm(name.split("[")[0]): version.split(";")[0].strip() for name, version in pins}
+        return {norm(name.split("[")[0]): version.split(";")[0].strip() for name, version in pins}
 
     def newest(self, names: list[str]) -> dict[str, str | None]:
         """Each package's newest release as of the date (None: no release that old survives)."""
@@ -83,10 +104,51 @@ class Resolver:
                     self._newest[name] = alone.get(name) if alone else None
         return {n: self._newest[n] for n in names}
 
+    def first_wheel(self, name: str, after: str) -> WheelRelease | None:
+        """The earliest release of ``name`` after version ``after`` (any, with ''), on today's index, that has a wheel for this
+        Python (None: none has). uv matches the tags and reports the files (its pylock.toml output)."""
+        cmd = [self.uv, "pip", "compile", "-", "--python", str(self.python), "--quiet", "--no-header"]
+        cmd += ["--no-deps", "--only-binary", name, "--resolution", "lowest", "--format", "pylock.toml"]
+        proc = subprocess.run(
+            cmd,
+            input=f"{name}>{after}\n" if after else f"{name}\n",
+            capture_output=True,
+            text=True,
+            env=self.environ,
+            check=False,
+        )
+        try:
+            lock = tomllib.loads(proc.stdout) if proc.returncode == 0 else {}
+        except tomllib.TOMLDecodeError:  # a uv too old for pylock.toml output
+            return None
+        for package in lock.get("packages", []):
+            wheels = package.get("wheels", [])
+            if norm(str(package.get("name", ""))) != norm(name) or not wheels:
+                continue
+            files = [_file_name(w) for w in wheels]
+            times = [_utc(w["upload-time"]) for w in wheels if isinstance(w.get("upload-time"), datetime)]
+            uploaded = min(times) + timedelta(seconds=1) if times else None  # uv's times are to the second
+            return WheelRelease(
+                version=str(package["version"]),
+                uploaded=uploaded.strftime("%Y-%m-%dT%H:%M:%SZ") if uploaded else "",
+                compiled=not all(f.endswith("-none-any.whl") for f in files),
+            )
+        return None
+
+    def python_tag(self) -> str:
+        """``cp39`` for a CPython 3.9 venv."""
+        proc = subprocess.run(
+            [str(self.python), "-c", "import sys; print('cp%d%d' % sys.version_info[:2])"],
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        return proc.stdout.strip() or "this Python's"
+
 
 def unreachable(resolver: Resolver, lock: list[str], undated: set[str]) -> list[Widening]:
     """Dependencies to widen so that the lock's held-back packages can have their dated newest release."""
-    installed = {_norm(n): v for n, v in _pins(lock)}
+    installed = {norm(n): v for n, v in _pins(lock)}
     candidates = [n for n in installed if n not in undated]
     newest = resolver.newest(candidates)
     out: dict[str, Widening] = {}
@@ -102,6 +164,24 @@ def unreachable(resolver: Resolver, lock: list[str], undated: set[str]) -> list[
             if version is None and dep not in out:
                 out[dep] = Widening(package=dep, needed_by=f"{name}=={best}")
     return list(out.values())
+
+
+def to_wheel(resolver: Resolver, name: str, needed_by: str) -> Widening | str:
+    """``name`` resolved as of its earliest release after the date with a platform wheel for this Python, or why
+    it stays as of the date: a pure-Python package (its first wheel is ``none-any``) builds from its sdist in
+    seconds, and one with no wheel at all would be built from source whatever the date."""
+    dated = resolver.newest([name]).get(name)
+    release = resolver.first_wheel(name, dated or "")
+    if release is None:
+        return "no later release has a wheel for this Python"
+    if not release.compiled:
+        return f"pure Python: its first wheel, {release.version}, is for any platform"
+    return Widening(
+        package=name,
+        needed_by=f"{name}=={dated}" if dated else needed_by,
+        reason=f"no {resolver.python_tag()} wheel as of the date; earliest with one: {release.version}",
+        as_of=release.uploaded or "",
+    )
 
 
 def _pins(lock: list[str]) -> list[tuple[str, str]]:
@@ -121,5 +201,16 @@ def _older(have: str, best: str) -> bool:
         return False
 
 
-def _norm(name: str) -> str:
+def _file_name(wheel: dict[str, object]) -> str:
+    """A pylock.toml wheel entry's file name (its ``name``, else the last part of its url or path)."""
+    where = str(wheel.get("name") or wheel.get("url") or wheel.get("path") or "")
+    return unquote(urlparse(where).path).rsplit("/", 1)[-1]
+
+
+def _utc(when: datetime) -> datetime:
+    return when.astimezone(UTC) if when.tzinfo else when.replace(tzinfo=UTC)
+
+
+def norm(name: str) -> str:
+    """A package name as PEP 503 normalizes it."""
     return re.sub(r"[-_.]+", "-", name).lower()

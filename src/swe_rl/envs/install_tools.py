@@ -35,9 +35,17 @@ PASS_VARS = {
 }
 
 # bash functions in front of every install command: `pip install` and `python -m pip install` run
-# $SWE_RL_INSTALL, the chosen installer with the build's options
+# $SWE_RL_INSTALL, the chosen installer with the build's options. With $SWE_RL_PROBE set, that command runs first
+# (its output to $SWE_RL_PROBE_LOG); when it fails, PROBE_FAILED is added there and the whole install command
+# stops before installing anything (exit 86)
+PROBE_FAILED = "swe-rl: the probe failed"
 SHIMS = r"""
-swe_rl_install() { eval "$SWE_RL_INSTALL" '"$@"'; }
+swe_rl_install() {
+  if [ -n "${SWE_RL_PROBE:-}" ]; then
+    eval "$SWE_RL_PROBE" '"$@"' >>"$SWE_RL_PROBE_LOG" 2>&1 || { echo "swe-rl: the probe failed" >>"$SWE_RL_PROBE_LOG"; exit 86; }
+  fi
+  eval "$SWE_RL_INSTALL" '"$@"'
+}
 pip() { if [ "${1:-}" = install ]; then shift; swe_rl_install "$@"; else command pip "$@"; fi; }
 pip3() { pip "$@"; }
 python() {

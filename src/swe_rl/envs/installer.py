@@ -9,13 +9,15 @@ written as a lock (``pip freeze`` format); a rebuild of the same recipe installs
 
 from __future__ import annotations
 
+import os
 import re
 import shlex
 import subprocess
+import tempfile
 from pathlib import Path
 
-from swe_rl.envs.dating import WIDENED, Resolver, Widening, unreachable, widened_in
-from swe_rl.envs.install_tools import SHIMS, choose_installer, freeze, install_environ
+from swe_rl.envs.dating import WIDENED, Resolver, Widening, norm, to_wheel, unreachable, widened_in
+from swe_rl.envs.install_tools import PROBE_FAILED, SHIMS, choose_installer, freeze, install_environ
 from swe_rl.envs.lock import DATED_BUILD_TOOLS, FALLBACK, SKIPPED, pinned
 from swe_rl.envs.recipe import EnvRecipe, Installer
 from swe_rl.envs.requirement_files import RecipeFiles
@@ -26,6 +28,8 @@ from swe_rl.envs.uv_output import (
     LOCAL_BUILD_FAILED,
     NO_LIBRARY,
     NO_PEP660,
+    NO_WHEEL,
+    SDIST_DISABLED,
     missing_library,
     pinned_by,
 )
@@ -81,14 +85,25 @@ class InstallRun:
         self.skipped: list[str] = []  # conda packages pip could not install
         self.lock: list[str] = []  # the resolved set of the last build, with the widening and fallback notes
         self.pytest_floor = False  # pytest held to PYTEST_RA_FLOOR, resolved as of PYTEST_RA_AS_OF
+        # a dated uv install is first resolved with wheels only (dry run) for the command running: a dependency
+        # it would build from source is resolved as of its first release with a wheel for this Python instead
+        self.probing = False
+        self.probe_said = ""  # what the probe said when it stopped the last run
+        self.from_source: set[str] = set()  # dependencies the probe lets build from their sdists
 
-    def install_command(self) -> str:
+    def install_command(self, *, probe: bool = False) -> str:
+        """The installer with the build's options; with ``probe``, uv's dry run that builds nothing but the repo
+        itself (editable) and the dependencies in :attr:`from_source`."""
         opts: list[str] = []
         if self.constraints.is_file():
             opts += ["-c", str(self.constraints)]
         if self.kind == "uv":
             assert self.uv is not None
             head = [self.uv, "pip", "install", "--python", str(self.venv / "bin" / "python")]
+            if probe:
+                head += ["--dry-run", "--only-binary", ":all:"]
+                for name in sorted(self.from_source):
+                    head += ["--no-binary", name]
             if self._setup_py_only():
                 # pip installs a project without pyproject.toml with `setup.py develop`: the repo's root on
                 # sys.path (tools like pylint map files to modules by it). uv always builds PEP 660 editables;
@@ -101,11 +116,12 @@ class InstallRun:
                     for tool in BUILD_TOOLS:
                         opts += ["--exclude-newer-package", f"{tool}={tools_as_of}"]
                 # a spec's exact pins name versions on purpose, sometimes newer than the task
-                undated = [*undated_packages(self.recipe), *(w.package for w in self.widened)]
+                undated = {name: UNDATED for name in undated_packages(self.recipe)}
+                undated.update({w.package: w.as_of or UNDATED for w in self.widened})
                 if self.pytest_floor and "pytest" not in undated:
                     opts += ["--exclude-newer-package", f"pytest={PYTEST_RA_AS_OF}"]
-                for name in undated:
-                    opts += ["--exclude-newer-package", f"{name}={UNDATED}"]
+                for name, as_of in undated.items():
+                    opts += ["--exclude-newer-package", f"{name}={as_of}"]
         else:
             head = [str(self.venv / "bin" / "python"), "-m", "pip", "install"]
         return " ".join(shlex.quote(p) for p in [*head, *opts])
@@ -132,9 +148,11 @@ class InstallRun:
         self._tried_dated = self.dated_build_tools  # the task date's build tools, tried for this command
         self._failed_with_2024 = ""  # what 2024's build tools gave before those were tried
         self._reverted = False
+        self.probing = self.kind == "uv" and bool(self.recipe.exclude_newer)
         code, output = self._run(command, self.install_command())
         said = output
-        while code != 0 and self.kind == "uv" and self._remedied(output, command):
+        # (a probe that stopped a command exits 86, though a subshell or `|| true` around it may hide that)
+        while (code != 0 or self.probe_said) and self.kind == "uv" and self._remedied(output, command):
             # each remedy applies once (per package, or once for the build tools), so this ends
             code, output = self._run(command, self.install_command())
             said += output
@@ -148,6 +166,7 @@ class InstallRun:
             why = "the build backend has no build_editable" if no_pep660 else "a build failed"
             self._note(f"swe-rl: uv cannot build `{command}` ({why}); pip runs it")
             self.fallbacks.append(command)
+            self.probing = False
             code, output = self._run(command, self._pip_command())
         if code != 0:
             tail = self.log.read_text(errors="replace")[-3000:]
@@ -168,7 +187,10 @@ class InstallRun:
         When the task date's build tools cannot make the repo's own editable install, 2024's come back, and the
         dependency whose build had failed with them is taken from today's index instead.
         Each applies once (per package, or once for the build tools), so retrying ends.
+        Before all of them, when the wheels-only probe stopped the command: :meth:`_to_wheel`.
         """
+        if self.probe_said:
+            return self._to_wheel(self.probe_said, command)
         if (
             self.dated_build_tools
             and not self._reverted
@@ -241,9 +263,63 @@ class InstallRun:
         done = {w.package for w in self.widened} | set(undated_packages(self.recipe))
         return next((w for w in candidates if w.package not in done), None)
 
+    def _to_wheel(self, said: str, command: str) -> bool:
+        """The probe found a dependency that has no wheel for this Python as of the date (uv would compile it:
+        pvlib 0.6's numpy, pandas and scipy for Python 3.9, hours on 2 cores). When a later release has a platform
+        wheel, the dependency is resolved as of the earliest such release's upload; a pure-Python package (whose
+        first wheel is ``none-any``) or one with no wheel at all builds from its sdist, as before, and so does one
+        whose widening the requirements do not allow (astroid 2.5 pins ``wrapt<1.13``). A dependency the date
+        filtered out is widened as :meth:`_to_widen` does. Anything else the probe says ends it for this command,
+        which then runs as it would without. Always True: retry."""
+        named = list(dict.fromkeys(NO_WHEEL.findall(said)))  # pandas, then numpy, which pandas 1.1.3 needs
+        resolver = self._resolver()
+        assert resolver is not None  # the probe runs only for dated uv builds
+        handled = {norm(n) for n in [*self.from_source, *(w.package for w in self.widened)]}
+        name = next((n for n in named if norm(n) not in handled), None)
+        found: Widening | str
+        if name is not None:
+            pinned = norm(name) in {norm(n) for n in undated_packages(self.recipe)}
+            found = "pinned" if pinned else to_wheel(resolver, name, f"`{command}`")
+        elif local := [n for n in SDIST_DISABLED.findall(said) if norm(n) not in handled]:
+            # uv builds most editables even so, not all (astroid 2.5's setup.py): the repo itself is built anyway
+            name, found = local[0], "the repo itself, or a requirement given as a path or URL"
+        elif (filtered := self._to_widen(said, command, dependencies=False)) is not None:
+            # a widened release needs a dependency newer than the date (numba 0.53.0, llvmlite 0.36): from today's
+            # index, as the install itself would take it, held by the widened release's requirement
+            name, found = filtered.package, filtered
+        else:  # all widened already: the requirements hold one below its first wheel (astroid 2.5's wrapt<1.13)
+            again = [w for w in self.widened if norm(w.package) in {norm(n) for n in named}]
+            if not again:
+                self.probing = False
+                self._note(f"swe-rl: the wheels-only probe does not resolve `{command}`; it runs without")
+                return True
+            name, found = again[0].package, "the requirements do not allow its first release with a wheel"
+            if again[0].as_of:
+                self.widened.remove(again[0])  # taken back
+        if isinstance(found, str):
+            self.from_source.add(name)
+            self._note(f"swe-rl: {name} builds from its sdist ({found})")
+        else:
+            self.widened.append(found)
+            self._note(f"swe-rl: widened {name}: {found.detail()}")
+        return True
+
+    def _resolver(self) -> Resolver | None:
+        if self.kind != "uv" or not self.recipe.exclude_newer or self.uv is None:
+            return None
+        return Resolver(self.uv, self.venv / "bin" / "python", self.recipe.exclude_newer, self.environ())
+
     def _run(self, command: str, install: str) -> tuple[int, str]:
+        """Run ``command`` with ``install`` as its installer (and the probe before it while :attr:`probing`):
+        the exit code and the output; what the probe said when it stopped the command in :attr:`probe_said`."""
         environ = self.environ()
         environ["SWE_RL_INSTALL"] = install
+        probe_log = None
+        if self.probing:
+            handle, probe_log = tempfile.mkstemp(prefix="swe-rl-probe-", suffix=".log")
+            os.close(handle)
+            environ.update(SWE_RL_PROBE=self.install_command(probe=True), SWE_RL_PROBE_LOG=probe_log)
+        self.probe_said = ""
         with self.log.open("ab") as out:
             out.write(f"\n$ {command}\n".encode())
             out.flush()
@@ -257,6 +333,12 @@ class InstallRun:
                 stdin=subprocess.DEVNULL,
                 check=False,
             )
+        if probe_log is not None:
+            said = Path(probe_log).read_text(errors="replace")
+            os.unlink(probe_log)
+            if PROBE_FAILED in said:
+                self.probe_said = said
+                self._note(f"swe-rl: stopped before installing; uv resolving with wheels only says:\n{said}")
         with self.log.open("rb") as log:
             log.seek(start)
             return proc.returncode, log.read().decode(errors="replace")
@@ -304,9 +386,9 @@ class InstallRun:
 
     def widening(self, lock: list[str]) -> list[Widening]:
         """Dependencies a dated build must take from today's index (:mod:`swe_rl.envs.dating`)."""
-        if self.kind != "uv" or not self.recipe.exclude_newer or self.uv is None:
+        resolver = self._resolver()
+        if resolver is None:
             return []
-        resolver = Resolver(self.uv, self.venv / "bin" / "python", self.recipe.exclude_newer, self.environ())
         found = unreachable(
             resolver, lock, set(undated_packages(self.recipe)) | {w.package for w in self.widened}
         )

@@ -8,6 +8,10 @@ import re
 
 # a dependency with no release old enough for the date
 FILTERED = re.compile(r"`([A-Za-z0-9._-]+)` was filtered by `exclude-newer(?:-package)?`")
+# uv's hint when a resolution that may build nothing (`--only-binary :all:`) needs a release with no wheel here
+NO_WHEEL = re.compile(r"Wheels are required for `([A-Za-z0-9._-]+)` because building from source is disabled")
+# ...and its error when the repo itself (or a requirement given as a path or URL) would have to be built for it
+SDIST_DISABLED = re.compile(r"Building source distributions for `([A-Za-z0-9._-]+)` is disabled")
 # uv's hint when a dependency's sdist fails to compile for want of a C library's header
 NO_LIBRARY = re.compile(r"need to install a library that provides `([^`]+)` for `([A-Za-z0-9._-]+)@([^`]+)`")
 # Debian packages of the headers that SWE-bench's dependencies' sdists are known to compile against
