@@ -85,6 +85,17 @@ class SpawnedProcess:
             self._pidfd = None
 
 
+def only_child(pid: int) -> int:
+    """The pid of ``pid``'s only (or first) child; ProcessLookupError when it has none."""
+    try:
+        children = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
+    except OSError:
+        children = []
+    if not children:
+        raise ProcessLookupError(pid)
+    return int(children[0])
+
+
 def start_ticks(pid: int) -> int | None:
     """When ``pid`` started, in clock ticks since boot (/proc/<pid>/stat); None when it is gone."""
     try:

