@@ -232,3 +232,33 @@ async def test_a_run_killed_by_a_signal_exits_as_the_cold_one(signum, task_by_id
         hot = await box.exec(f"swe_rl_runner_note=/tmp/n; {command} {run}; cat /tmp/n", timeout=60)
         assert f"rc={128 + signum}" in cold.output
         assert f"rc={128 + signum}" in hot.output and "forked" in hot.output
+
+
+LOWER = """import os, resource
+from test_tamper import server
+
+def test_lower_its_priority():
+    os.setpriority(os.PRIO_PROCESS, server(), 19)
+
+def test_lower_its_limits():
+    resource.prlimit(server(), resource.RLIMIT_NOFILE, (64, 64))
+"""
+
+
+@pytest.mark.parametrize("attack", ["test_lower_its_priority", "test_lower_its_limits"])
+async def test_a_server_whose_limits_a_run_changed_runs_the_next_tests_cold(attack, task_by_id, envs):
+    """A run may lower the server's niceness or limits (same uid); forked children would inherit them."""
+    task = task_by_id["swe-rl-builtin__textkit-3"]
+    factory = available_factory("ns")
+    async with await factory.create(envs.ensure(task)) as box:
+        runner = await warm.start(box)
+        assert runner is not None
+        await box.write_file("tests/test_tamper.py", TAMPER.encode())
+        await box.write_file("tests/test_lower.py", LOWER.encode())
+        command = warm.hook("python -m pytest", runner)
+        run = f"-rA -p no:cacheprovider tests/test_lower.py::{attack}; cat /tmp/n"
+        first = await box.exec(f"swe_rl_runner_note=/tmp/n; {command} {run}", timeout=120)
+        assert first.output.rstrip().endswith("forked")
+        assert parse_test_log(first.output) == {f"tests/test_lower.py::{attack}": "PASSED"}, first.output
+        second = await box.exec(f"swe_rl_runner_note=/tmp/n; {command} {run}", timeout=120)
+        assert second.output.rstrip().endswith("cold the server's limits or scheduling were changed")

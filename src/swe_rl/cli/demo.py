@@ -106,14 +106,17 @@ async def _demo_eval(
     kinds = {t.instance_id: "oracle" for t in tasks[:4]} | {t.instance_id: "never-submit" for t in tasks[-4:]}
     shutil.rmtree(out / "eval", ignore_errors=True)  # the demo starts over each time
     settings = EvalSettings(output_dir=out / "eval", max_concurrent=concurrency, args={"model": "scripted"})
-    return await run_eval(
-        chosen,
-        Attempts.here(
-            lambda t: scripted_for(kinds[t.instance_id], t), cache, factory, load_agent_config(step_limit=4)
-        ),
-        SamplingParams(),
-        settings,
+    attempts = Attempts.here(
+        lambda t: scripted_for(kinds[t.instance_id], t),
+        cache,
+        factory,
+        load_agent_config(step_limit=4),
+        reuse_grading=True,
     )
+    try:
+        return await run_eval(chosen, attempts, SamplingParams(), settings)
+    finally:
+        await attempts.close()
 
 
 def _demo_train(tasks: list[Any], cache: Any, factory: Any, out: Path) -> dict[str, Any] | None:

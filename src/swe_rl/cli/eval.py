@@ -124,6 +124,14 @@ def eval_command(
     cache_dir: CacheOpt = None,
     repo_cache: RepoCacheOpt = None,
     grading: GradingOpt = "official",
+    reuse_grading: Annotated[
+        bool,
+        typer.Option(
+            "--reuse-grading/--fresh-grading",
+            help="Grade in sandboxes reset in place between gradings, with pytest imported once per sandbox "
+            "(ns backend, local executor); --fresh-grading: a new sandbox and interpreter for every grading.",
+        ),
+    ] = True,
     json_out: Annotated[bool, typer.Option("--json", help="Print summary.json on stdout.")] = False,
     config: ConfigOpt = None,
 ) -> None:
@@ -161,7 +169,12 @@ def eval_command(
         chosen_backend = placement.url if isinstance(placement, PoolConfig) else placement.backend
         factory = get_factory(chosen_backend, token=pool_token())
         attempts = Attempts.here(
-            choice.factory, env_cache(cache_dir, repo_cache), factory, agent, name=choice.name
+            choice.factory,
+            env_cache(cache_dir, repo_cache),
+            factory,
+            agent,
+            name=choice.name,
+            reuse_grading=reuse_grading,
         )
     else:
         chosen_backend = "ns" if backend == "auto" else backend  # 'auto' is decided per machine: ns on nodes

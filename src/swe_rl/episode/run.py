@@ -24,6 +24,7 @@ from swe_rl.agent.trajectory import Trajectory
 from swe_rl.envs.cache import EnvCache
 from swe_rl.errors import SweRlError
 from swe_rl.harness.grade import DEFAULT_TEST_TIMEOUT, grade_patch
+from swe_rl.harness.grader import Grader
 from swe_rl.harness.verdict import GradingMode, Verdict
 from swe_rl.llm.base import LLM, SamplingParams
 from swe_rl.sandbox.base import Limits, SandboxFactory
@@ -87,8 +88,12 @@ async def run_episode(
     params: SamplingParams,
     settings: EpisodeSettings | None = None,
     context: ContextManager | None = None,
+    grader: Grader | None = None,
 ) -> Episode:
-    """Run one episode; never raises for an infrastructure failure (see the module's docstring)."""
+    """Run one episode; never raises for an infrastructure failure (see the module's docstring).
+
+    ``grader``: grades in reused sandboxes with a warm test runner (harness/grader.py); None: in a fresh
+    sandbox of ``factory``."""
     settings = settings or EpisodeSettings()
     started = time.monotonic()
     episode = Episode(instance_id=task.instance_id)
@@ -107,9 +112,14 @@ async def run_episode(
             episode.error = traj.exit_message or "infrastructure failure during the agent's run"
         else:
             graded = time.monotonic()
-            episode.verdict = await grade_patch(
-                task, episode.patch, factory, env, timeout=settings.grade_timeout, mode=settings.grading
-            )
+            if grader is not None:
+                episode.verdict = await grader.grade(
+                    task, episode.patch, env, timeout=settings.grade_timeout, mode=settings.grading
+                )
+            else:
+                episode.verdict = await grade_patch(
+                    task, episode.patch, factory, env, timeout=settings.grade_timeout, mode=settings.grading
+                )
             episode.grade_s = time.monotonic() - graded
     except SweRlError as exc:
         episode.error = f"{type(exc).__name__}: {exc}"

@@ -13,6 +13,7 @@ from swe_rl.episode.run import EpisodeSettings, run_episode
 from swe_rl.errors import ConfigError
 from swe_rl.executors.base import policy_llm
 from swe_rl.executors.models import ModelBook
+from swe_rl.harness.grader import Grader
 from swe_rl.llm.base import LLM
 from swe_rl.rl.rollout import RolloutResult, episode_result, run_rollout
 from swe_rl.sandbox.base import SandboxFactory
@@ -23,6 +24,10 @@ class LocalExecutor:
     """Episodes in this process, on this machine's sandboxes, at most ``capacity`` at once.
 
     ``models``: the named models it builds and closes (default: a book of its own).
+    ``reuse_grading``: grade in sandboxes reset in place between gradings, with a warm test runner
+    (harness/grader.py; where the backend cannot, every grading gets a fresh sandbox, as without). The
+    sandboxes it keeps belong to the event loop that made them: only for an executor that lives in one
+    loop and is closed (:meth:`close`).
     """
 
     name = "local"
@@ -35,12 +40,14 @@ class LocalExecutor:
         capacity: int = 4,
         tasks: list[Task] | None = None,
         models: ModelBook | None = None,
+        reuse_grading: bool = False,
     ) -> None:
         self.factory = factory
         self.cache = cache or EnvCache()
         self.capacity = capacity
         self.tasks = {t.instance_id: t for t in tasks or []}
         self.models = models or ModelBook()
+        self.grader = Grader(factory, idle=capacity, reuse=reuse_grading)
         self.slots = asyncio.Semaphore(capacity)
         self.running = 0
 
@@ -85,6 +92,7 @@ class LocalExecutor:
                     params=request.sampling,
                     settings=settings,
                     context=context,
+                    grader=self.grader,
                 )
                 return episode_result(episode, attempt=request.attempt)
             return await run_rollout(
@@ -101,6 +109,7 @@ class LocalExecutor:
                 else None,
                 prm=(judge, request.prm) if judge is not None and request.prm is not None else None,
                 settings=settings,
+                grader=self.grader,
             )
         finally:
             self.running -= 1
@@ -120,8 +129,10 @@ class LocalExecutor:
         return llm, tokenizer, True
 
     async def close(self) -> None:
-        """Close the models it built and the sandbox factory's client, if it has one (a pool server's)."""
+        """Close the models it built, its grading sandboxes and the sandbox factory's client, if it has one
+        (a pool server's)."""
         await self.models.close()
+        await self.grader.close()
         close = getattr(self.factory, "close", None)
         if close is not None:
             await close()

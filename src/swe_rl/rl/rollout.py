@@ -17,6 +17,7 @@ from swe_rl.agent.trajectory import Trajectory
 from swe_rl.envs.cache import EnvCache
 from swe_rl.episode.record import EpisodeRecord
 from swe_rl.episode.run import Episode, EpisodeSettings, run_episode
+from swe_rl.harness.grader import Grader
 from swe_rl.llm.base import LLM, SamplingParams
 from swe_rl.rl.rewards import OutcomeReward, combined_reward, prm_step_scores
 from swe_rl.rl.samples import (
@@ -63,6 +64,7 @@ async def run_rollout(
     tokenizer: Any = None,
     prm: tuple[LLM, Any] | None = None,
     settings: EpisodeSettings | None = None,
+    grader: Grader | None = None,
 ) -> RolloutResult:
     """Agent in a fresh sandbox, patch graded in another, samples built from ids. Never raises InfraError;
     attribution as in episode/run.py (an agent's own damage is its outcome, a failure outside it unscored).
@@ -71,6 +73,7 @@ async def run_rollout(
     encoded with the fixed-base method; with ids from the server, it is not used. ``prm``: a judge and
     its settings (``episode.request.ProcessReward``): the reward becomes outcome + coef * mean step score.
     ``settings``: the sandbox limits and grading (default: strict grading, the backend's limits).
+    ``grader``: grades in reused sandboxes with a warm test runner (harness/grader.py).
     """
     trajectory_id = uuid.uuid4().hex
     episode = await run_episode(
@@ -82,6 +85,7 @@ async def run_rollout(
         params=params,
         settings=settings or EpisodeSettings(grading="strict"),
         context=context,
+        grader=grader,
     )
     traj = episode.trajectory
     if episode.error is not None or episode.verdict is None or traj is None:

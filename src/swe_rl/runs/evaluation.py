@@ -78,17 +78,20 @@ class Attempts:
         *,
         capacity: int = 1024,
         name: str = "here",
+        reuse_grading: bool = False,
     ) -> Attempts:
         """Attempts in this process, with a model already built (``make_llm``: the model for each task;
         ``name``: the model's name). ``capacity`` bounds the executor; the run's ``max_concurrent`` bounds
-        the attempts it starts."""
+        the attempts it starts. ``reuse_grading``: see :class:`~swe_rl.executors.local.LocalExecutor`
+        (then :meth:`close` the attempts)."""
         from swe_rl.executors.local import LocalExecutor
         from swe_rl.executors.models import ModelBook
         from swe_rl.llm.select import ModelChoice
 
         model, book = NamedModel(llm=name), ModelBook()
         book.adopt(model, ModelChoice(make_llm, None, name))
-        return cls(LocalExecutor(factory, cache, capacity=capacity, models=book), model, agent)
+        executor = LocalExecutor(factory, cache, capacity=capacity, models=book, reuse_grading=reuse_grading)
+        return cls(executor, model, agent)
 
     def request(
         self, task: Task, attempt: int, params: SamplingParams, settings: AttemptSettings

@@ -38,7 +38,7 @@ import shlex
 import signal
 import time
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Collection
 from typing import Self
 
 from swe_rl.errors import OutputLimitError, SandboxError, SandboxUnavailableError
@@ -48,7 +48,7 @@ from swe_rl.sandbox.base import EnvSpec, ExecResult, Limits
 from swe_rl.sandbox.bwrap import MOUNTPOINT, ns_unavailable_reason, start_bwrap
 from swe_rl.sandbox.cgroups import SandboxCgroup, reap_stale_cgroups
 from swe_rl.sandbox.ctl_files import CTL, create_ctl_file, read_all, write_all
-from swe_rl.sandbox.reset import remove_layer, reset_in_place
+from swe_rl.sandbox.reset import host_pids, remove_layer, reset_in_place
 from swe_rl.sandbox.shell import FILE_CAP, diff_command
 
 START_TIMEOUT = 30.0
@@ -58,6 +58,9 @@ _STATUS = re.compile(rb"(\d{1,3})\n")
 
 class NsSandbox:
     """A bubblewrap sandbox with a persistent shell. Create with :meth:`NsFactory.create`."""
+
+    KEEPS_PROCESSES = True
+    """:meth:`reset` can keep named processes running (harness/grader.py keeps a warm test runner)."""
 
     def __init__(self, env: EnvSpec, limits: Limits) -> None:
         self.id = f"ns-{uuid.uuid4().hex[:12]}"
@@ -140,16 +143,19 @@ class NsSandbox:
                 cgroup, self._cgroup = self._cgroup, None
                 await asyncio.to_thread(cgroup.remove)
 
-    async def reset(self, *, in_place: bool = True) -> None:
+    async def reset(self, *, in_place: bool = True, keep: Collection[int] = ()) -> None:
         """Back to the pristine env under the same id.
 
         In place when it can (reset.py): the same bwrap and shell over a new, empty upper layer. Otherwise,
         or with ``in_place=False``, a fresh shell in a fresh bwrap; :attr:`restart_reason` says why.
+        ``keep``: processes (pids as the sandbox sees them) a reset in place leaves running, their
+        scheduling put back to the sandbox's; one whose resource limits a command changed is ended (reset.py),
+        and a restart ends them all.
         """
         self._check_open()
         async with self._lock:
             self.generation += 1
-            reason = await self._reset_in_place() if in_place else "a restart was asked for"
+            reason = await self._reset_in_place(keep) if in_place else "a restart was asked for"
             self.restart_reason = reason
             if reason is None:
                 return
@@ -157,7 +163,7 @@ class NsSandbox:
             self._broken = None
             await self._start()
 
-    async def _reset_in_place(self) -> str | None:
+    async def _reset_in_place(self, keep: Collection[int] = ()) -> str | None:
         """None when done; else why not (the caller restarts bwrap, whatever state this left)."""
         proc, cgroup = self._proc, self._cgroup
         if self._broken:
@@ -171,7 +177,8 @@ class NsSandbox:
         try:
             shell = self._shell_pid(proc)
             layer = self.generation  # new in this tmpfs: a reset restarting bwrap starts again from 0
-            await asyncio.to_thread(reset_in_place, cgroup, proc.pid, shell, self.env.workdir, layer)
+            kept = await asyncio.to_thread(host_pids, cgroup, keep) if keep else set()
+            await asyncio.to_thread(reset_in_place, cgroup, proc.pid, shell, self.env.workdir, layer, kept)
             previous, self._layer = self._layer, layer
             self._old_layer = asyncio.ensure_future(asyncio.to_thread(remove_layer, proc.pid, previous))
         except (OSError, SandboxError) as exc:

@@ -4,11 +4,15 @@ A restart pays bubblewrap's whole start-up again (namespaces, some thirty mounts
 the same bwrap and the same persistent shell (the control process) stay, and everything a command could
 have changed goes:
 
-1. every process of the sandbox's cgroup but bwrap and the shell is SIGKILLed and waited for (until it has
-   exited, its files closed), again until none is left; the shell reaps those that were its children
-   (orphans are, it is pid 1) as their SIGCHLD arrives. The shell's scheduling (nice, policy, CPU
-   affinity: a command may lower them, it runs as the shell's uid) is copied back from bwrap's, which no
-   command can reach;
+1. every process of the sandbox's cgroup but bwrap and the shell (and those the caller keeps: a warm test
+   runner, harness/grader.py) is SIGKILLed and waited for (until it has exited, its files closed), again
+   until none is left; the shell reaps those that were its children (orphans are, it is pid 1) as their
+   SIGCHLD arrives. A command runs as the shell's uid, so it may lower the shell's (and a kept process's)
+   scheduling and resource limits, which every later command would inherit: the scheduling (nice, policy,
+   CPU affinity) is copied back from bwrap's, which no command can reach; resource limits cannot be put
+   back (raising a hard limit needs CAP_SYS_RESOURCE, which root on these machines lacks), so a shell
+   whose limits differ from bwrap's makes the reset restart bubblewrap, and a kept process whose limits
+   differ is ended with the rest;
 2. the spawner's reset worker (root; forked once by the spawner's helper, see spawner.py) opens the
    sandbox's namespaces and
    - removes every System V IPC object of the sandbox's ipc namespace (POSIX message queues, which would
@@ -32,6 +36,8 @@ from __future__ import annotations
 
 import os
 import shutil
+from collections.abc import Collection
+from pathlib import Path
 
 from swe_rl.errors import SandboxError
 from swe_rl.sandbox._proc import start_ticks
@@ -46,13 +52,26 @@ def layer_dirs(layer: int) -> tuple[str, str]:
     return ("upper", "work") if layer == 0 else (f"upper.{layer}", f"work.{layer}")
 
 
-def reset_in_place(cgroup: SandboxCgroup, bwrap_pid: int, shell_pid: int, workdir: str, layer: int) -> None:
-    """Steps 1 and 2 above, with overlay number ``layer`` (new: its directories must not exist yet)."""
+def reset_in_place(
+    cgroup: SandboxCgroup,
+    bwrap_pid: int,
+    shell_pid: int,
+    workdir: str,
+    layer: int,
+    keep: Collection[int] = (),
+) -> None:
+    """Steps 1 and 2 above, with overlay number ``layer`` (new: its directories must not exist yet).
+    ``keep``: host pids of processes left running besides the shell, treated as the shell is."""
     shell_start = start_ticks(shell_pid)
     if shell_start is None:
         raise SandboxError("its shell has exited")
-    cgroup.kill_except({bwrap_pid, shell_pid})
-    _copy_scheduling(bwrap_pid, shell_pid)
+    pristine = _limits(bwrap_pid)
+    if _limits(shell_pid) != pristine:
+        raise SandboxError("a command changed the shell's resource limits")
+    keep = {pid for pid in keep if _limits(pid) == pristine}
+    cgroup.kill_except({bwrap_pid, shell_pid, *keep})
+    for pid in (shell_pid, *keep):  # a command may lower them: its processes run as their uid
+        _copy_scheduling(bwrap_pid, pid)
     upper, work = layer_dirs(layer)
     spawner().reset(
         bwrap_pid=bwrap_pid,
@@ -70,6 +89,29 @@ def remove_layer(bwrap_pid: int, layer: int) -> None:
     """Step 3: the directories of a detached overlay, seen through bwrap's mount namespace."""
     for name in layer_dirs(layer):
         shutil.rmtree(f"/proc/{bwrap_pid}/root{MOUNTPOINT}/{name}", ignore_errors=True)
+
+
+def host_pids(cgroup: SandboxCgroup, inner: Collection[int]) -> set[int]:
+    """Host pids of the sandbox's processes whose pids inside it are ``inner`` (those still running)."""
+    found = set()
+    for pid in cgroup.pids():
+        try:
+            status = Path(f"/proc/{pid}/status").read_text()
+        except OSError:
+            continue
+        ns_pids = next((line.split()[1:] for line in status.splitlines() if line.startswith("NSpid:")), [])
+        if ns_pids and int(ns_pids[-1]) in inner:
+            found.add(pid)
+    return found
+
+
+def _limits(pid: int) -> str:
+    """A process's resource limits, as /proc shows them (readable where prlimit(2) is not: without
+    CAP_SYS_RESOURCE, the host cannot set or even read another uid's)."""
+    try:
+        return Path(f"/proc/{pid}/limits").read_text()
+    except OSError as exc:
+        raise SandboxError(f"cannot read the limits of process {pid}: {exc}") from exc
 
 
 def _copy_scheduling(source: int, target: int) -> None:

@@ -62,7 +62,12 @@ class RolloutNode:
         self, factory: SandboxFactory, cache: EnvCache, tasks: list[Task], capacity: int, wait: float
     ) -> None:
         self.executor = LocalExecutor(
-            factory, cache, capacity=capacity, tasks=tasks, models=ModelBook(local_models=False)
+            factory,
+            cache,
+            capacity=capacity,
+            tasks=tasks,
+            models=ModelBook(local_models=False),
+            reuse_grading=True,  # closed with the app (lifespan)
         )
         self.capacity = capacity
         self.wait = wait
@@ -242,7 +247,10 @@ class RolloutHandlers:
     @contextlib.asynccontextmanager
     async def lifespan(self, app: Starlette) -> Any:
         self.grading_loaded = await asyncio.to_thread(preload)
-        yield
+        try:
+            yield
+        finally:  # the grading sandboxes it keeps between rollouts
+            await self.node.executor.grader.close()
 
 
 def create_app(

@@ -30,6 +30,7 @@ import importlib  # noqa: E402
 import importlib.machinery  # noqa: E402
 import os  # noqa: E402
 import random  # noqa: E402
+import resource  # noqa: E402
 import runpy  # noqa: E402
 import select  # noqa: E402
 import signal  # noqa: E402
@@ -67,6 +68,20 @@ PRELOADED = {
 NEVER_LOADED = [name for name in ("sitecustomize", "usercustomize") if name not in sys.modules]
 
 
+def own_limits():
+    """What a command of the sandbox could change in this process and every child would inherit: resource
+    limits (``prlimit``), niceness, scheduling policy and CPU affinity. Checked before each fork."""
+    limits = tuple(
+        resource.getrlimit(getattr(resource, n)) for n in sorted(dir(resource)) if n.startswith("RLIMIT_")
+    )
+    return (
+        limits,
+        os.getpriority(os.PRIO_PROCESS, 0),
+        os.sched_getscheduler(0),
+        sorted(os.sched_getaffinity(0)),
+    )
+
+
 def startup_setting(key):
     return key.startswith(("PYTHON", "LC_")) or key in STARTUP_KEYS
 
@@ -92,6 +107,8 @@ def child_path(request):
 
 def refusal(request):
     """Why this run could differ from a cold one; None when it cannot."""
+    if own_limits() != LIMITS:
+        return "the server's limits or scheduling were changed"
     if os.path.realpath(request["exe"]) != os.path.realpath(EXE):
         return "another interpreter: " + request["exe"]
     if request["mode"] == "script" and os.path.realpath(request.get("script", "")) != os.path.realpath(
@@ -243,10 +260,13 @@ def main():
         os.dup2(null, fd)
     os.close(null)
     os.chdir("/")
+    global LIMITS
+    LIMITS = own_limits()
     os.write(ready_w, b"1")
     os.close(ready_w)
     return serve(listener, wake_r)
 
 
+LIMITS = None
 RUN = main()
 RUN.start()

@@ -1,0 +1,142 @@
+"""Grading many patches: pristine sandboxes reused through a reset in place, each with a warm test runner.
+
+:func:`.grade.grade_patch` creates a sandbox for one grading and closes it. A :class:`Grader` keeps the
+sandboxes it graded in, per environment, and resets each in place before its next grading (the same
+pristine state as a fresh one: sandbox/reset.py), keeping only the sandbox's warm test runner alive
+(:mod:`.warm`: pytest imported once, forked per run). Where the backend cannot reset in place while
+keeping a process, it grades as :func:`.grade.grade_patch` does.
+
+What a grading leaves behind cannot reach the next one: the reset ends every other process and drops
+every file change; the runner is not dumpable (no ptrace, no ``/proc/<pid>/mem``), checks its own limits
+and scheduling before each fork and runs the test cold when a command changed them, and is replaced when
+it was killed or stopped (:meth:`.warm.WarmRunner.alive`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections import OrderedDict
+from typing import Any
+
+from swe_rl.harness import warm
+from swe_rl.harness.grade import DEFAULT_TEST_TIMEOUT, grade_in, grade_patch
+from swe_rl.harness.verdict import GradingMode, Verdict
+from swe_rl.sandbox.base import EnvSpec, Limits, Sandbox, SandboxFactory
+from swe_rl.tasks.model import Task
+
+
+class _Slot:
+    """A graded-in sandbox and its runner (None: the tests run cold)."""
+
+    def __init__(self, box: Sandbox, runner: warm.WarmRunner | None) -> None:
+        self.box = box
+        self.runner = runner
+
+
+def keeps_processes(box: Sandbox) -> bool:
+    """Whether ``box`` resets in place keeping named processes (``reset(keep=...)``)."""
+    return bool(getattr(box, "KEEPS_PROCESSES", False))
+
+
+class Grader:
+    """Grades patches with ``factory``'s sandboxes, reusing them (see the module's docstring).
+
+    ``idle``: sandboxes kept between gradings, over all environments (the least recently used go first).
+    ``reuse=False``: every grading in a fresh sandbox, cold, as :func:`.grade.grade_patch`.
+    """
+
+    def __init__(self, factory: SandboxFactory, *, idle: int = 8, reuse: bool = True) -> None:
+        self.factory = factory
+        self.idle = idle
+        self.reuse = reuse
+        self._free: OrderedDict[tuple[str, str], list[_Slot]] = OrderedDict()
+        self._count = 0
+        self.stats: dict[str, int] = {"created": 0, "reused": 0, "runners": 0, "cold": 0}
+
+    async def grade(
+        self,
+        task: Task,
+        patch: str | None,
+        env: EnvSpec,
+        *,
+        timeout: float = DEFAULT_TEST_TIMEOUT,
+        limits: Limits | None = None,
+        mode: GradingMode = "official",
+    ) -> Verdict:
+        if not self.reuse or patch is None or not patch.strip():
+            return await grade_patch(
+                task, patch, self.factory, env, timeout=timeout, limits=limits, mode=mode
+            )
+        key = (env.key, limits.model_dump_json() if limits else "")
+        slot = await self._acquire(key, env, limits)
+        try:
+            verdict = await grade_in(
+                slot.box,
+                task,
+                patch,
+                timeout=timeout,
+                mode=mode,
+                image_env=env.rootfs is not None,
+                runner=slot.runner,
+            )
+        except BaseException:
+            await _close(slot.box)
+            raise
+        if verdict.test_runner.startswith("cold"):  # whatever the reason, the next grading gets a new runner
+            self.stats["cold"] += 1
+            slot.runner = None
+        await self._release(key, slot)
+        return verdict
+
+    async def _acquire(self, key: tuple[str, str], env: EnvSpec, limits: Limits | None) -> _Slot:
+        free = self._free.get(key)
+        if free:
+            slot = free.pop()
+            self._count -= 1
+            self.stats["reused"] += 1
+            if slot.runner is not None and not await slot.runner.alive(slot.box):
+                slot.runner = None
+        else:
+            slot = _Slot(await self.factory.create(env, limits), None)
+            self.stats["created"] += 1
+        if slot.runner is None and keeps_processes(slot.box):
+            slot.runner = await warm.start(slot.box)
+            self.stats["runners"] += slot.runner is not None
+        return slot
+
+    async def _release(self, key: tuple[str, str], slot: _Slot) -> None:
+        """Reset ``slot`` in place (keeping its runner) and keep it, or close it."""
+        if not keeps_processes(slot.box):
+            await _close(slot.box)
+            return
+        box: Any = slot.box
+        keep = [slot.runner.pid] if slot.runner is not None and await slot.runner.alive(box) else []
+        try:
+            await box.reset(keep=keep)
+        except Exception:
+            await _close(box)
+            return
+        if getattr(box, "restart_reason", None) is not None or not keep:  # bwrap restarted: nothing was kept
+            slot.runner = None
+        self._free.setdefault(key, []).append(slot)
+        self._free.move_to_end(key)
+        self._count += 1
+        while self._count > self.idle:
+            oldest = next(iter(self._free))
+            evicted = self._free[oldest].pop(0)
+            if not self._free[oldest]:
+                del self._free[oldest]
+            self._count -= 1
+            await _close(evicted.box)
+
+    async def close(self) -> None:
+        slots = [s for free in self._free.values() for s in free]
+        self._free.clear()
+        self._count = 0
+        await asyncio.gather(*(_close(s.box) for s in slots))
+
+
+async def _close(box: Sandbox) -> None:
+    with contextlib.suppress(Exception):
+        await box.close()

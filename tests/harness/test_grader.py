@@ -1,0 +1,109 @@
+"""Grading in reused sandboxes (harness/grader.py): verdicts as in a fresh sandbox, and nothing one grading
+leaves (files, processes, lowered limits, a tampered runner) reaches the next. Real ns sandboxes."""
+
+from __future__ import annotations
+
+import asyncio
+
+from tests.conftest import available_factory
+
+from swe_rl.harness.grade import grade_in, grade_patch
+from swe_rl.harness.grader import Grader
+
+# A conftest.py at the repo's root runs in every test run of its grading: it plants the task's fix for a
+# later grading (a daemon that waits out the reset), lowers the limits and priority of the sandbox's shell
+# (pid 1) and of every other process it can reach (the warm runner among them), and stops the runner.
+ATTACK = r"""import os, resource, signal, subprocess, sys
+
+FIX = {fix!r}
+subprocess.Popen([sys.executable, "-c", "import time, pathlib; time.sleep(1); "
+                  "pathlib.Path('{path}').write_text(" + repr(FIX) + ")"], start_new_session=True)
+for pid in [int(p) for p in os.listdir("/proc") if p.isdigit()]:
+    if pid == os.getpid():
+        continue
+    for call in (lambda: resource.prlimit(pid, resource.RLIMIT_NOFILE, (64, 64)),
+                 lambda: os.setpriority(os.PRIO_PROCESS, pid, 19)):
+        try:
+            call()
+        except OSError:
+            pass
+"""
+
+PROBE = """import os, resource
+
+def pytest_sessionstart(session):
+    print("PROBE", resource.getrlimit(resource.RLIMIT_NOFILE), os.getpriority(os.PRIO_PROCESS, 1),
+          os.getpriority(os.PRIO_PROCESS, 0))
+"""
+
+
+def _new_file(path: str, text: str) -> str:
+    lines = text.splitlines()
+    body = "".join(f"+{line}\n" for line in lines)
+    return f"diff --git a/{path} b/{path}\nnew file mode 100644\n--- /dev/null\n+++ b/{path}\n@@ -0,0 +1,{len(lines)} @@\n{body}"
+
+
+async def test_reused_sandboxes_grade_every_builtin_task_as_fresh_ones(tasks, envs):
+    factory = available_factory("ns")
+    grader = Grader(factory)
+    try:
+        for task in tasks + tasks:  # each env's sandbox graded in more than once
+            env = envs.ensure(task)
+            reused = await grader.grade(task, task.patch, env, timeout=120)
+            fresh = await grade_patch(task, task.patch, factory, env, timeout=120)
+            assert (reused.status, reused.tests_status) == (fresh.status, fresh.tests_status), (
+                task.instance_id
+            )
+            assert reused.resolved and reused.test_runner == "forked", (task.instance_id, reused.test_runner)
+    finally:
+        await grader.close()
+    envs_used = len({envs.ensure(t).key for t in tasks})
+    assert grader.stats["created"] == envs_used and grader.stats["reused"] == 2 * len(tasks) - envs_used
+    assert grader.stats["runners"] == envs_used and grader.stats["cold"] == 0
+
+
+async def test_one_grading_cannot_reach_the_next(task_by_id, envs):
+    task = task_by_id["swe-rl-builtin__textkit-3"]
+    env = envs.ensure(task)
+    factory = available_factory("ns")
+    (path,) = {line[6:] for line in task.patch.splitlines() if line.startswith("+++ b/")}
+    async with await factory.create(env) as box:
+        fixed = await box.exec(f"git apply - <<'EOF'\n{task.patch}EOF\ncat {path}", timeout=30)
+    fix = fixed.output
+    readme = await _readme_patch(factory, env)
+    attack = _new_file("conftest.py", ATTACK.format(fix=fix, path=path))
+    probe = _new_file("conftest.py", PROBE)
+
+    # the positive control: graded in the same sandbox without a reset, the attack's fix lands and a
+    # README-only patch "resolves" the task
+    async with await factory.create(env) as box:
+        await grade_in(box, task, attack, timeout=120)
+        await box.exec("sleep 2", timeout=10)
+        contaminated = await grade_in(box, task, readme, timeout=120)
+    assert contaminated.resolved, contaminated.test_output[-2000:]
+
+    grader = Grader(factory, idle=1)
+    try:
+        attacked = await grader.grade(task, attack, env, timeout=120)
+        assert attacked.test_runner == "forked"
+        await asyncio.sleep(2)
+        after = await grader.grade(task, readme, env, timeout=120)
+        assert not after.resolved and after.status == "unresolved", after.test_output[-2000:]
+        assert after.test_runner == "forked", "the runner is kept, its scheduling and limits put back"
+        probed = await grader.grade(task, probe, env, timeout=120)
+        fresh = await grade_patch(task, probe, factory, env, timeout=120)
+        (seen,) = [line for line in probed.test_output.splitlines() if line.startswith("PROBE")]
+        (expected,) = [line for line in fresh.test_output.splitlines() if line.startswith("PROBE")]
+        assert seen == expected, "the shell's and the runner's limits and priority are the sandbox's again"
+        assert grader.stats["created"] == 1 and grader.stats["reused"] == 2
+        # the attack lowered the runner's limits: it was ended at the reset, and a new one started
+        assert grader.stats["runners"] == 2
+    finally:
+        await grader.close()
+
+
+async def _readme_patch(factory, env) -> str:  # type: ignore[no-untyped-def]
+    """A patch that changes nothing the tests see."""
+    async with await factory.create(env) as box:
+        await box.exec("echo 'Looked at it.' >> README.md", timeout=10)
+        return await box.diff()
