@@ -7,6 +7,7 @@ Set NITROBOX_PYTHON (default /tmp/nbx/bin/python, made with `python3.12 -m venv 
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import subprocess
@@ -78,3 +79,66 @@ def nitrobox_results(rounds: int) -> dict[str, object]:
     if proc.returncode != 0:
         return {"skipped": f"NitroBox failed: {proc.stderr.strip()[-500:]}"}
     return dict(json.loads(proc.stdout.strip().splitlines()[-1]))
+
+
+_RESETTER = r"""
+import sys, time
+import nitrobox
+from nitrobox.image.store import _image_store_populate
+
+rootfs = sys.argv[1]
+_image_store_populate(rootfs, {"diff_ids": ["sha256:" + "0" * 64], "env": {}, "cmd": ["/bin/bash"]})
+box = nitrobox.Sandbox(nitrobox.SandboxConfig(image=rootfs, working_dir="/", net_isolate=True, seccomp=True,
+                                              env_base_dir="/tmp/nbx-envs"), name="bench-reset")
+for _ in range(3):
+    box.run("true")
+print("ready", nitrobox.__version__, flush=True)
+for line in sys.stdin:
+    if line.strip() != "reset":
+        break
+    box.run("echo dirty > /x")
+    t0 = time.perf_counter(); box.reset(); elapsed = time.perf_counter() - t0
+    print(elapsed, flush=True)
+box.delete()
+"""
+
+
+class NitroboxResetter:
+    """A live NitroBox sandbox in its own process that resets on request, for timings interleaved with ours."""
+
+    def __init__(self) -> None:
+        python = os.environ.get("NITROBOX_PYTHON", "/tmp/nbx/bin/python")
+        rootfs = os.environ.get("NITROBOX_ROOTFS", "/tmp/minbase")
+        self.skipped: str | None = None
+        self.version: str | None = None
+        self._proc: subprocess.Popen[str] | None = None
+        if not Path(python).exists():
+            self.skipped = f"no NitroBox venv at {python}"
+        elif not (Path(rootfs) / "bin").exists():
+            self.skipped = f"no rootfs at {rootfs}"
+        else:
+            self._proc = subprocess.Popen(
+                [python, "-c", _RESETTER, rootfs], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+            )
+            assert self._proc.stdout is not None
+            greeting = self._proc.stdout.readline().split()
+            if greeting[:1] != ["ready"]:
+                self.skipped = "NitroBox failed to start"
+                self.close()
+            else:
+                self.version = greeting[1]
+
+    def reset(self) -> float:
+        """Dirty the sandbox, reset it; seconds the reset took."""
+        assert self._proc is not None and self._proc.stdin is not None and self._proc.stdout is not None
+        self._proc.stdin.write("reset\n")
+        self._proc.stdin.flush()
+        return float(self._proc.stdout.readline())
+
+    def close(self) -> None:
+        if self._proc is not None:
+            with contextlib.suppress(OSError):
+                assert self._proc.stdin is not None
+                self._proc.stdin.close()
+            self._proc.wait(timeout=60)
+            self._proc = None

@@ -2,11 +2,16 @@
 
     python bench/sandboxes.py                 # full size (numbers in BENCHMARKS.md)
     python bench/sandboxes.py --quick         # a smoke-sized run
+    python bench/sandboxes.py --reset-only 30 # only the paired reset comparison -> results/sandbox_reset.json
 
 Measures, per backend: create + first exec + destroy; `exec true` in a live sandbox; reset; memory per
 live sandbox (PSS of its processes, plus docker's shim); N sandboxes alive at once (start time, memory,
 all answer). Also env materialisation (overlay vs cp -a vs tar -x of the same tree) and the env build of
 the builtin suite, cold and warm. Prints a table and writes JSON next to this file.
+
+The reset comparison is paired: each round runs, in a shuffled order, an ns create (and within it bwrap's
+start-up, timed from the spawn to the shell's greeting), an ns reset in place, an ns reset that restarts
+bwrap, and a NitroBox reset (bench/_nitrobox.py; its own process and venv), each after dirtying the sandbox.
 """
 
 from __future__ import annotations
@@ -16,6 +21,7 @@ import asyncio
 import json
 import os
 import platform
+import random
 import shutil
 import statistics
 import subprocess
@@ -26,7 +32,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _nitrobox import nitrobox_results
+from _nitrobox import NitroboxResetter, nitrobox_results
 
 from swe_rl.envs.cache import EnvCache
 from swe_rl.sandbox import get_factory
@@ -120,6 +126,86 @@ async def many_alive(factory, env: EnvSpec, n: int) -> dict[str, float]:  # type
     }
 
 
+class _SpawnClock:
+    """Wraps the spawner: when the last bwrap spawn began (bwrap's start-up = from then until create
+    returns, right after the shell's greeting)."""
+
+    def __init__(self) -> None:
+        from swe_rl.sandbox.spawner import Spawner
+
+        self.started = 0.0
+        real = Spawner.spawn
+
+        def spawn(spawner, *args, **kwargs):  # type: ignore[no-untyped-def]
+            self.started = time.perf_counter()
+            return real(spawner, *args, **kwargs)
+
+        Spawner.spawn = spawn  # type: ignore[method-assign]
+
+
+async def reset_comparison(env: EnvSpec, rounds: int) -> dict[str, object]:
+    """Paired and interleaved, in a shuffled order each round: ns create (and, inside it, bwrap's start-up:
+    from the spawn to the shell's greeting), ns reset in place, ns reset by restarting bwrap, NitroBox reset."""
+    factory = get_factory("ns")
+    clock = _SpawnClock()
+    nitro = NitroboxResetter()
+    keys = ("create", "bwrap_startup", "create_minus_bwrap_startup", "in_place", "restart", "nitrobox")
+    samples: dict[str, list[float]] = {k: [] for k in keys}
+    in_place, restart = await factory.create(env), await factory.create(env)
+
+    async def create() -> None:
+        t0 = time.perf_counter()
+        box = await factory.create(env)
+        t1 = time.perf_counter()
+        samples["create"].append(t1 - t0)
+        samples["bwrap_startup"].append(t1 - clock.started)
+        samples["create_minus_bwrap_startup"].append(clock.started - t0)
+        await box.exec("true", timeout=30)
+        await box.close()
+
+    async def reset(box, key: str, **kwargs: bool) -> None:  # type: ignore[no-untyped-def]
+        await box.exec("echo dirty > /testbed/x; echo t > /tmp/t; sleep 100 &", timeout=30)
+        t0 = time.perf_counter()
+        await box.reset(**kwargs)
+        samples[key].append(time.perf_counter() - t0)
+
+    async def nitrobox() -> None:
+        if nitro.skipped is None:
+            samples["nitrobox"].append(nitro.reset())
+
+    steps = [
+        create,
+        lambda: reset(in_place, "in_place"),
+        lambda: reset(restart, "restart", in_place=False),
+        nitrobox,
+    ]
+    rng = random.Random(25)
+    try:
+        for box in (in_place, restart):
+            for _ in range(3):
+                await box.exec("true", timeout=30)
+        for _ in range(rounds):
+            for step in rng.sample(steps, len(steps)):
+                await step()
+            assert in_place.restart_reason is None and restart.restart_reason is not None
+    finally:
+        await in_place.close()
+        await restart.close()
+        nitro.close()
+    ms = {f"{k}_ms": median_ms(v) for k, v in samples.items() if v}
+    result: dict[str, object] = {
+        "rounds": rounds,
+        **ms,
+        "in_place_p90_ms": round(statistics.quantiles(samples["in_place"], n=10)[-1] * 1000, 3),
+        "in_place_within_create_minus_startup": ms["in_place_ms"] <= ms["create_minus_bwrap_startup_ms"],
+        "restart_over_in_place": round(ms["restart_ms"] / ms["in_place_ms"], 1),
+        "nitrobox": nitro.skipped or f"NitroBox {nitro.version}",
+    }
+    if "nitrobox_ms" in ms:
+        result["nitrobox_over_in_place"] = round(ms["nitrobox_ms"] / ms["in_place_ms"], 1)
+    return result
+
+
 def materialise(tree: Path, rounds: int) -> dict[str, float]:
     """Time to get a private writable copy of ``tree``: cp -a, tar -x, and an ns sandbox's overlay."""
     files = sum(len(f) for _, _, f in os.walk(tree))
@@ -197,6 +283,16 @@ def env_build() -> dict[str, float]:
         shutil.rmtree(root, ignore_errors=True)
 
 
+def _machine() -> dict[str, object]:
+    load = os.getloadavg()[0]
+    return {
+        "cpus": os.cpu_count(),
+        "kernel": platform.release(),
+        "python": platform.python_version(),
+        "load_average": round(load, 1),
+    }
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -214,18 +310,27 @@ def main() -> None:
         "commit) in the same run, as 'ns_baseline'",
     )
     parser.add_argument("--ns-only", action="store_true", help=argparse.SUPPRESS)  # the baseline's child
+    parser.add_argument(
+        "--reset-only",
+        type=int,
+        metavar="ROUNDS",
+        help="only the paired reset comparison (ns create / reset in place / reset by restart / NitroBox reset), "
+        "ROUNDS interleaved rounds, written to results/sandbox_reset.json",
+    )
     args = parser.parse_args()
     rounds = 5 if args.quick else 20
     alive = 8 if args.quick else args.alive
     docker_alive = 4 if args.quick else args.docker_alive
 
     env = EnvCache().ensure(builtin_tasks("textkit")[0])
+    if args.reset_only:
+        reset = asyncio.run(reset_comparison(env, args.reset_only))
+        out = args.out.with_name("sandbox_reset.json")
+        out.write_text(json.dumps({"machine": _machine(), **reset}, indent=2) + "\n")
+        print(json.dumps(reset, indent=2))
+        return
     results: dict[str, object] = {
-        "machine": {
-            "cpus": os.cpu_count(),
-            "kernel": platform.release(),
-            "python": platform.python_version(),
-        },
+        "machine": _machine(),
         "rounds": rounds,
     }
     if args.ns_only:
@@ -263,6 +368,8 @@ def main() -> None:
         results[backend] = asyncio.run(lifecycle(factory, env, rounds))
         print(f"[{backend}] {n} alive ...", file=sys.stderr, flush=True)
         results[f"{backend}_alive"] = asyncio.run(many_alive(factory, env, n))
+    print("[reset: paired] ...", file=sys.stderr, flush=True)
+    results["reset"] = asyncio.run(reset_comparison(env, rounds))
     print("[nitrobox] ...", file=sys.stderr, flush=True)
     results["nitrobox"] = nitrobox_results(rounds)
     print("[materialise] ...", file=sys.stderr, flush=True)
