@@ -86,8 +86,16 @@ async def grade_patch(
             report={"patch_is_None": patch is None, "patch_exists": False, "resolved": False},
             grading=mode,
         )
-    async with await factory.create(env, limits) as box:
-        return await grade_in(box, task, patch, timeout=timeout, mode=mode, image_env=env.rootfs is not None)
+    started = time.monotonic()
+    box = await factory.create(env, limits)
+    sandbox_s = time.monotonic() - started
+    async with box:
+        verdict = await grade_in(
+            box, task, patch, timeout=timeout, mode=mode, image_env=env.rootfs is not None
+        )
+        closing = time.monotonic()
+    verdict.timings["sandbox"] = round(sandbox_s + time.monotonic() - closing, 4)
+    return verdict
 
 
 async def run_tests(
@@ -112,10 +120,12 @@ async def grade_in(
     mode: GradingMode = "official",
     image_env: bool = False,
     runner: WarmRunner | None = None,
+    installed: set[str] | None = None,
 ) -> Verdict:
     """Grade in an existing pristine sandbox (fresh or just reset). ``patch=None`` runs the tests as they are.
     ``image_env``: the sandbox runs an env imported from the official image (its eval scripts apply as written).
-    ``runner``: the sandbox's warm test runner (:mod:`.warm`), which a pytest test command is sent to."""
+    ``runner``: the sandbox's warm test runner (:mod:`.warm`), which a pytest test command is sent to.
+    ``installed``: the env's module names (inventory.installed_modules), when the caller knows them."""
     grading = _Grading(task, patch, mode)
     if patch is not None:
         try:
@@ -125,7 +135,7 @@ async def grade_in(
         except OutputLimitError as exc:  # the agent's outcome, scored: never graded cut, never an infra error
             grading.log.append(f"{STEERING_MARK} ({mode}): patch refused: {exc}")
             return grading.refused()
-        guard = Guard(task, mode)
+        guard = Guard(task, mode, installed)
         await guard.before(box, staged)
         if not guard.refusal:
             grading.method = await _apply(box, grading.log)

@@ -16,10 +16,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import time
 from collections import OrderedDict
 from typing import Any
 
-from swe_rl.harness import warm
+from swe_rl.harness import inventory, warm
 from swe_rl.harness.grade import DEFAULT_TEST_TIMEOUT, grade_in, grade_patch
 from swe_rl.harness.verdict import GradingMode, Verdict
 from swe_rl.sandbox.base import EnvSpec, Limits, Sandbox, SandboxFactory
@@ -52,6 +53,7 @@ class Grader:
         self.reuse = reuse
         self._free: OrderedDict[tuple[str, str], list[_Slot]] = OrderedDict()
         self._count = 0
+        self._modules: dict[str, set[str]] = {}  # env key -> the module names its Python can import
         self.stats: dict[str, int] = {"created": 0, "reused": 0, "runners": 0, "cold": 0}
 
     async def grade(
@@ -69,7 +71,9 @@ class Grader:
                 task, patch, self.factory, env, timeout=timeout, limits=limits, mode=mode
             )
         key = (env.key, limits.model_dump_json() if limits else "")
+        started = time.monotonic()
         slot = await self._acquire(key, env, limits)
+        sandbox_s = time.monotonic() - started
         try:
             verdict = await grade_in(
                 slot.box,
@@ -79,6 +83,7 @@ class Grader:
                 mode=mode,
                 image_env=env.rootfs is not None,
                 runner=slot.runner,
+                installed=self._modules.get(env.key),
             )
         except BaseException:
             await _close(slot.box)
@@ -86,7 +91,9 @@ class Grader:
         if verdict.test_runner.startswith("cold"):  # whatever the reason, the next grading gets a new runner
             self.stats["cold"] += 1
             slot.runner = None
+        released = time.monotonic()
         await self._release(key, slot)
+        verdict.timings["sandbox"] = round(sandbox_s + time.monotonic() - released, 4)
         return verdict
 
     async def _acquire(self, key: tuple[str, str], env: EnvSpec, limits: Limits | None) -> _Slot:
@@ -94,12 +101,12 @@ class Grader:
         if free:
             slot = free.pop()
             self._count -= 1
-            self.stats["reused"] += 1
-            if slot.runner is not None and not await slot.runner.alive(slot.box):
-                slot.runner = None
+            self.stats["reused"] += 1  # its runner was alive at the reset, and no command ran since
         else:
             slot = _Slot(await self.factory.create(env, limits), None)
             self.stats["created"] += 1
+            if env.key not in self._modules and (names := await inventory.installed_modules(slot.box)):
+                self._modules[env.key] = names  # none listed: each grading lists them, as grade_patch does
         if slot.runner is None and keeps_processes(slot.box):
             slot.runner = await warm.start(slot.box)
             self.stats["runners"] += slot.runner is not None

@@ -26,16 +26,17 @@ class Guard:
     """Call :meth:`before` once the candidate patch is written, :meth:`after` once it is applied.
     ``files`` is what breaks the rule; ``refusal`` (strict mode only) says why the tests must not run."""
 
-    def __init__(self, task: Task, mode: GradingMode) -> None:
+    def __init__(self, task: Task, mode: GradingMode, installed: set[str] | None = None) -> None:
         self.task = task
         self.mode = mode
+        self.installed = installed  # the env's module names, when the caller knows them
         self.files: list[SteeringFile] = []
         self.refusal: str | None = None
         self._inventory = Inventory()
 
     async def before(self, box: Sandbox, setup: str = "") -> None:
         """``setup``: shell run first, in the same command (it writes the candidate patch)."""
-        self._inventory = await inventory.before(box, setup)
+        self._inventory = await inventory.before(box, setup, self.installed)
         if self._inventory.problem and self.mode == "strict":
             # the tree is still pristine: the env or the sandbox is at fault, not the patch
             raise SandboxError(f"strict grading of {self.task.instance_id}: {self._inventory.problem}")

@@ -66,16 +66,21 @@ for d in dirs:
             names.add(name)
 sys.stdout.write("\n".join(sorted(names)))
 """
-BEFORE = (
-    _PREAMBLE
-    + f"""rm -f "$GIT_INDEX_FILE"
+_LIST_MODULES = f"python -I -S -c {shlex.quote(_MODULES)}"
+_BEFORE_TREE = f"""rm -f "$GIT_INDEX_FILE"
 $G apply --numstat -z {CANDIDATE_PATCH} > $S/numstat 2>/dev/null || : > $S/numstat
 snapshot tree0 || echo "snapshot-failed"
 gitdir_digest > $S/gitdir0
-python -I -S -c {shlex.quote(_MODULES)} > $S/modules 2>/dev/null || : > $S/modules
+"""
+BEFORE = (
+    _PREAMBLE
+    + _BEFORE_TREE
+    + f"""{_LIST_MODULES} > $S/modules 2>/dev/null || : > $S/modules
 bundle numstat modules
 """
 )
+# The same, for a caller that knows the env's module names already (harness/grader.py: one listing per env)
+BEFORE_KNOWING_MODULES = _PREAMBLE + _BEFORE_TREE + "bundle numstat\n"
 AFTER = (
     _PREAMBLE
     + """gitdir_digest > $S/gitdir1
@@ -133,15 +138,24 @@ class Inventory(BaseModel):
     problem: str | None = None
 
 
-async def before(box: Sandbox, setup: str = "") -> Inventory:
+async def installed_modules(box: Sandbox) -> set[str]:
+    """Module names importable from the env's Python (the same for every sandbox of the env: its stdlib and
+    site-packages are read-only there)."""
+    result = await box.exec(_LIST_MODULES, timeout=300)
+    return set(result.output.split()) if result.returncode == 0 else set()
+
+
+async def before(box: Sandbox, setup: str = "", installed: set[str] | None = None) -> Inventory:
     """Snapshot the tree and read the patch's own file list. ``setup`` (run first) or an earlier
-    write has put the candidate patch in place."""
-    result = await box.exec(setup + BEFORE, timeout=300)
+    write has put the candidate patch in place. ``installed``: the env's module names, when known
+    (:func:`installed_modules`); else they are listed too."""
+    result = await box.exec(setup + (BEFORE if installed is None else BEFORE_KNOWING_MODULES), timeout=300)
     if "snapshot-failed: the environment has no" in result.output:
         return Inventory(problem=f"cannot snapshot the tree before the patch: {_tail(result)}")
     found = await _bundle(box, result)
     inventory = Inventory(
-        patch_paths=_numstat_paths(found.get("numstat", "")), installed=set(found.get("modules", "").split())
+        patch_paths=_numstat_paths(found.get("numstat", "")),
+        installed=set(found.get("modules", "").split()) if installed is None else set(installed),
     )
     if "snapshot-failed" in result.output or result.returncode != 0:
         inventory.problem = f"cannot snapshot the tree before the patch: {_tail(result)}"

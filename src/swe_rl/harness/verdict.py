@@ -53,7 +53,11 @@ class Verdict(BaseModel):
     test_output: str = Field(
         default="", description="The eval script's output alone (what swebench's test_output.txt holds)."
     )
-    timings: dict[str, float] = Field(default_factory=dict, description="Seconds: apply, tests, total.")
+    timings: dict[str, float] = Field(
+        default_factory=dict,
+        description="Seconds: apply, tests, total (in the sandbox); sandbox (getting a pristine one and "
+        "giving it back: create and close, or reset).",
+    )
     grading: GradingMode = Field(default="official", description="The grading mode that gave this verdict.")
     test_runner: str = Field(
         default="",

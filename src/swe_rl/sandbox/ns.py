@@ -254,13 +254,15 @@ class NsSandbox:
 
     async def _send(self, proc: SpawnedProcess, out: str, snippet: str, timeout: float) -> tuple[int, bool]:
         since = boot_ticks()
+        # start times count in clock ticks (10 ms): a process an earlier command left may share the tick
+        running = frozenset(self._cgroup.pids()) if self._cgroup is not None else frozenset()
         try:
             proc.stdin.write(f"{out}\n".encode() + snippet.encode("utf-8", "surrogateescape") + b"\0")
             await proc.stdin.drain()
             try:
                 return await asyncio.wait_for(self._read_status(proc), timeout), False
             except TimeoutError:
-                return await self._interrupt(proc, since), True
+                return await self._interrupt(proc, since, running), True
         except (ConnectionError, OSError) as exc:
             self._broken = f"shell pipe failed: {exc}"
             raise SandboxError(f"sandbox {self.id} died during a command{self._died_detail()}") from None
@@ -279,22 +281,26 @@ class NsSandbox:
             raise SandboxError(f"sandbox {self.id}: {self._broken}")
         return int(match.group(1))
 
-    async def _interrupt(self, proc: SpawnedProcess, since: int) -> int:
+    async def _interrupt(self, proc: SpawnedProcess, since: int, running: frozenset[int]) -> int:
         """Kill the timed-out command: its process group (via the shell's trap), and every process
-        started since it began, so that a ``setsid`` child does not outlive it. The sandbox stays usable."""
+        started since it began (``running``: those there before it), so that a ``setsid`` child does not
+        outlive it. The sandbox stays usable."""
         with contextlib.suppress(ProcessLookupError):
             os.kill(self._shell_pid(proc), signal.SIGUSR1)
-        await asyncio.to_thread(self._kill_started_since, proc, since)
+        await asyncio.to_thread(self._kill_started_since, proc, since, running)
         try:
             await asyncio.wait_for(self._read_status(proc), KILL_GRACE)
         except TimeoutError:
             self._broken = "a timed-out command could not be stopped"
         return 124
 
-    def _kill_started_since(self, proc: SpawnedProcess, since: int) -> None:
+    def _kill_started_since(self, proc: SpawnedProcess, since: int, running: frozenset[int]) -> None:
         if self._cgroup is None:
             return
-        spare = {proc.pid}  # bwrap, and the shell when it is still there
+        spare = {
+            proc.pid,
+            *running,
+        }  # bwrap, what ran before the command, and the shell when it is still there
         with contextlib.suppress(ProcessLookupError):
             spare.add(self._shell_pid(proc))
         kill_started_since((pid for pid in self._cgroup.pids() if pid not in spare), since)
