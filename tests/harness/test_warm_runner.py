@@ -37,7 +37,7 @@ async def _both(task: Task, patch: str | None, envs, *, timeout: float = 120) ->
     async with await factory.create(env) as box:
         cold = await grade_in(box, task, patch, timeout=timeout)
     async with await factory.create(env) as box:
-        runner = await warm.start(box)
+        runner = await warm.start(box, box.env.workdir)
         assert runner is not None, "the env's Python imports pytest: the server starts"
         hot = await grade_in(box, task, patch, timeout=timeout, runner=runner)
     return cold, hot
@@ -91,7 +91,7 @@ async def test_another_start_up_setting_runs_cold(task_by_id, envs):
     task = task_by_id["swe-rl-builtin__textkit-3"]
     factory = available_factory("ns")
     async with await factory.create(envs.ensure(task)) as box:
-        runner = await warm.start(box)
+        runner = await warm.start(box, box.env.workdir)
         assert runner is not None
         command = warm.hook("python -m pytest", runner)
         assert command
@@ -133,7 +133,7 @@ async def test_a_test_run_cannot_read_or_trace_the_server(task_by_id, envs):
     task = task_by_id["swe-rl-builtin__textkit-3"]
     factory = available_factory("ns")
     async with await factory.create(envs.ensure(task)) as box:
-        runner = await warm.start(box)
+        runner = await warm.start(box, box.env.workdir)
         assert runner is not None
         await box.write_file("tests/test_tamper.py", TAMPER.encode())
         command = warm.hook("python -m pytest", runner)
@@ -159,7 +159,7 @@ async def test_a_killed_or_impersonated_server_means_cold_runs(task_by_id, envs)
     task = task_by_id["swe-rl-builtin__textkit-3"]
     factory = available_factory("ns")
     async with await factory.create(envs.ensure(task)) as box:
-        runner = await warm.start(box)
+        runner = await warm.start(box, box.env.workdir)
         assert runner is not None
         killed = await box.exec(
             f"kill -KILL {runner.pid} && while [ -e /proc/{runner.pid} ]; do sleep 0.05; done", timeout=10
@@ -201,7 +201,7 @@ async def test_a_timed_out_run_is_killed_and_the_server_serves_on(task_by_id, en
     task = task_by_id["swe-rl-builtin__textkit-3"]
     factory = available_factory("ns")
     async with await factory.create(envs.ensure(task)) as box:
-        runner = await warm.start(box)
+        runner = await warm.start(box, box.env.workdir)
         assert runner is not None
         await box.write_file("tests/test_hang.py", b"import time\n\ndef test_hang():\n    time.sleep(600)\n")
         command = warm.hook("python -m pytest", runner)
@@ -223,7 +223,7 @@ async def test_a_run_killed_by_a_signal_exits_as_the_cold_one(signum, task_by_id
     suicide = f"import os\n\ndef test_die():\n    os.kill(os.getpid(), {signum})\n"
     factory = available_factory("ns")
     async with await factory.create(envs.ensure(task)) as box:
-        runner = await warm.start(box)
+        runner = await warm.start(box, box.env.workdir)
         assert runner is not None
         await box.write_file("tests/test_die.py", suicide.encode())
         command = warm.hook("python -m pytest", runner)
@@ -251,7 +251,7 @@ async def test_a_server_whose_limits_a_run_changed_runs_the_next_tests_cold(atta
     task = task_by_id["swe-rl-builtin__textkit-3"]
     factory = available_factory("ns")
     async with await factory.create(envs.ensure(task)) as box:
-        runner = await warm.start(box)
+        runner = await warm.start(box, box.env.workdir)
         assert runner is not None
         await box.write_file("tests/test_tamper.py", TAMPER.encode())
         await box.write_file("tests/test_lower.py", LOWER.encode())
@@ -262,3 +262,42 @@ async def test_a_server_whose_limits_a_run_changed_runs_the_next_tests_cold(atta
         assert parse_test_log(first.output) == {f"tests/test_lower.py::{attack}": "PASSED"}, first.output
         second = await box.exec(f"swe_rl_runner_note=/tmp/n; {command} {run}", timeout=120)
         assert second.output.rstrip().endswith("cold the server's limits or scheduling were changed")
+
+
+async def test_a_server_that_imported_the_repositorys_own_code_runs_everything_cold(task_by_id, envs):
+    """pytest's own repository (SWE-bench's pytest-dev tasks) is what `import pytest` loads: a child forked
+    after it would test the unpatched code. Here the repository's module comes in as a preloaded name."""
+    task = task_by_id["swe-rl-builtin__textkit-3"]
+    factory = available_factory("ns")
+    async with await factory.create(envs.ensure(task)) as box:
+        on_path = {"PYTHONPATH": box.env.workdir}
+        # the positive control: code imported before a fork is what the forked process runs, patch or not
+        stale = await box.exec(
+            "python -c 'import os, textkit.wrap as w; "
+            'open("textkit/wrap.py", "a").write("\\ndef truncate(*a, **k):\\n    return \\"patched\\"\\n"); '
+            "pid = os.fork(); "
+            'print(w.truncate("hello", 5) if pid == 0 else ""); os.waitpid(pid, 0) if pid else None\'; '
+            "git checkout -q -- textkit/wrap.py",
+            timeout=30,
+            env=on_path,
+        )
+        assert stale.returncode == 0 and "patched" not in stale.output, stale.output
+        runner = await warm.start(box, box.env.workdir, preload=["textkit"], env=on_path)
+        assert runner is not None
+        command = warm.hook("python -m pytest", runner)
+        result = await box.exec(
+            f"swe_rl_runner_note=/tmp/n; {command} -q -p no:cacheprovider tests >/dev/null; cat /tmp/n",
+            timeout=120,
+            env=on_path,
+        )
+        assert result.output.strip() == "cold the repository's own module textkit is preloaded", result.output
+        # and without it, the same server start forks
+        clean = await warm.start(box, box.env.workdir, env=on_path)
+        assert clean is not None
+        command = warm.hook("python -m pytest", clean)
+        result = await box.exec(
+            f"swe_rl_runner_note=/tmp/n; {command} -q -p no:cacheprovider tests >/dev/null; cat /tmp/n",
+            timeout=120,
+            env=on_path,
+        )
+        assert result.output.strip() == "forked", result.output

@@ -108,7 +108,7 @@ class Grader:
             if env.key not in self._modules and (names := await inventory.installed_modules(slot.box)):
                 self._modules[env.key] = names  # none listed: each grading lists them, as grade_patch does
         if slot.runner is None and keeps_processes(slot.box):
-            slot.runner = await warm.start(slot.box)
+            slot.runner = await warm.start(slot.box, env.workdir)
             self.stats["runners"] += slot.runner is not None
         return slot
 

@@ -21,6 +21,7 @@ from __future__ import annotations
 import re
 import secrets
 import shlex
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -49,16 +50,28 @@ class WarmRunner:
         return result.returncode == 0 and match is not None and match.group(1) in "RSD"
 
 
-async def start(box: Sandbox, *, timeout: float = 120) -> WarmRunner | None:
-    """Launch the server in ``box`` (its Python must import pytest). None when it cannot start there:
-    the runs stay cold."""
+async def start(
+    box: Sandbox,
+    repo: str,
+    *,
+    preload: Sequence[str] = (),
+    env: dict[str, str] | None = None,
+    timeout: float = 120,
+) -> WarmRunner | None:
+    """Launch the server in ``box`` (its Python must import pytest), for test runs of the repository at
+    ``repo`` (a run is cold where the server imported a module from it). ``preload``: more modules to
+    import once (the env's dependencies, never the repository's); ``env``: variables the test runs will
+    have too (a start-up setting that differs makes a run cold). None when it cannot start there: the runs
+    stay cold."""
     address = f"swe-rl-warm-{secrets.token_hex(8)}"
     command = (
         'SWE_RL_WARM_EXE="$(command -v python)" SWE_RL_WARM_SCRIPT="$(command -v pytest || true)" '
-        f"SWE_RL_WARM_ADDRESS={address} "
+        f"SWE_RL_WARM_ADDRESS={address} SWE_RL_WARM_REPO={shlex.quote(repo)} "
+        f"SWE_RL_WARM_PRELOAD={shlex.quote(','.join(preload))} "
         'exec python -c "$SWE_RL_WARM_SERVER" </dev/null 2>&1'
     )
-    result = await box.exec(f"cd / && {command}", timeout=timeout, env={"SWE_RL_WARM_SERVER": SERVER})
+    variables = {**(env or {}), "SWE_RL_WARM_SERVER": SERVER}
+    result = await box.exec(f"cd / && {command}", timeout=timeout, env=variables)
     fields = result.output.strip().splitlines()[-1:] if result.returncode == 0 else []
     parts = fields[0].split() if fields else []
     if len(parts) != 2 or not parts[0].isdigit():

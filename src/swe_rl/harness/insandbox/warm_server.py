@@ -42,6 +42,8 @@ STARTED = time.monotonic()
 ADDRESS = "\0" + os.environ.pop("SWE_RL_WARM_ADDRESS")
 EXE = os.environ.pop("SWE_RL_WARM_EXE")  # the interpreter as the test command finds it on PATH
 SCRIPT = os.environ.pop("SWE_RL_WARM_SCRIPT", "")  # the pytest script, where the command runs it
+REPO = os.path.realpath(os.environ.pop("SWE_RL_WARM_REPO"))  # the repository a patch changes
+EXTRA = [n for n in os.environ.pop("SWE_RL_WARM_PRELOAD", "").split(",") if n]  # the env's own dependencies
 os.environ.pop("SWE_RL_WARM_SERVER", None)
 START_ENV = dict(os.environ)
 # with every PYTHON* and LC_* variable: read at start-up, or cached by a module the server imported
@@ -59,6 +61,12 @@ try:  # pytest's builtin plugins, which every run loads
             continue
 except ImportError:
     pass
+# pytest's usual lazy imports (a run makes them anyway), then the caller's
+for _name in ["pdb", "faulthandler", "sysconfig", *EXTRA]:
+    try:
+        importlib.import_module(_name)
+    except Exception:  # not importable here: the run imports it itself, or fails as cold
+        continue
 
 PRELOADED = {
     name.partition(".")[0]
@@ -66,6 +74,15 @@ PRELOADED = {
     if getattr(getattr(module, "__spec__", None), "origin", None) not in (None, "built-in", "frozen")
 } - {"__main__"}
 NEVER_LOADED = [name for name in ("sitecustomize", "usercustomize") if name not in sys.modules]
+# A module loaded from the repository (pytest's own repository, an extra name that is the project) is the
+# code a patch changes: a forked run would test the unpatched one. Then every run is cold.
+OWN = sorted(
+    name
+    for name, module in list(sys.modules.items())
+    if os.path.realpath(getattr(getattr(module, "__spec__", None), "origin", None) or "/").startswith(
+        REPO + os.sep
+    )
+)
 
 
 def own_limits():
@@ -107,6 +124,8 @@ def child_path(request):
 
 def refusal(request):
     """Why this run could differ from a cold one; None when it cannot."""
+    if OWN:
+        return "the repository's own module " + OWN[0] + " is preloaded"
     if own_limits() != LIMITS:
         return "the server's limits or scheduling were changed"
     if os.path.realpath(request["exe"]) != os.path.realpath(EXE):
