@@ -4,7 +4,8 @@ Install commands are shell (a spec's ``python -m pip install -e .``, a record's 
 in bash with two functions in front, ``pip`` and ``python``, that send ``pip install`` and
 ``python -m pip install`` to the chosen installer with the recipe's options, so a date and the
 constraints apply to every install, whoever wrote the command. After the build the resolved set is
-written as a lock (``pip freeze`` format); a rebuild of the same recipe installs under that lock.
+written as a lock (``pip freeze`` format); a rebuild of the same recipe installs under that lock. When a
+dated install fails, :mod:`swe_rl.envs.remedies` chooses what to take from today's index; it is retried.
 """
 
 from __future__ import annotations
@@ -16,23 +17,13 @@ import subprocess
 import tempfile
 from pathlib import Path
 
-from swe_rl.envs.dating import WIDENED, Resolver, Widening, norm, to_wheel, unreachable, widened_in
+from swe_rl.envs.dating import WIDENED, Resolver, Widening, unreachable, widened_in
 from swe_rl.envs.install_tools import PROBE_FAILED, SHIMS, choose_installer, freeze, install_environ
 from swe_rl.envs.lock import DATED_BUILD_TOOLS, FALLBACK, SKIPPED, pinned
 from swe_rl.envs.recipe import EnvRecipe, Installer
+from swe_rl.envs.remedies import probe_remedy, to_widen, undated_packages
 from swe_rl.envs.requirement_files import RecipeFiles
-from swe_rl.envs.uv_output import (
-    BUILD_FAILED,
-    DEPENDENCY_FAILED,
-    FILTERED,
-    LOCAL_BUILD_FAILED,
-    NO_LIBRARY,
-    NO_PEP660,
-    NO_WHEEL,
-    SDIST_DISABLED,
-    missing_library,
-    pinned_by,
-)
+from swe_rl.envs.uv_output import BUILD_FAILED, LOCAL_BUILD_FAILED, NO_PEP660, missing_library
 from swe_rl.errors import EnvBuildError
 from swe_rl.tasks.specs import check_system
 
@@ -202,7 +193,7 @@ class InstallRun:
             # netcdf4 1.5.4: no wheel for Python 3.9, an sdist that needs HDF5's headers)
             self._reverted = True
             self.dated_build_tools = False
-            found = self._to_widen(self._failed_with_2024, command, dependencies=True)
+            found = to_widen(self.recipe, self.widened, self._failed_with_2024, command, dependencies=True)
             if found is not None:
                 self.widened.append(found)
             self._note(
@@ -211,7 +202,7 @@ class InstallRun:
             )
             return True
         tools_too_new = self._build_tools_too_new(output)
-        found = self._to_widen(output, command, dependencies=not tools_too_new)
+        found = to_widen(self.recipe, self.widened, output, command, dependencies=not tools_too_new)
         if found is not None:
             self.widened.append(found)
             self._note(f"swe-rl: widened {found.package}: {found.detail()}")
@@ -226,82 +217,24 @@ class InstallRun:
             return True
         return False
 
-    def _to_widen(self, output: str, command: str, *, dependencies: bool) -> Widening | None:
-        """The first dependency, not widened or undated yet, that a dated build should take from today's index:
-        one uv says the date filtered out, one whose dated sdist lacks a C library's header (pylibmc 1.6.1,
-        django 4.x's py3.txt as of 2021, needs libmemcached's; the official images, resolved in 2024, got
-        1.6.3's wheel), and with ``dependencies`` one whose dated release uv failed to build at all."""
-        if not self.recipe.exclude_newer:
-            return None
-        candidates = [Widening(package=name, needed_by=f"`{command}`") for name in FILTERED.findall(output)]
-        candidates += [
-            Widening(
-                package=name,
-                needed_by=f"{name}=={version}",
-                reason=f"the dated sdist does not build here (no {header})",
-            )
-            for header, name, version in NO_LIBRARY.findall(output)
-        ]
-        if dependencies:
-            for name, version in DEPENDENCY_FAILED.findall(output):
-                candidates.append(
-                    Widening(
-                        package=name,
-                        needed_by=f"{name}=={version}",
-                        reason="the dated release does not build here",
-                    )
-                )
-                # then the releases that pin it (numba 0.51.2 pins llvmlite 0.34, which needs LLVM 9 or 10)
-                candidates += [
-                    Widening(
-                        package=parent,
-                        needed_by=f"{name}=={version}",
-                        reason=f"it pins {name}, whose dated release does not build here",
-                    )
-                    for parent in pinned_by(output, name)
-                ]
-        done = {w.package for w in self.widened} | set(undated_packages(self.recipe))
-        return next((w for w in candidates if w.package not in done), None)
-
     def _to_wheel(self, said: str, command: str) -> bool:
-        """The probe found a dependency that has no wheel for this Python as of the date (uv would compile it:
-        pvlib 0.6's numpy, pandas and scipy for Python 3.9, hours on 2 cores). When a later release has a platform
-        wheel, the dependency is resolved as of the earliest such release's upload; a pure-Python package (whose
-        first wheel is ``none-any``) or one with no wheel at all builds from its sdist, as before, and so does one
-        whose widening the requirements do not allow (astroid 2.5 pins ``wrapt<1.13``). A dependency the date
-        filtered out is widened as :meth:`_to_widen` does. Anything else the probe says ends it for this command,
-        which then runs as it would without. Always True: retry."""
-        named = list(dict.fromkeys(NO_WHEEL.findall(said)))  # pandas, then numpy, which pandas 1.1.3 needs
+        """The probe stopped the command: apply :func:`~swe_rl.envs.remedies.probe_remedy`'s choice, or when
+        there is none, run the command without the probe. Always True: retry."""
         resolver = self._resolver()
         assert resolver is not None  # the probe runs only for dated uv builds
-        handled = {norm(n) for n in [*self.from_source, *(w.package for w in self.widened)]}
-        name = next((n for n in named if norm(n) not in handled), None)
-        found: Widening | str
-        if name is not None:
-            pinned = norm(name) in {norm(n) for n in undated_packages(self.recipe)}
-            found = "pinned" if pinned else to_wheel(resolver, name, f"`{command}`")
-        elif local := [n for n in SDIST_DISABLED.findall(said) if norm(n) not in handled]:
-            # uv builds most editables even so, not all (astroid 2.5's setup.py): the repo itself is built anyway
-            name, found = local[0], "the repo itself, or a requirement given as a path or URL"
-        elif (filtered := self._to_widen(said, command, dependencies=False)) is not None:
-            # a widened release needs a dependency newer than the date (numba 0.53.0, llvmlite 0.36): from today's
-            # index, as the install itself would take it, held by the widened release's requirement
-            name, found = filtered.package, filtered
-        else:  # all widened already: the requirements hold one below its first wheel (astroid 2.5's wrapt<1.13)
-            again = [w for w in self.widened if norm(w.package) in {norm(n) for n in named}]
-            if not again:
-                self.probing = False
-                self._note(f"swe-rl: the wheels-only probe does not resolve `{command}`; it runs without")
-                return True
-            name, found = again[0].package, "the requirements do not allow its first release with a wheel"
-            if again[0].as_of:
-                self.widened.remove(again[0])  # taken back
-        if isinstance(found, str):
-            self.from_source.add(name)
-            self._note(f"swe-rl: {name} builds from its sdist ({found})")
+        remedy = probe_remedy(said, command, self.recipe, resolver, self.widened, self.from_source)
+        if remedy is None:
+            self.probing = False
+            self._note(f"swe-rl: the wheels-only probe does not resolve `{command}`; it runs without")
+            return True
+        if remedy.take_back is not None:
+            self.widened.remove(remedy.take_back)  # taken back
+        if isinstance(remedy.found, str):
+            self.from_source.add(remedy.name)
+            self._note(f"swe-rl: {remedy.name} builds from its sdist ({remedy.found})")
         else:
-            self.widened.append(found)
-            self._note(f"swe-rl: widened {name}: {found.detail()}")
+            self.widened.append(remedy.found)
+            self._note(f"swe-rl: widened {remedy.name}: {remedy.found.detail()}")
         return True
 
     def _resolver(self) -> Resolver | None:
@@ -453,13 +386,3 @@ class InstallRun:
 
     def freeze(self) -> list[str]:
         return freeze(self.kind, self.uv, self.venv)
-
-
-def undated_packages(recipe: EnvRecipe) -> list[str]:
-    """Packages exempt from the date: the recipe's ``undated`` and every exact ``name==version`` pin."""
-    names = list(recipe.undated)
-    for requirement in [*recipe.pip, *recipe.constraints]:
-        name, sep, version = requirement.partition("==")
-        if sep and re.fullmatch(r"[A-Za-z0-9._-]+", name.strip()) and version.strip():
-            names.append(name.strip())
-    return sorted(set(names))

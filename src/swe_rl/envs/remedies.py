@@ -1,0 +1,114 @@
+"""What a dated install's failure calls for: a dependency taken from today's index, or built from its sdist.
+
+A build resolved as of the task's date (uv ``--exclude-newer``) meets releases that no longer resolve or build
+here: a dependency the date filtered out, a dated sdist that lacks a C library's header or does not build at
+all, or (what the wheels-only probe finds) a release with no wheel for the env's Python. :func:`to_widen` and
+:func:`probe_remedy` read what uv said and choose the change of resolution, one package at a time;
+:class:`~swe_rl.envs.installer.InstallRun` applies it, logs it and retries. The packages
+:func:`undated_packages` names are never chosen: they are exempt from the date already.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from swe_rl.envs.dating import Resolver, Widening, norm, to_wheel
+from swe_rl.envs.recipe import EnvRecipe
+from swe_rl.envs.uv_output import DEPENDENCY_FAILED, FILTERED, NO_LIBRARY, NO_WHEEL, SDIST_DISABLED, pinned_by
+
+
+@dataclass(frozen=True)
+class ProbeRemedy:
+    """What the wheels-only probe's finding calls for: ``name`` widened, or built from its sdist (and why)."""
+
+    name: str
+    found: Widening | str  # the widening, or why the dependency builds from its sdist
+    # a widening to remove first: the requirements hold the dependency below its first release with a wheel
+    take_back: Widening | None = None
+
+
+def to_widen(
+    recipe: EnvRecipe, widened: list[Widening], output: str, command: str, *, dependencies: bool
+) -> Widening | None:
+    """The first dependency, not widened or undated yet, that a dated build should take from today's index:
+    one uv says the date filtered out, one whose dated sdist lacks a C library's header (pylibmc 1.6.1,
+    django 4.x's py3.txt as of 2021, needs libmemcached's; the official images, resolved in 2024, got
+    1.6.3's wheel), and with ``dependencies`` one whose dated release uv failed to build at all."""
+    if not recipe.exclude_newer:
+        return None
+    candidates = [Widening(package=name, needed_by=f"`{command}`") for name in FILTERED.findall(output)]
+    candidates += [
+        Widening(
+            package=name,
+            needed_by=f"{name}=={version}",
+            reason=f"the dated sdist does not build here (no {header})",
+        )
+        for header, name, version in NO_LIBRARY.findall(output)
+    ]
+    if dependencies:
+        for name, version in DEPENDENCY_FAILED.findall(output):
+            candidates.append(
+                Widening(
+                    package=name,
+                    needed_by=f"{name}=={version}",
+                    reason="the dated release does not build here",
+                )
+            )
+            # then the releases that pin it (numba 0.51.2 pins llvmlite 0.34, which needs LLVM 9 or 10)
+            candidates += [
+                Widening(
+                    package=parent,
+                    needed_by=f"{name}=={version}",
+                    reason=f"it pins {name}, whose dated release does not build here",
+                )
+                for parent in pinned_by(output, name)
+            ]
+    done = {w.package for w in widened} | set(undated_packages(recipe))
+    return next((w for w in candidates if w.package not in done), None)
+
+
+def probe_remedy(
+    said: str,
+    command: str,
+    recipe: EnvRecipe,
+    resolver: Resolver,
+    widened: list[Widening],
+    from_source: set[str],
+) -> ProbeRemedy | None:
+    """For a dependency the probe found with no wheel for this Python as of the date (uv would compile it:
+    pvlib 0.6's numpy, pandas and scipy for Python 3.9, hours on 2 cores): when a later release has a platform
+    wheel, the dependency is resolved as of the earliest such release's upload; a pure-Python package (whose
+    first wheel is ``none-any``) or one with no wheel at all builds from its sdist, as before, and so does one
+    whose widening the requirements do not allow (astroid 2.5 pins ``wrapt<1.13``). A dependency the date
+    filtered out is widened as :func:`to_widen` does. None when the probe says anything else: it ends for the
+    command, which then runs as it would without."""
+    named = list(dict.fromkeys(NO_WHEEL.findall(said)))  # pandas, then numpy, which pandas 1.1.3 needs
+    handled = {norm(n) for n in [*from_source, *(w.package for w in widened)]}
+    name = next((n for n in named if norm(n) not in handled), None)
+    if name is not None:
+        pinned = norm(name) in {norm(n) for n in undated_packages(recipe)}
+        return ProbeRemedy(name, "pinned" if pinned else to_wheel(resolver, name, f"`{command}`"))
+    if local := [n for n in SDIST_DISABLED.findall(said) if norm(n) not in handled]:
+        # uv builds most editables even so, not all (astroid 2.5's setup.py): the repo itself is built anyway
+        return ProbeRemedy(local[0], "the repo itself, or a requirement given as a path or URL")
+    if (filtered := to_widen(recipe, widened, said, command, dependencies=False)) is not None:
+        # a widened release needs a dependency newer than the date (numba 0.53.0, llvmlite 0.36): from today's
+        # index, as the install itself would take it, held by the widened release's requirement
+        return ProbeRemedy(filtered.package, filtered)
+    # all widened already: the requirements hold one below its first wheel (astroid 2.5's wrapt<1.13)
+    again = [w for w in widened if norm(w.package) in {norm(n) for n in named}]
+    if not again:
+        return None
+    why = "the requirements do not allow its first release with a wheel"
+    return ProbeRemedy(again[0].package, why, take_back=again[0] if again[0].as_of else None)
+
+
+def undated_packages(recipe: EnvRecipe) -> list[str]:
+    """Packages exempt from the date: the recipe's ``undated`` and every exact ``name==version`` pin."""
+    names = list(recipe.undated)
+    for requirement in [*recipe.pip, *recipe.constraints]:
+        name, sep, version = requirement.partition("==")
+        if sep and re.fullmatch(r"[A-Za-z0-9._-]+", name.strip()) and version.strip():
+            names.append(name.strip())
+    return sorted(set(names))
