@@ -18,6 +18,7 @@ import asyncio
 import contextlib
 import time
 from collections import OrderedDict
+from collections.abc import AsyncIterator
 from typing import Any
 
 from swe_rl.harness import inventory, warm
@@ -27,12 +28,20 @@ from swe_rl.sandbox.base import EnvSpec, Limits, Sandbox, SandboxFactory
 from swe_rl.tasks.model import Task
 
 
-class _Slot:
-    """A graded-in sandbox and its runner (None: the tests run cold)."""
+class Slot:
+    """A pristine sandbox and its warm test runner (None: the tests run cold)."""
 
     def __init__(self, box: Sandbox, runner: warm.WarmRunner | None) -> None:
         self.box = box
         self.runner = runner
+        self.cold_runs = 0
+
+    def ran(self, test_runner: str) -> None:
+        """Note how a test run went (``Verdict.test_runner``): after a cold one, whatever its reason, the
+        runner is not kept (the next use starts a new one)."""
+        if test_runner.startswith("cold"):
+            self.cold_runs += 1
+            self.runner = None
 
 
 def keeps_processes(box: Sandbox) -> bool:
@@ -51,8 +60,9 @@ class Grader:
         self.factory = factory
         self.idle = idle
         self.reuse = reuse
-        self._free: OrderedDict[tuple[str, str], list[_Slot]] = OrderedDict()
+        self._free: OrderedDict[tuple[str, str], list[Slot]] = OrderedDict()
         self._count = 0
+        self._no_runner: set[str] = set()  # env keys whose Python could not start a runner
         self._modules: dict[str, set[str]] = {}  # env key -> the module names its Python can import
         self.stats: dict[str, int] = {"created": 0, "reused": 0, "runners": 0, "cold": 0}
 
@@ -70,11 +80,9 @@ class Grader:
             return await grade_patch(
                 task, patch, self.factory, env, timeout=timeout, limits=limits, mode=mode
             )
-        key = (env.key, limits.model_dump_json() if limits else "")
         started = time.monotonic()
-        slot = await self._acquire(key, env, limits)
-        sandbox_s = time.monotonic() - started
-        try:
+        async with self.sandbox(env, limits) as slot:
+            sandbox_s = time.monotonic() - started
             verdict = await grade_in(
                 slot.box,
                 task,
@@ -85,35 +93,47 @@ class Grader:
                 runner=slot.runner,
                 installed=self._modules.get(env.key),
             )
-        except BaseException:
-            await _close(slot.box)
-            raise
-        if verdict.test_runner.startswith("cold"):  # whatever the reason, the next grading gets a new runner
-            self.stats["cold"] += 1
-            slot.runner = None
-        released = time.monotonic()
-        await self._release(key, slot)
+            slot.ran(verdict.test_runner)
+            released = time.monotonic()
         verdict.timings["sandbox"] = round(sandbox_s + time.monotonic() - released, 4)
         return verdict
 
-    async def _acquire(self, key: tuple[str, str], env: EnvSpec, limits: Limits | None) -> _Slot:
+    @contextlib.asynccontextmanager
+    async def sandbox(self, env: EnvSpec, limits: Limits | None = None) -> AsyncIterator[Slot]:
+        """A pristine sandbox of ``env`` and its runner (None: its tests run cold), given back afterwards:
+        reset in place and kept, or closed when the body raised or the backend cannot keep processes.
+        The body calls :meth:`Slot.ran` with what the runner said (a cold run gets a new runner)."""
+        key = (env.key, limits.model_dump_json() if limits else "")
+        slot = await self._acquire(key, env, limits)
+        try:
+            yield slot
+        except BaseException:
+            await _close(slot.box)
+            raise
+        await self._release(key, slot)
+
+    async def _acquire(self, key: tuple[str, str], env: EnvSpec, limits: Limits | None) -> Slot:
         free = self._free.get(key)
         if free:
             slot = free.pop()
             self._count -= 1
             self.stats["reused"] += 1  # its runner was alive at the reset, and no command ran since
         else:
-            slot = _Slot(await self.factory.create(env, limits), None)
+            slot = Slot(await self.factory.create(env, limits), None)
             self.stats["created"] += 1
             if env.key not in self._modules and (names := await inventory.installed_modules(slot.box)):
                 self._modules[env.key] = names  # none listed: each grading lists them, as grade_patch does
-        if slot.runner is None and keeps_processes(slot.box):
+        if slot.runner is None and keeps_processes(slot.box) and env.key not in self._no_runner:
             slot.runner = await warm.start(slot.box, env.workdir)
             self.stats["runners"] += slot.runner is not None
+            if slot.runner is None:  # e.g. no pytest in the env: its tests run cold, no second try
+                self._no_runner.add(env.key)
         return slot
 
-    async def _release(self, key: tuple[str, str], slot: _Slot) -> None:
+    async def _release(self, key: tuple[str, str], slot: Slot) -> None:
         """Reset ``slot`` in place (keeping its runner) and keep it, or close it."""
+        self.stats["cold"] += slot.cold_runs
+        slot.cold_runs = 0
         if not keeps_processes(slot.box):
             await _close(slot.box)
             return

@@ -68,25 +68,17 @@ async def run_rollout(
 ) -> RolloutResult:
     """Agent in a fresh sandbox, patch graded in another, samples built from ids. Never raises InfraError;
     attribution as in episode/run.py (an agent's own damage is its outcome, a failure outside it unscored).
-
     ``tokenizer``: for a text-only policy (an OpenAI endpoint that returns no ids), steps without ids are
     encoded with the fixed-base method; with ids from the server, it is not used. ``prm``: a judge and
     its settings (``episode.request.ProcessReward``): the reward becomes outcome + coef * mean step score.
-    ``settings``: the sandbox limits and grading (default: strict grading, the backend's limits).
-    ``grader``: grades in reused sandboxes with a warm test runner (harness/grader.py).
-    """
+    ``settings``: the sandbox limits and grading (default: strict grading, the backend's limits);
+    ``grader``: grades in reused sandboxes with a warm test runner (harness/grader.py)."""
     trajectory_id = uuid.uuid4().hex
+    settings = settings or EpisodeSettings(grading="strict")
     episode = await run_episode(
-        task,
-        llm,
-        cache=cache,
-        factory=factory,
-        agent=config,
-        params=params,
-        settings=settings or EpisodeSettings(grading="strict"),
-        context=context,
+        task, llm, cache=cache, factory=factory, agent=config, params=params, settings=settings, context=context,
         grader=grader,
-    )
+    )  # fmt: skip
     traj = episode.trajectory
     if episode.error is not None or episode.verdict is None or traj is None:
         return _unscored(episode)

@@ -23,6 +23,7 @@ from typing import Any
 
 from swe_rl.envs.cache import EnvCache
 from swe_rl.errors import ConfigError
+from swe_rl.harness.grader import Grader
 from swe_rl.sandbox.base import EnvSpec, SandboxFactory
 from swe_rl.synth.mutations import MUTATION_KINDS, Candidate, combinations, same_bytecode
 from swe_rl.synth.mutators import find_mutations
@@ -78,8 +79,16 @@ class Synthesizer:
         self._runs: dict[tuple[str, str], asyncio.Future[CandidateRun]] = {}
         self.started = time.monotonic()
         self._limit = asyncio.Semaphore(options.concurrency)
+        # candidates run in sandboxes reset in place between runs, each with a warm test runner
+        self.sandboxes = Grader(factory, idle=options.concurrency)
 
     async def run(self, sources: Sequence[SourceTree]) -> SynthReport:
+        try:
+            return await self._search(sources)
+        finally:
+            await self.sandboxes.close()
+
+    async def _search(self, sources: Sequence[SourceTree]) -> SynthReport:
         bad = set(self.opts.kinds) - set(MUTATION_KINDS)
         if bad:
             raise ConfigError(f"unknown mutation kind(s) {sorted(bad)}; known: {', '.join(MUTATION_KINDS)}")
@@ -277,6 +286,7 @@ class Synthesizer:
                     {cand.path: mutated},
                     p.baseline,
                     timeout=p.timeout,
+                    sandboxes=self.sandboxes,
                 )
         self.results[item.order_key] = run
         for kind in cand.kinds:

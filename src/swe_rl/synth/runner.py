@@ -17,6 +17,8 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from swe_rl.envs.venv import compile_venv
 from swe_rl.errors import SynthError
+from swe_rl.harness import warm
+from swe_rl.harness.grader import Grader
 from swe_rl.harness.official import parse_test_log
 from swe_rl.sandbox.base import EnvSpec, SandboxFactory
 
@@ -156,13 +158,26 @@ async def run_candidate(
     baseline: Baseline,
     *,
     timeout: float,
+    sandboxes: Grader | None = None,
 ) -> CandidateRun:
-    """Run the suite with ``files`` (path -> mutated text) written over the testbed, and classify it."""
+    """Run the suite with ``files`` (path -> mutated text) written over the testbed, and classify it.
+    ``sandboxes``: reused sandboxes with a warm test runner (harness/grader.py); else a fresh one, cold."""
     started = time.monotonic()
-    async with await factory.create(env) as box:
-        for path, text in files.items():
-            await box.write_file(path, text.encode("utf-8"))
-        result = await box.exec(test_cmd, timeout=timeout)
+    if sandboxes is None:
+        async with await factory.create(env) as box:
+            for path, text in files.items():
+                await box.write_file(path, text.encode("utf-8"))
+            result = await box.exec(test_cmd, timeout=timeout)
+    else:
+        async with sandboxes.sandbox(env) as slot:
+            for path, text in files.items():
+                await slot.box.write_file(path, text.encode("utf-8"))
+            hooked = warm.hook(test_cmd, slot.runner)
+            command = f"{warm.note_line(_PLUGIN_DIR)}\n{hooked}\n{warm.report_line()}" if hooked else test_cmd
+            result = await slot.box.exec(f"mkdir -p {_PLUGIN_DIR}\n{command}", timeout=timeout)
+            output, said = warm.runner_of(result.output)
+            result = result.model_copy(update={"output": output})
+            slot.ran(said)
     seconds = round(time.monotonic() - started, 3)
     if result.timed_out:
         return CandidateRun(outcome="timeout", seconds=seconds, reason=f"suite ran past {timeout:.0f}s")
