@@ -50,7 +50,7 @@ async def _run(
     from swe_rl.llm.base import SamplingParams
     from swe_rl.llm.scripted import scripted_for
 
-    grader = Grader(factory, idle=max(8, jobs)) if warm else None
+    grader = Grader(factory, idle=64) if warm else None
     limit = asyncio.Semaphore(jobs)
     agent = load_agent_config()
     rows: list[dict[str, Any]] = []
@@ -170,7 +170,7 @@ if __name__ == "__main__":
     )
     parser.add_argument("--jobs", default="1,2,4", help="Concurrency levels, comma-separated.")
     parser.add_argument("--rounds", type=int, default=3, help="Runs of each path per level (interleaved).")
-    parser.add_argument("--samples", type=int, default=2, help="Attempts per task in each run.")
+    parser.add_argument("--samples", type=int, default=4, help="Attempts per task in each run (a GRPO group).")
     parser.add_argument(
         "--synth", type=int, default=30, help="Synthesized tasks (0: the builtin suite only)."
     )

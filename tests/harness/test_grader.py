@@ -46,6 +46,7 @@ def _new_file(path: str, text: str) -> str:
 async def test_reused_sandboxes_grade_every_builtin_task_as_fresh_ones(tasks, envs):
     factory = available_factory("ns")
     grader = Grader(factory)
+    runners: list[str] = []
     try:
         for task in tasks + tasks:  # each env's sandbox graded in more than once
             env = envs.ensure(task)
@@ -54,10 +55,16 @@ async def test_reused_sandboxes_grade_every_builtin_task_as_fresh_ones(tasks, en
             assert (reused.status, reused.tests_status) == (fresh.status, fresh.tests_status), (
                 task.instance_id
             )
-            assert reused.resolved and reused.test_runner == "forked", (task.instance_id, reused.test_runner)
+            assert reused.resolved and reused.test_runner in ("", "forked"), (
+                task.instance_id,
+                reused.test_runner,
+            )
+            runners.append(reused.test_runner)
     finally:
         await grader.close()
     envs_used = len({envs.ensure(t).key for t in tasks})
+    # each env's first grading runs cold in a fresh sandbox; the runner starts when the sandbox is reused
+    assert runners.count("") == envs_used and runners.count("forked") == 2 * len(tasks) - envs_used
     assert grader.stats["created"] == envs_used and grader.stats["reused"] == 2 * len(tasks) - envs_used
     assert grader.stats["runners"] == envs_used and grader.stats["cold"] == 0
 
@@ -84,6 +91,8 @@ async def test_one_grading_cannot_reach_the_next(task_by_id, envs):
 
     grader = Grader(factory, idle=1)
     try:
+        first = await grader.grade(task, task.patch, env, timeout=120)  # the sandbox's runner starts after it
+        assert first.resolved and first.test_runner == ""
         attacked = await grader.grade(task, attack, env, timeout=120)
         assert attacked.test_runner == "forked"
         await asyncio.sleep(2)
@@ -95,7 +104,7 @@ async def test_one_grading_cannot_reach_the_next(task_by_id, envs):
         (seen,) = [line for line in probed.test_output.splitlines() if line.startswith("PROBE")]
         (expected,) = [line for line in fresh.test_output.splitlines() if line.startswith("PROBE")]
         assert seen == expected, "the shell's and the runner's limits and priority are the sandbox's again"
-        assert grader.stats["created"] == 1 and grader.stats["reused"] == 2
+        assert grader.stats["created"] == 1 and grader.stats["reused"] == 3
         # the attack lowered the runner's limits: it was ended at the reset, and a new one started
         assert grader.stats["runners"] == 2
     finally:

@@ -19,6 +19,8 @@ from swe_rl.rl.rollout import RolloutResult, episode_result, run_rollout
 from swe_rl.sandbox.base import SandboxFactory
 from swe_rl.tasks.model import Task, parse_task
 
+IDLE_GRADING = 16  # grading sandboxes kept between episodes (each with a warm runner, ~30 MiB)
+
 
 class LocalExecutor:
     """Episodes in this process, on this machine's sandboxes, at most ``capacity`` at once.
@@ -47,7 +49,7 @@ class LocalExecutor:
         self.capacity = capacity
         self.tasks = {t.instance_id: t for t in tasks or []}
         self.models = models or ModelBook()
-        self.grader = Grader(factory, idle=capacity, reuse=reuse_grading)
+        self.grader = Grader(factory, idle=min(capacity, IDLE_GRADING), reuse=reuse_grading)
         self.slots = asyncio.Semaphore(capacity)
         self.running = 0
 

@@ -50,9 +50,11 @@ def keeps_processes(box: Sandbox) -> bool:
 
 
 class Grader:
-    """Grades patches with ``factory``'s sandboxes, reusing them (see the module's docstring).
+    """Grades patches with ``factory``'s sandboxes, reusing them (see the module's docstring). A sandbox's
+    first grading runs its tests cold; its runner starts when it is used again.
 
-    ``idle``: sandboxes kept between gradings, over all environments (the least recently used go first).
+    ``idle``: sandboxes kept between gradings, over all environments (the least recently used go first;
+    each costs its runner's memory, ~30 MiB).
     ``reuse=False``: every grading in a fresh sandbox, cold, as :func:`.grade.grade_patch`.
     """
 
@@ -118,16 +120,17 @@ class Grader:
             slot = free.pop()
             self._count -= 1
             self.stats["reused"] += 1  # its runner was alive at the reset, and no command ran since
+            if slot.runner is None and keeps_processes(slot.box) and env.key not in self._no_runner:
+                # started on a sandbox's second use: an env graded once never pays pytest's import twice
+                slot.runner = await warm.start(slot.box, env.workdir)
+                self.stats["runners"] += slot.runner is not None
+                if slot.runner is None:  # e.g. no pytest in the env: its tests run cold, no second try
+                    self._no_runner.add(env.key)
         else:
             slot = Slot(await self.factory.create(env, limits), None)
             self.stats["created"] += 1
             if env.key not in self._modules and (names := await inventory.installed_modules(slot.box)):
                 self._modules[env.key] = names  # none listed: each grading lists them, as grade_patch does
-        if slot.runner is None and keeps_processes(slot.box) and env.key not in self._no_runner:
-            slot.runner = await warm.start(slot.box, env.workdir)
-            self.stats["runners"] += slot.runner is not None
-            if slot.runner is None:  # e.g. no pytest in the env: its tests run cold, no second try
-                self._no_runner.add(env.key)
         return slot
 
     async def _release(self, key: tuple[str, str], slot: Slot) -> None:
