@@ -30,6 +30,15 @@ def _log(verdict: Verdict) -> list[str]:
     ]
 
 
+async def _started(box, **options) -> tuple[warm.WarmRunner, str]:  # type: ignore[no-untyped-def]
+    """A runner started in ``box`` and the client command that stands for `python -m pytest`."""
+    runner = await warm.start(box, box.env.workdir, **options)
+    assert runner is not None, "the env's Python imports pytest: the server starts"
+    command = warm.hook("python -m pytest", runner)
+    assert command
+    return runner, command
+
+
 async def _both(task: Task, patch: str | None, envs, *, timeout: float = 120) -> tuple[Verdict, Verdict]:  # type: ignore[no-untyped-def]
     """The same grading cold and through a warm runner, each in a fresh sandbox."""
     factory = available_factory("ns")
@@ -91,10 +100,7 @@ async def test_another_start_up_setting_runs_cold(task_by_id, envs):
     task = task_by_id["swe-rl-builtin__textkit-3"]
     factory = available_factory("ns")
     async with await factory.create(envs.ensure(task)) as box:
-        runner = await warm.start(box, box.env.workdir)
-        assert runner is not None
-        command = warm.hook("python -m pytest", runner)
-        assert command
+        _runner, command = await _started(box)
         probe = "-q -p no:cacheprovider tests >/dev/null; cat $swe_rl_runner_note"
         same = await box.exec(f"swe_rl_runner_note=/tmp/n; {command} {probe}", timeout=120)
         assert same.output.strip() == "forked", same.output
@@ -133,10 +139,8 @@ async def test_a_test_run_cannot_read_or_trace_the_server(task_by_id, envs):
     task = task_by_id["swe-rl-builtin__textkit-3"]
     factory = available_factory("ns")
     async with await factory.create(envs.ensure(task)) as box:
-        runner = await warm.start(box, box.env.workdir)
-        assert runner is not None
+        runner, command = await _started(box)
         await box.write_file("tests/test_tamper.py", TAMPER.encode())
-        command = warm.hook("python -m pytest", runner)
         result = await box.exec(
             f"swe_rl_runner_note=/tmp/n; {command} -rA -p no:cacheprovider tests/test_tamper.py; cat /tmp/n",
             timeout=120,
@@ -159,8 +163,7 @@ async def test_a_killed_or_impersonated_server_means_cold_runs(task_by_id, envs)
     task = task_by_id["swe-rl-builtin__textkit-3"]
     factory = available_factory("ns")
     async with await factory.create(envs.ensure(task)) as box:
-        runner = await warm.start(box, box.env.workdir)
-        assert runner is not None
+        runner, command = await _started(box)
         killed = await box.exec(
             f"kill -KILL {runner.pid} && while [ -e /proc/{runner.pid} ]; do sleep 0.05; done", timeout=10
         )
@@ -185,8 +188,6 @@ async def test_a_killed_or_impersonated_server_means_cold_runs(task_by_id, envs)
             timeout=30,
         )
         fake_pid = int(started.output.split()[0])
-        command = warm.hook("python -m pytest", runner)
-        assert command
         run = "-rA -p no:cacheprovider tests; echo rc=$?; cat /tmp/n"
         result = await box.exec(f"swe_rl_runner_note=/tmp/n; {command} {run}", timeout=120)
         assert "cold (no server: the socket is not the server's)" in result.output
@@ -201,10 +202,8 @@ async def test_a_timed_out_run_is_killed_and_the_server_serves_on(task_by_id, en
     task = task_by_id["swe-rl-builtin__textkit-3"]
     factory = available_factory("ns")
     async with await factory.create(envs.ensure(task)) as box:
-        runner = await warm.start(box, box.env.workdir)
-        assert runner is not None
+        runner, command = await _started(box)
         await box.write_file("tests/test_hang.py", b"import time\n\ndef test_hang():\n    time.sleep(600)\n")
-        command = warm.hook("python -m pytest", runner)
         hung = await box.exec(
             f"swe_rl_runner_note=/tmp/n; {command} -p no:cacheprovider tests/test_hang.py", timeout=3
         )
@@ -223,10 +222,8 @@ async def test_a_run_killed_by_a_signal_exits_as_the_cold_one(signum, task_by_id
     suicide = f"import os\n\ndef test_die():\n    os.kill(os.getpid(), {signum})\n"
     factory = available_factory("ns")
     async with await factory.create(envs.ensure(task)) as box:
-        runner = await warm.start(box, box.env.workdir)
-        assert runner is not None
+        _runner, command = await _started(box)
         await box.write_file("tests/test_die.py", suicide.encode())
-        command = warm.hook("python -m pytest", runner)
         run = "-p no:cacheprovider tests/test_die.py >/dev/null 2>&1; echo rc=$?"
         cold = await box.exec(f"python -m pytest {run}", timeout=60)
         hot = await box.exec(f"swe_rl_runner_note=/tmp/n; {command} {run}; cat /tmp/n", timeout=60)
@@ -251,11 +248,9 @@ async def test_a_server_whose_limits_a_run_changed_runs_the_next_tests_cold(atta
     task = task_by_id["swe-rl-builtin__textkit-3"]
     factory = available_factory("ns")
     async with await factory.create(envs.ensure(task)) as box:
-        runner = await warm.start(box, box.env.workdir)
-        assert runner is not None
+        _runner, command = await _started(box)
         await box.write_file("tests/test_tamper.py", TAMPER.encode())
         await box.write_file("tests/test_lower.py", LOWER.encode())
-        command = warm.hook("python -m pytest", runner)
         run = f"-rA -p no:cacheprovider tests/test_lower.py::{attack}; cat /tmp/n"
         first = await box.exec(f"swe_rl_runner_note=/tmp/n; {command} {run}", timeout=120)
         assert first.output.rstrip().endswith("forked")

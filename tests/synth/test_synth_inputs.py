@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 from tests.conftest import available_factory
+from tests.synth.repos import git_repo
 
 from swe_rl.envs.cache import EnvCache
 from swe_rl.errors import SynthError
@@ -46,21 +47,6 @@ def test_clip():
 """
 
 
-def _repo(root: Path, files: dict[str, str]) -> Path:
-    root.mkdir(parents=True)
-    for path, text in files.items():
-        (root / path).parent.mkdir(parents=True, exist_ok=True)
-        (root / path).write_text(text)
-    for args in (["init", "-q", "-b", "main"], ["add", "-A"], ["commit", "-q", "-m", "lib"]):
-        subprocess.run(
-            ["git", "-c", "user.name=t", "-c", "user.email=t@t", *args],
-            cwd=root,
-            check=True,
-            capture_output=True,
-        )
-    return root
-
-
 def _synth(repo: Path, out: Path, **options: object):  # type: ignore[no-untyped-def]
     opts = SynthOptions(n=3, seed=0, multi=0, concurrency=2, **options)  # type: ignore[arg-type]
     return asyncio.run(
@@ -92,7 +78,7 @@ def _nothing_written(out: Path) -> None:
     ],
 )
 def test_bad_repository_is_a_clear_error_and_writes_nothing(tmp_path, case, files, message):
-    repo = _repo(tmp_path / "repo", files)
+    repo = git_repo(tmp_path / "repo", files)
     out = tmp_path / "out" / "tasks.jsonl"
     out.parent.mkdir()
     with pytest.raises(SynthError, match=message):
@@ -101,7 +87,7 @@ def test_bad_repository_is_a_clear_error_and_writes_nothing(tmp_path, case, file
 
 
 def test_cli_reports_a_bad_repository_in_one_line(tmp_path):
-    repo = _repo(tmp_path / "repo", {"minilib.py": LIB})
+    repo = git_repo(tmp_path / "repo", {"minilib.py": LIB})
     out = tmp_path / "out" / "tasks.jsonl"
     proc = subprocess.run(
         [
@@ -130,7 +116,7 @@ def test_cli_reports_a_bad_repository_in_one_line(tmp_path):
 def test_plain_repository_with_allowed_failures(tmp_path):
     """A repo from a path (git HEAD): tests failing at baseline are left out of every task."""
     broken = TESTS + "\n\ndef test_known_failure():\n    assert add_all([]) == 1\n"
-    repo = _repo(tmp_path / "repo", {"minilib.py": LIB, "tests/test_minilib.py": broken})
+    repo = git_repo(tmp_path / "repo", {"minilib.py": LIB, "tests/test_minilib.py": broken})
     out = tmp_path / "out" / "tasks.jsonl"
     report = _synth(repo, out, allow_failing=True)
     tasks = load_tasks(out)

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import asyncio
 import re
-import subprocess
 from pathlib import Path
 
 import pytest
 from tests.conftest import available_factory
+from tests.synth.repos import git_repo
 
 from swe_rl.envs.cache import EnvCache
 from swe_rl.synth import SynthOptions, SynthReport, load_sources, synthesize
@@ -54,18 +54,7 @@ SAME_BYTECODE_LINE = 13  # `return None` deleted at a function's end: the implic
 
 
 def _repo(root: Path) -> Path:
-    root.mkdir(parents=True)
-    (root / "lib.py").write_text(LIB)
-    (root / "tests").mkdir()
-    (root / "tests" / "test_lib.py").write_text(TESTS)
-    for args in (["init", "-q", "-b", "main"], ["add", "-A"], ["commit", "-q", "-m", "lib"]):
-        subprocess.run(
-            ["git", "-c", "user.name=t", "-c", "user.email=t@t", *args],
-            cwd=root,
-            check=True,
-            capture_output=True,
-        )
-    return root
+    return git_repo(root, {"lib.py": LIB, "tests/test_lib.py": TESTS})
 
 
 @pytest.fixture(scope="module")
