@@ -170,7 +170,9 @@ if __name__ == "__main__":
     )
     parser.add_argument("--jobs", default="1,2,4", help="Concurrency levels, comma-separated.")
     parser.add_argument("--rounds", type=int, default=3, help="Runs of each path per level (interleaved).")
-    parser.add_argument("--samples", type=int, default=4, help="Attempts per task in each run (a GRPO group).")
+    parser.add_argument(
+        "--samples", type=int, default=4, help="Attempts per task in each run (a GRPO group)."
+    )
     parser.add_argument(
         "--synth", type=int, default=30, help="Synthesized tasks (0: the builtin suite only)."
     )
