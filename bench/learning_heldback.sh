@@ -1,0 +1,163 @@
+#!/usr/bin/env bash
+# Does GRPO through swe-rl's rollouts make a real small model better on tasks it never trained on? (#26)
+#
+# SmolLM2-135M on this CPU, tasks synthesized from the builtin libraries and split by function (no
+# function's bugs in both splits):
+#   synth    tasks of the warm-start kinds (WARM_KINDS) and of the RL kind (RL_KIND), each split by function
+#   oracle   golden trajectories (scripted oracle) on the warm-start kinds' train split -> sft-data
+#   sft      supervised warm start on them (`swe-rl train sft`, resumable)
+#   probe    the warm-started model, sampled, on PROBE_TASKS train tasks of the RL kind: GRPO needs a kind
+#            it solves sometimes (~10-40 %) but not always; the rate is printed and kept in probe.json
+#   before   the held-back split of the RL kind, sampled (SAMPLES a task, T=TEMP) and greedy
+#   rl       GRPO from the warm start on the RL kind's train split (`swe-rl train rl`; a killed run is
+#            continued with --resume, losing at most the step in flight)
+#   after    the held-back split again, sampled and greedy, with the GRPO checkpoint
+#   report   results.json: each evaluation's resolve rate with a 95 % Wilson interval, the difference,
+#            GRPO's per-step curve
+#
+# Every stage is resumable: one whose output exists is skipped; STAGES="rl after report" runs those only.
+# Sizes come from the environment (defaults in brackets): W [bench/results/learning-heldback], MODEL
+# [smollm2], SEED [3], WARM_KINDS ["name_typo return_change"], RL_KIND [op_compare], N_WARM [80], N_RL [80],
+# SFT_EPOCHS [2], SFT_LR [5e-5], PROBE_TASKS [16], SAMPLES [8], TEMP [1.0], TOP_P [0.95], STEPS [20],
+# TASKS_PER_STEP [4], GENS [4], RL_LR [1e-5], MAX_TOKENS [128], STEP_LIMIT [3], AGENT [compact], J [16],
+# WALL [900]. With N_RL=80 the held-back split has ~24-30 tasks: 8 samples each is >= 200 episodes.
+#
+# Budget on 2 cores (FACTS.md: SmolLM2 fp32 generates ~42 tokens/s at batch 16, a forward+backward of
+# 8 x 600 tokens takes ~51 s): an evaluation of ~240 episodes of up to 3 turns x 128 tokens is ~20-30 min,
+# a GRPO step of 16 episodes a few minutes. Plan about 3 h for synth..after; run it at a session's start.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+W=${W:-bench/results/learning-heldback}
+MODEL=${MODEL:-smollm2}
+SEED=${SEED:-3}
+WARM_KINDS=${WARM_KINDS:-name_typo return_change}
+RL_KIND=${RL_KIND:-op_compare}
+N_WARM=${N_WARM:-80}
+N_RL=${N_RL:-80}
+SFT_EPOCHS=${SFT_EPOCHS:-2}
+SFT_LR=${SFT_LR:-5e-5}
+PROBE_TASKS=${PROBE_TASKS:-16}
+SAMPLES=${SAMPLES:-8}
+TEMP=${TEMP:-1.0}
+TOP_P=${TOP_P:-0.95}
+STEPS=${STEPS:-20}
+TASKS_PER_STEP=${TASKS_PER_STEP:-4}
+GENS=${GENS:-4}
+RL_LR=${RL_LR:-1e-5}
+MAX_TOKENS=${MAX_TOKENS:-128}
+STEP_LIMIT=${STEP_LIMIT:-3}
+AGENT=${AGENT:-compact}
+J=${J:-16}
+WALL=${WALL:-900}
+STAGES=${STAGES:-all}
+SWE=${SWE:-swe-rl}
+mkdir -p "$W"
+
+stage() { [ "$STAGES" = all ] || [[ " $STAGES " == *" $1 "* ]]; }
+say() { printf '\n[heldback %s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
+
+evaluate() {  # evaluate TASKS MODEL_DIR OUT MODE [MAX]: MODE sampled (SAMPLES a task) or greedy
+  local tasks=$1 model=$2 out=$3 mode=$4 max=${5:-}
+  [ -f "$out/summary.json" ] && return 0
+  local sampling=(--temperature 0)
+  [ "$mode" = sampled ] && sampling=(--temperature "$TEMP" --top-p "$TOP_P" --n-samples "$SAMPLES")
+  local limit=()
+  [ -n "$max" ] && limit=(--max-instances "$max")
+  say "eval $(basename "$out") ($mode)"
+  local resume=()
+  [ -f "$out/results.jsonl" ] && resume=(--resume)  # an interrupted evaluation goes on where it stopped
+  $SWE eval --tasks "$tasks" --llm "hf:$model" -o "$out" -j "$J" "${sampling[@]}" "${limit[@]}" "${resume[@]}" \
+    --step-limit "$STEP_LIMIT" --max-tokens "$MAX_TOKENS" --agent-config "$AGENT" --wall-time "$WALL" >/dev/null
+}
+
+synth() {  # synth NAME N KIND...: tasks of these kinds, split by function 70/30
+  local name=$1 n=$2
+  shift 2
+  [ -f "$W/$name.jsonl" ] && return 0
+  local kinds=()
+  for k in "$@"; do kinds+=(--kind "$k"); done
+  say "synthesize $n tasks ($*)"
+  $SWE tasks synth --repo builtin -o "$W/$name.jsonl" -n "$n" --seed "$SEED" --multi 0 \
+    --difficulty one-line --split train:0.7,test:0.3 -j 2 "${kinds[@]}"
+}
+
+if stage synth; then
+  # shellcheck disable=SC2086
+  synth warm "$N_WARM" $WARM_KINDS
+  synth rl "$N_RL" "$RL_KIND"
+fi
+if stage oracle && [ ! -d "$W/sft-data" ]; then
+  say "golden trajectories on the warm-start kinds' train split"
+  [ -f "$W/oracle/summary.json" ] || $SWE eval --tasks "$W/warm.train.jsonl" --llm scripted:oracle-compact \
+    -o "$W/oracle" -j "$J" --agent-config "$AGENT" >/dev/null
+  $SWE data sft "$W/oracle" -o "$W/sft-data"
+fi
+if stage sft && [ ! -d "$W/sft/final" ]; then
+  say "supervised warm start"
+  resume=()
+  [ -d "$W/sft" ] && resume=(--resume "$W/sft")
+  $SWE train sft "$W/sft-data" --model "$MODEL" -o "$W/sft" --epochs "$SFT_EPOCHS" --lr "$SFT_LR" \
+    --seed "$SEED" "${resume[@]}"
+fi
+if stage probe; then
+  evaluate "$W/rl.train.jsonl" "$W/sft/final" "$W/probe" sampled "$PROBE_TASKS"
+fi
+if stage before; then
+  evaluate "$W/rl.test.jsonl" "$W/sft/final" "$W/before-sampled" sampled
+  evaluate "$W/rl.test.jsonl" "$W/sft/final" "$W/before-greedy" greedy
+fi
+if stage rl && [ ! -d "$W/grpo/final" ]; then
+  say "GRPO from the warm start on the RL kind's train split"
+  resume=()
+  [ -f "$W/grpo/rollouts.jsonl" ] && resume=(--resume "$W/grpo")
+  $SWE train rl --tasks "$W/rl.train.jsonl" --model "$W/sft/final" --steps "$STEPS" \
+    --tasks-per-step "$TASKS_PER_STEP" -g "$GENS" --lr "$RL_LR" --max-tokens "$MAX_TOKENS" \
+    --temperature "$TEMP" --step-limit "$STEP_LIMIT" -j "$J" --seed "$SEED" --agent-config "$AGENT" \
+    -o "$W/grpo" "${resume[@]}"
+fi
+if stage after; then
+  evaluate "$W/rl.test.jsonl" "$W/grpo/final" "$W/after-sampled" sampled
+  evaluate "$W/rl.test.jsonl" "$W/grpo/final" "$W/after-greedy" greedy
+fi
+
+python3 - "$W" <<'PY'
+import json, math, sys
+from pathlib import Path
+
+w = Path(sys.argv[1])
+
+
+def wilson(k: int, n: int, z: float = 1.96) -> list[float]:
+    if not n:
+        return [0.0, 0.0]
+    p = k / n
+    centre = (p + z * z / (2 * n)) / (1 + z * z / n)
+    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
+    return [round(max(0.0, centre - half), 4), round(min(1.0, centre + half), 4)]
+
+
+out = {"evaluations": {}}
+for name in ("probe", "before-sampled", "before-greedy", "after-sampled", "after-greedy"):
+    run = w / name / "results.jsonl"
+    if not run.is_file():
+        continue
+    rows = [json.loads(x) for x in run.read_text().splitlines() if x.strip()]
+    graded = [r for r in rows if not r.get("error")]
+    k = sum(bool(r.get("resolved")) for r in graded)
+    out["evaluations"][name] = {
+        "episodes": len(graded), "infra_errors": len(rows) - len(graded), "tasks": len({r["instance_id"] for r in rows}),
+        "resolved": k, "rate": round(k / max(1, len(graded)), 4), "wilson95": wilson(k, len(graded)),
+    }
+ev = out["evaluations"]
+if "before-sampled" in ev and "after-sampled" in ev:
+    b, a = ev["before-sampled"], ev["after-sampled"]
+    diff = a["rate"] - b["rate"]
+    se = math.sqrt(a["rate"] * (1 - a["rate"]) / max(1, a["episodes"]) + b["rate"] * (1 - b["rate"]) / max(1, b["episodes"]))
+    out["sampled_difference"] = {"points": round(100 * diff, 1), "ci95_points": [round(100 * (diff - 1.96 * se), 1), round(100 * (diff + 1.96 * se), 1)]}
+summary = w / "grpo" / "summary.json"
+if summary.is_file():
+    out["grpo_curve"] = json.loads(summary.read_text()).get("curve")
+(w / "results.json").write_text(json.dumps(out, indent=1))
+print(json.dumps(out, indent=1))
+PY
