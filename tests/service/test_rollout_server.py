@@ -481,3 +481,28 @@ async def test_slime_generate_through_the_rollout_service(
     monkeypatch.setenv("SWE_RL_EXECUTOR", f"service:http://127.0.0.1:{_closed_port()}")
     gone = await generate(args, Sample(index=5, metadata={"instance": task.to_record()}), {})
     assert gone and all(s.remove_sample and s.status == Sample.Status.FAILED for s in gone)
+
+
+async def test_reused_grading_sandboxes_are_reset_kept_and_closed_with_the_server(policy, tasks):
+    """`serve rollout --reuse-grading`: the second grading of a task's env reuses the first one's sandbox
+    (with a warm runner); stopping the server closes every sandbox it kept."""
+    available_factory("ns")
+    server = Server(
+        ["serve", "rollout", "--backend", "ns", "--capacity", "1", "--reuse-grading"], free_port()
+    )
+    server.start()
+    try:
+        assert server.get("/healthz")["grading_sandboxes"]["created"] == 0
+        for _ in range(3):
+            status, reply, _ = await _run(server.url, _body(tasks[0].instance_id, policy))
+            assert status == 200 and reply["resolved"] is True, reply
+        stats = server.get("/healthz")["grading_sandboxes"]
+        assert stats["created"] == 1 and stats["reused"] == 2 and stats["runners"] == 1, stats
+        kept = _sandboxes_of(server)
+        assert kept, "the grading sandbox is kept between rollouts"
+        cgroups = _cgroups_of(kept)
+    finally:
+        server.stop()
+    # uvicorn shuts the app down (its lifespan closes the kept sandboxes), then re-raises SIGTERM
+    assert server.proc is not None and server.proc.returncode in (0, -15)
+    assert cgroups and not [c for c in cgroups if c.exists()], "closed with the server"

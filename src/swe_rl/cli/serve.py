@@ -189,6 +189,14 @@ def serve_rollout(
             "name none: 'qwen' (bundled) or a tokenizer directory.",
         ),
     ] = "qwen",
+    reuse_grading: Annotated[
+        bool,
+        typer.Option(
+            "--reuse-grading/--fresh-grading",
+            help="Keep up to 16 grading sandboxes between rollouts, reset in place, each with pytest imported "
+            "once (ns backend); by default every grading gets a fresh sandbox and interpreter.",
+        ),
+    ] = False,
 ) -> None:
     """A whole agent rollout per POST /run: the policy's token ids in, graded token-level samples out."""
     from swe_rl.service.rollout_server import create_app
@@ -196,7 +204,14 @@ def serve_rollout(
     access = _auth(host, token, allow)
     factory, cache, known = _node(backend, tasks, cache_dir, repo_cache)
     app_ = create_app(
-        factory, cache, known, capacity=capacity, wait=wait, token=access, gym_tokenizer=gym_tokenizer
+        factory,
+        cache,
+        known,
+        capacity=capacity,
+        wait=wait,
+        token=access,
+        gym_tokenizer=gym_tokenizer,
+        reuse_grading=reuse_grading,
     )
     capacity = app_.state.node.capacity
     _run(app_, host, port, f"rollout server ({factory.backend} backend, capacity {capacity})")

@@ -59,7 +59,13 @@ class RolloutNode:
     """A local executor behind HTTP: FIFO queueing up to ``wait`` seconds, cancellation by id."""
 
     def __init__(
-        self, factory: SandboxFactory, cache: EnvCache, tasks: list[Task], capacity: int, wait: float
+        self,
+        factory: SandboxFactory,
+        cache: EnvCache,
+        tasks: list[Task],
+        capacity: int,
+        wait: float,
+        reuse_grading: bool = False,
     ) -> None:
         self.executor = LocalExecutor(
             factory,
@@ -67,7 +73,7 @@ class RolloutNode:
             capacity=capacity,
             tasks=tasks,
             models=ModelBook(local_models=False),
-            reuse_grading=True,  # closed with the app (lifespan)
+            reuse_grading=reuse_grading,  # its sandboxes are closed with the app (lifespan)
         )
         self.capacity = capacity
         self.wait = wait
@@ -213,6 +219,7 @@ class RolloutHandlers:
             "waiting": node.waiting,
             "capacity": node.capacity,
             "grading_loaded_s": self.grading_loaded,
+            "grading_sandboxes": dict(node.executor.grader.stats) if node.executor.grader.reuse else None,
         }
 
     async def render_metrics(self, request: Request) -> Any:
@@ -262,12 +269,14 @@ def create_app(
     wait: float = 300.0,
     token: str | Access | None = None,
     gym_tokenizer: str = "qwen",
+    reuse_grading: bool = False,
 ) -> Starlette:
     """``capacity`` defaults to what the machine's CPUs and memory allow (executors.default_capacity).
 
     ``gym_tokenizer``: the policy's tokenizer for NeMo-Gym-shaped requests (service/gym_agent.py), which
-    name none."""
-    node = RolloutNode(factory, cache, tasks or [], capacity or default_capacity(), wait)
+    name none. ``reuse_grading``: keep grading sandboxes between rollouts (harness/grader.py); they are
+    closed with the app."""
+    node = RolloutNode(factory, cache, tasks or [], capacity or default_capacity(), wait, reuse_grading)
     handlers = RolloutHandlers(node, token, gym_tokenizer)
     app = Starlette(
         routes=handlers.routes(),
