@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import time
 from collections.abc import Collection
 from pathlib import Path
 
@@ -83,6 +84,7 @@ def reset_in_place(
         work=work,
         uid=SANDBOX_UID,
     )
+    _wait_reaped(shell_pid, keep)
 
 
 def remove_layer(bwrap_pid: int, layer: int) -> None:
@@ -103,6 +105,24 @@ def host_pids(cgroup: SandboxCgroup, inner: Collection[int]) -> set[int]:
         if ns_pids and int(ns_pids[-1]) in inner:
             found.add(pid)
     return found
+
+
+def _wait_reaped(shell_pid: int, keep: Collection[int], timeout: float = 2.0) -> None:
+    """Until the shell (the sandbox's pid 1) has reaped every process that was killed, so the next command
+    sees no zombie: its children are then the kept processes only. It reaps on SIGCHLD, usually while the
+    overlay is being replaced; a shell that has not after ``timeout`` is restarted (SandboxError)."""
+    listing = Path(f"/proc/{shell_pid}/task/{shell_pid}/children")
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            children = {int(p) for p in listing.read_text().split()}
+        except OSError:  # a kernel without the listing: nothing to wait on
+            return
+        if children <= set(keep):
+            return
+        if time.monotonic() > deadline:
+            raise SandboxError(f"the shell has not reaped {sorted(children - set(keep))[:5]}")
+        time.sleep(0.0002)
 
 
 def _limits(pid: int) -> str:
