@@ -85,6 +85,8 @@ class Grader:
         started = time.monotonic()
         async with self.sandbox(env, limits) as slot:
             sandbox_s = time.monotonic() - started
+            if env.key not in self._modules and (names := await inventory.installed_modules(slot.box)):
+                self._modules[env.key] = names  # none listed: each grading lists them, as grade_patch does
             verdict = await grade_in(
                 slot.box,
                 task,
@@ -129,8 +131,6 @@ class Grader:
         else:
             slot = Slot(await self.factory.create(env, limits), None)
             self.stats["created"] += 1
-            if env.key not in self._modules and (names := await inventory.installed_modules(slot.box)):
-                self._modules[env.key] = names  # none listed: each grading lists them, as grade_patch does
         return slot
 
     async def _release(self, key: tuple[str, str], slot: Slot) -> None:

@@ -86,6 +86,14 @@ class SandboxCgroup:
                 found.update(int(p) for p in (d / "cgroup.procs").read_text().split())
         return sorted(found)
 
+    def members(self) -> frozenset[int]:
+        """The same processes, read from one hierarchy only (every process joins all of them and none can
+        leave): the snapshot ns.py takes before each command, a third of the reads of :meth:`pids`."""
+        try:
+            return frozenset(int(p) for p in (self.dirs[0] / "cgroup.procs").read_text().split())
+        except OSError:
+            return frozenset(self.pids())
+
     def memory_peak(self) -> int | None:
         name = "memory.peak" if self.version == 2 else "memory.max_usage_in_bytes"
         try:

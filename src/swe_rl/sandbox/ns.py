@@ -255,7 +255,7 @@ class NsSandbox:
     async def _send(self, proc: SpawnedProcess, out: str, snippet: str, timeout: float) -> tuple[int, bool]:
         since = boot_ticks()
         # start times count in clock ticks (10 ms): a process an earlier command left may share the tick
-        running = frozenset(self._cgroup.pids()) if self._cgroup is not None else frozenset()
+        running = self._cgroup.members() if self._cgroup is not None else frozenset()
         try:
             proc.stdin.write(f"{out}\n".encode() + snippet.encode("utf-8", "surrogateescape") + b"\0")
             await proc.stdin.drain()

@@ -140,4 +140,4 @@ def _copy_scheduling(source: int, target: int) -> None:
     os.sched_setaffinity(target, os.sched_getaffinity(source))
 
 
-__all__ = ["layer_dirs", "remove_layer", "reset_in_place"]
+__all__ = ["host_pids", "layer_dirs", "remove_layer", "reset_in_place"]

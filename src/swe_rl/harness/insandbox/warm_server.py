@@ -12,11 +12,12 @@ A run is refused (the client then runs the command cold, unchanged) when it coul
 one: another interpreter, another ``PYTHON*``/locale/``TZ`` setting than the server started with (they
 act at interpreter start-up), or a module the server preloaded that the cold run would import from
 elsewhere (a file the patch added on ``sys.path``, e.g. ``pytest.py`` at the root of a ``python -m``
-run). The server is not dumpable, so a test run cannot ptrace or rewrite it; it never imports the
-repository's own code.
+run), its own limits or scheduling changed since it started, or it imported any module from the
+repository (pytest's own repository: a fork would test the unpatched code). The server is not
+dumpable, so a test run cannot ptrace or rewrite it.
 
 Protocol (an abstract unix socket of the sandbox's network namespace): the client sends a 4-byte
-length and a JSON request with its fds 0-2 attached; the server answers ``cold <reason>`` or
+length and its NUL-separated request (``warm_client.py`` says its fields) with its fds 0-2 attached; the server answers ``cold <reason>`` or
 ``forked <pid>``, then ``exit <wait status>``. Written for Python 3.6: no newer syntax.
 """
 
@@ -27,7 +28,6 @@ del sys.path[0]  # `python -c` put the working directory first: nothing is impor
 import contextlib  # noqa: E402
 import ctypes  # noqa: E402
 import importlib  # noqa: E402
-import importlib.machinery  # noqa: E402
 import os  # noqa: E402
 import random  # noqa: E402
 import resource  # noqa: E402
