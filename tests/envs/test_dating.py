@@ -284,18 +284,22 @@ def build_wheel(wheel_directory, config_settings=None, metadata_directory=None):
 '''
 
 
-def make_c_sdist(root: Path, name: str, version: str, backend: str = C_BACKEND) -> Path:
-    """An sdist whose build needs ``swe_rl_absent/lib.h``, a header no host has (or fails as ``backend`` does)."""
+def make_c_sdist(
+    root: Path, name: str, version: str, backend: str = C_BACKEND, requires: tuple[str, ...] = ()
+) -> Path:
+    """An sdist whose build needs ``swe_rl_absent/lib.h``, a header no host has (or fails as ``backend`` does),
+    depending on ``requires``."""
     import io
     import tarfile
 
     base = f"{name}-{version}"
     files = {
         "pyproject.toml": '[build-system]\nrequires = []\nbuild-backend = "cbackend"\nbackend-path = ["."]\n'
-        f'[project]\nname = "{name}"\nversion = "{version}"\n',
+        f'[project]\nname = "{name}"\nversion = "{version}"\ndependencies = {json.dumps(list(requires))}\n',
         "cbackend.py": backend,
         "ext.c": "#include <Python.h>\n#include <swe_rl_absent/lib.h>\n",
-        "PKG-INFO": f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n",
+        "PKG-INFO": f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n"
+        + "".join(f"Requires-Dist: {r}\n" for r in requires),
     }
     root.mkdir(parents=True, exist_ok=True)
     sdist = root / f"{base}.tar.gz"

@@ -21,7 +21,7 @@ from swe_rl.envs.dating import WIDENED, Resolver, Widening, unreachable, widened
 from swe_rl.envs.install_tools import PROBE_FAILED, SHIMS, choose_installer, freeze, install_environ
 from swe_rl.envs.lock import DATED_BUILD_TOOLS, FALLBACK, SKIPPED, pinned
 from swe_rl.envs.recipe import EnvRecipe, Installer
-from swe_rl.envs.remedies import probe_remedy, to_widen, undated_packages
+from swe_rl.envs.remedies import held_to_first_wheel, probe_remedy, to_widen, undated_packages
 from swe_rl.envs.requirement_files import RecipeFiles
 from swe_rl.envs.uv_output import BUILD_FAILED, LOCAL_BUILD_FAILED, NO_PEP660, missing_library
 from swe_rl.errors import EnvBuildError
@@ -174,9 +174,11 @@ class InstallRun:
         In order: a dependency uv says no release old enough satisfies, or whose dated sdist lacks a C library's
         header, is taken from today's index; a failed build is retried once with the task date's build tools;
         a dependency whose dated release still does not build here (no wheel for this Python, a download in its
-        setup.py) is taken from today's index, as the official images, resolved in 2024, got one that installs.
+        setup.py) is resolved as of its first release with a wheel for this Python
+        (:func:`~swe_rl.envs.remedies.held_to_first_wheel`), as the official images, resolved in 2024, got one
+        that installs.
         When the task date's build tools cannot make the repo's own editable install, 2024's come back, and the
-        dependency whose build had failed with them is taken from today's index instead.
+        dependency whose build had failed with them is widened instead.
         Each applies once (per package, or once for the build tools), so retrying ends.
         Before all of them, when the wheels-only probe stopped the command: :meth:`_to_wheel`.
         """
@@ -195,6 +197,7 @@ class InstallRun:
             self.dated_build_tools = False
             found = to_widen(self.recipe, self.widened, self._failed_with_2024, command, dependencies=True)
             if found is not None:
+                found = held_to_first_wheel(found, self._resolver(), self.recipe.exclude_newer)
                 self.widened.append(found)
             self._note(
                 f"swe-rl: the task date's build tools cannot build `{command}` editable; 2024's again"
@@ -204,6 +207,7 @@ class InstallRun:
         tools_too_new = self._build_tools_too_new(output)
         found = to_widen(self.recipe, self.widened, output, command, dependencies=not tools_too_new)
         if found is not None:
+            found = held_to_first_wheel(found, self._resolver(), self.recipe.exclude_newer)
             self.widened.append(found)
             self._note(f"swe-rl: widened {found.package}: {found.detail()}")
             return True

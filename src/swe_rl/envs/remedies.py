@@ -104,6 +104,29 @@ def probe_remedy(
     return ProbeRemedy(again[0].package, why, take_back=again[0] if again[0].as_of else None)
 
 
+def held_to_first_wheel(found: Widening, resolver: Resolver | None, exclude_newer: str) -> Widening:
+    """A dependency widened because its dated release does not build here (or because it pins one that does
+    not), resolved as of the upload of its earliest release with a platform wheel for this Python, not from
+    today's index; the date itself when that release is older than the date (other requirements held the pick
+    back: a widening cannot change it). Today's index when no release has a platform wheel.
+
+    Why not today's: uv builds sdists in parallel and reports the first that fails, so which of two failing
+    builds is widened first follows timing. Taken to today's, the order decided the env (xarray-6599 on
+    Python 3.10: numba 0.53.1 and llvmlite 0.36.0 both refuse it; llvmlite first took both to today's and numba
+    0.68.1 broke ``import sparse`` beside the dated coverage, numba first left sparse out). Held to the first
+    wheel, either order ends in the same env, and the drift from the task's date is the least that builds."""
+    if resolver is None or found.as_of or not found.reason.startswith(("the dated release", "it pins")):
+        return found
+    release = resolver.first_wheel(found.package, "")
+    if release is None or not release.compiled or not release.uploaded:
+        return found
+    if release.uploaded <= exclude_newer:
+        reason = f"{found.reason}; its first {resolver.python_tag()} wheel ({release.version}) is older than the date"
+        return found.model_copy(update={"reason": reason, "as_of": exclude_newer})
+    reason = f"{found.reason}; earliest with a {resolver.python_tag()} wheel: {release.version}"
+    return found.model_copy(update={"reason": reason, "as_of": release.uploaded})
+
+
 def undated_packages(recipe: EnvRecipe) -> list[str]:
     """Packages exempt from the date: the recipe's ``undated`` and every exact ``name==version`` pin."""
     names = list(recipe.undated)
