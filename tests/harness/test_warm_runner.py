@@ -296,3 +296,47 @@ async def test_a_server_that_imported_the_repositorys_own_code_runs_everything_c
             env=on_path,
         )
         assert result.output.strip() == "forked", result.output
+
+
+# Tests that look through the collector's objects: the server freezes its own (gc.freeze, so a child's
+# collections skip them), and a frozen object is in neither list unless the run puts them back.
+GC_LOOK = """import gc, pytest
+
+def test_pytest_is_among_the_objects():
+    assert any(o is vars(pytest) for o in gc.get_objects())
+
+def test_pytest_is_among_the_referrers():
+    assert any(o is vars(pytest) for o in gc.get_referrers(pytest.main))
+
+def test_collections_still_collect():
+    class Cycle:
+        pass
+    a, b = Cycle(), Cycle()
+    a.b, b.a = b, a
+    del a, b
+    assert gc.collect() >= 2
+"""
+
+
+async def test_a_run_that_looks_through_the_collectors_objects_sees_what_a_cold_run_sees(task_by_id, envs):
+    task = task_by_id["swe-rl-builtin__textkit-3"]
+    factory = available_factory("ns")
+    async with await factory.create(envs.ensure(task)) as box:
+        _runner, command = await _started(box)
+        await box.write_file("tests/test_gc_look.py", GC_LOOK.encode())
+        # the positive control: in this env's Python, a frozen object is missing from both lists
+        frozen = await box.exec(
+            "python -c 'import gc, pytest; gc.freeze(); "
+            "print(any(o is vars(pytest) for o in gc.get_objects()), "
+            "any(o is vars(pytest) for o in gc.get_referrers(pytest.main)))'",
+            timeout=60,
+        )
+        assert frozen.output.split() == ["False", "False"], frozen.output
+        run = "-rA -p no:cacheprovider tests/test_gc_look.py"
+        cold = await box.exec(f"python -m pytest {run}", timeout=120)
+        hot = await box.exec(f"swe_rl_runner_note=/tmp/n; {command} {run}; cat /tmp/n", timeout=120)
+        assert hot.output.rstrip().endswith("forked"), hot.output
+        expected = {
+            f"tests/test_gc_look.py::{name}": "PASSED" for name in re.findall(r"def (test_\w+)", GC_LOOK)
+        }
+        assert parse_test_log(cold.output) == parse_test_log(hot.output) == expected, hot.output

@@ -27,6 +27,7 @@ del sys.path[0]  # `python -c` put the working directory first: nothing is impor
 
 import contextlib  # noqa: E402
 import ctypes  # noqa: E402
+import gc  # noqa: E402
 import importlib  # noqa: E402
 import os  # noqa: E402
 import random  # noqa: E402
@@ -200,12 +201,40 @@ class Run:
         os.environ.update(request["env"])
         sys.path[:] = child_path(request)
         random.seed()
+        see_all_objects()
         if request["mode"] == "module":
             sys.argv[:] = ["-m"] + request["args"]
             runpy.run_module("pytest", run_name="__main__", alter_sys=True)
         else:
             sys.argv[:] = [request["script"]] + request["args"]
             runpy.run_path(request["script"], run_name="__main__")
+
+
+def freeze():
+    """Move every object the server made into the collector's permanent generation (Python 3.7+): a child's
+    collections (pytest runs two at its end) then skip them, and do not write to, and so copy, the pages
+    they share with the server. A third of a small run's time (60 -> 44 ms, the builtin inikit env)."""
+    if hasattr(gc, "freeze"):
+        gc.collect()
+        gc.freeze()
+
+
+def see_all_objects():
+    """In a child: ``gc.get_objects`` and ``gc.get_referrers`` leave the permanent generation out, so a test
+    that looks through them would miss the objects the cold run has (pytest's own, the preloaded modules').
+    Their first call puts every frozen object back, then answers as in a cold run."""
+    if not hasattr(gc, "unfreeze"):
+        return
+    for name in ("get_objects", "get_referrers"):
+        original = getattr(gc, name)
+
+        def thawed(*args, _original=original, **kwargs):
+            gc.unfreeze()
+            return _original(*args, **kwargs)
+
+        thawed.__name__ = thawed.__qualname__ = name
+        thawed.__doc__ = original.__doc__
+        setattr(gc, name, thawed)
 
 
 def serve(listener, wake):
@@ -281,6 +310,7 @@ def main():
     os.chdir("/")
     global LIMITS
     LIMITS = own_limits()
+    freeze()
     os.write(ready_w, b"1")
     os.close(ready_w)
     return serve(listener, wake_r)
