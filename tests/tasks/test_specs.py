@@ -194,12 +194,14 @@ def test_a_composed_django_script_runs_dotted_modules_in_a_real_repo(tmp_path: P
     (repo / EVAL_SCRIPT).write_text(
         eval_script(task("django/django", "3.1", base_commit=base, test_patch=patch))
     )
+    # a candidate patch changed the test file: the script resets it by its real path (the directive is a
+    # dotted module) before the test patch, which then applies
+    (repo / "tests" / "admin_views" / "test_forms.py").write_text("A = 3\n")
     run = subprocess.run(["bash", EVAL_SCRIPT], cwd=repo, capture_output=True, text=True, check=False)
     assert "runtests --verbosity 2 --settings=test_sqlite --parallel 1 admin_views.test_forms" in run.stdout
     assert "LC_ALL=C.UTF-8 LANG=C.UTF-8" in run.stdout
     assert ">>>>> Test Exit Code: 3" in run.stdout
-    # the test file is reset by its real path after the run
-    assert (repo / "tests" / "admin_views" / "test_forms.py").read_text() == "A = 1\n"
+    assert (repo / "tests" / "admin_views" / "test_forms.py").read_text() == "A = 2\n"
 
 
 def test_a_build_that_needs_a_missing_compiler_names_the_package():

@@ -3,7 +3,9 @@
 swebench 5 rows carry their own ``eval_script``. Other rows get one composed here the way swebench
 4's ``make_eval_script_list`` does: reset the test files, apply the test patch, set the spec's eval
 environment, run the test command on the test directives (the test files less data files; django's
-as dotted modules) between the log markers, record its exit code, reset the test files again.
+as dotted modules) between the log markers, record its exit code. swebench's script then resets the
+test files again; this one does not: the sandbox is reset or destroyed after every grading, and nothing
+after the exit code's line is part of the log.
 """
 
 from __future__ import annotations
@@ -86,7 +88,6 @@ def eval_script(task: Task, *, image_env: bool = False, runner: warm.WarmRunner 
             "swe_rl_rc=$?",
             f"echo '{END_TEST_OUTPUT}'",
             f"echo '{TEST_EXIT_CODE}: '$swe_rl_rc",
-            reset,
             *([warm.report_line()] if hooked else []),
             "",
         ]

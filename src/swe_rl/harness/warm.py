@@ -86,7 +86,7 @@ NOTE = '"$swe_rl_runner_note"'
 def note_line(scratch: str) -> str:
     """Shell run first in the eval script, in the repo's root: the client notes which way it ran in the
     grading files' directory ``scratch``."""
-    return f'swe_rl_runner_note="$PWD/{scratch}/runner"; rm -f "$swe_rl_runner_note"'
+    return f'swe_rl_runner_note="$PWD/{scratch}/runner"; : > "$swe_rl_runner_note"'
 
 
 def hook(test_cmd: str, runner: WarmRunner | None) -> str | None:
@@ -103,9 +103,9 @@ def hook(test_cmd: str, runner: WarmRunner | None) -> str | None:
 
 def report_line() -> str:
     """Shell that prints which way the tests ran: the eval script's last line of output."""
-    return (
-        f'echo "{RUNNER_MARK} $(head -c 200 "$swe_rl_runner_note" 2>/dev/null || echo unknown)"; '
-        'rm -f "$swe_rl_runner_note"'
+    return (  # bash's own read: no process
+        'swe_rl_ran=; IFS= read -r -n 200 swe_rl_ran < "$swe_rl_runner_note" 2>/dev/null; '
+        f'echo "{RUNNER_MARK} ${{swe_rl_ran:-unknown}}"'
     )
 
 
