@@ -22,7 +22,7 @@ from tests.conftest import available_factory
 from swe_rl.agent.config import load_agent_config
 from swe_rl.envs.cache import EnvCache
 from swe_rl.episode.request import NamedModel
-from swe_rl.executors.ray import RayExecutor, host_handle
+from swe_rl.executors.ray import RayExecutor, connect, host_handle
 from swe_rl.llm.base import SamplingParams
 from swe_rl.runs.evaluation import Attempts, EvalSettings, run_eval
 
@@ -265,3 +265,27 @@ def test_missing_ray_names_the_extra():
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert "swe-rl[ray]" in out.stdout
+
+
+def test_the_jobs_workers_import_the_grading_code_when_they_start(cluster):
+    """swe-rl joins a cluster with a worker set-up hook: a worker that has graded nothing yet has swebench's
+    grading imported already, so no rollout waits 2 s for it at its first verdict."""
+
+    def grading_imported() -> bool:  # defined here: pickled by value (the test module is not on the workers)
+        import sys
+
+        return "swebench.harness.grading" in sys.modules
+
+    probe = ray.remote(num_cpus=1)(grading_imported)
+    address = cluster.cluster.address
+    try:
+        # the control: a new job joined as a plain driver does, whose fresh worker has not imported it
+        ray.shutdown()
+        ray.init(address=address, log_to_driver=False)
+        assert ray.get(probe.remote(), timeout=120) is False
+        ray.shutdown()
+        assert connect(address) is False  # joined, not started
+        assert ray.get(probe.remote(), timeout=120) is True
+    finally:
+        ray.shutdown()
+        ray.init(address=address, log_to_driver=False)

@@ -64,6 +64,11 @@ __all__ = [
 ]
 
 
+# Every worker of the job imports swebench's grading when it starts (2-2.5 s, FACTS.md), not at its first
+# verdict: workers are reused across rollouts, and a rollout's time should not depend on the worker it got.
+WORKER_ENV = {"worker_process_setup_hook": "swe_rl.harness.official.preload"}
+
+
 def _reachable(address: str) -> None:
     """ConfigError now for a head nobody listens at (ray.init would retry for minutes)."""
     host, _, port = address.removeprefix("ray://").rpartition(":")
@@ -88,7 +93,7 @@ def connect(address: str | None, *, start: bool = True) -> bool:
         return False
     if address and address != "auto":
         _reachable(address)
-    quiet = {"log_to_driver": False, "logging_level": "WARNING"}
+    quiet: dict[str, Any] = {"log_to_driver": False, "logging_level": "WARNING", "runtime_env": WORKER_ENV}
     try:
         ray.init(address=address or "auto", **quiet)
         return False
