@@ -3,8 +3,12 @@ could differ, or a server a test run tampered with, falls back to the cold comma
 
 from __future__ import annotations
 
+import dataclasses
+import os
 import re
 import shlex
+import subprocess
+from pathlib import Path
 
 import pytest
 from tests.conftest import available_factory
@@ -192,8 +196,11 @@ async def test_a_killed_or_impersonated_server_means_cold_runs(task_by_id, envs)
         result = await box.exec(f"swe_rl_runner_note=/tmp/n; {command} {run}", timeout=120)
         assert "cold (no server: the socket is not the server's)" in result.output
         assert parse_test_log(result.output), "the tests really ran, cold"
-        # the positive control: a client told the impersonator's pid believes it, and no test runs
-        believing = command.replace(f" {runner.pid} ", f" {fake_pid} ")
+        # the positive control: a client told the impersonator's pid (and start time) believes it, and no
+        # test runs
+        impostor = dataclasses.replace(runner, pid=fake_pid, start_ticks=await _start_ticks(box, fake_pid))
+        believing = warm.hook("python -m pytest", impostor)
+        assert believing
         result = await box.exec(f"swe_rl_runner_note=/tmp/n; {believing} {run}", timeout=120)
         assert "rc=0" in result.output and "forked" in result.output and not parse_test_log(result.output)
 
@@ -340,3 +347,101 @@ async def test_a_run_that_looks_through_the_collectors_objects_sees_what_a_cold_
             f"tests/test_gc_look.py::{name}": "PASSED" for name in re.findall(r"def (test_\w+)", GC_LOOK)
         }
         assert parse_test_log(cold.output) == parse_test_log(hot.output) == expected, hot.output
+
+
+# A test run kills the server, then forks until a child of its own gets the server's pid: pids are handed out
+# in turn, and here a process forks ~4,500 times a second, so the whole range (4,194,304) goes by in about 15
+# minutes, within the 30-minute test timeout. The child listens on the server's address and answers every
+# run "passed" without running it. (The test moves the pid namespace's counter from the host, ns_last_pid, so
+# that it takes seconds; the cycling is the same.)
+PID_THIEF = """import os, socket, sys, time
+target, address = int(sys.argv[1]), sys.argv[2]
+last, wrapped = 0, False
+while True:
+    pid = os.fork()
+    if pid == 0:
+        if os.getpid() != target:
+            os._exit(0)
+        os.setsid()
+        null = os.open("/dev/null", os.O_RDWR)
+        for fd in (0, 1, 2):
+            os.dup2(null, fd)
+        s = socket.socket(socket.AF_UNIX)
+        s.bind("\\0" + address)
+        s.listen(4)
+        while True:
+            c, _ = s.accept()
+            try:
+                n = int.from_bytes(c.recv(4), "big")
+                while n > 0:
+                    n -= len(c.recv(n) or b"x" * n)
+                c.sendall(b"forked 1\\nexit 0\\n")
+            except OSError:
+                pass
+            c.close()
+    if pid == target:
+        time.sleep(0.5)  # it listens
+        print("taken", flush=True)
+        break
+    os.waitpid(pid, 0)
+    wrapped = wrapped or pid < last
+    if wrapped and pid > target:  # went past it: its pid is taken
+        print("missed", pid, flush=True)
+        break
+    last = pid
+"""
+
+
+async def _start_ticks(box, pid: int) -> int:  # type: ignore[no-untyped-def]
+    """When ``pid`` (as ``box`` sees it) started, as WarmRunner records it."""
+    stat = await box.exec(f"cat /proc/{pid}/stat", timeout=10)
+    return int(stat.output.rsplit(")", 1)[1].split()[19])
+
+
+def _set_last_pid(box, last: int) -> None:  # type: ignore[no-untyped-def]
+    """From the host: the last pid handed out in ``box``'s pid namespace (the next fork gets the one after)."""
+    own = os.readlink("/proc/self/ns/pid")
+    todo = [box.bwrap_pid]
+    while todo:  # a process inside the namespace: a child of bwrap
+        pid = todo.pop()
+        if os.readlink(f"/proc/{pid}/ns/pid") != own:
+            command = f"echo {last} > /proc/sys/kernel/ns_last_pid"
+            subprocess.run(["nsenter", "-t", str(pid), "-p", "--", "sh", "-c", command], check=True)
+            return
+        for task in os.listdir(f"/proc/{pid}/task"):
+            todo += [int(c) for c in Path(f"/proc/{pid}/task/{task}/children").read_text().split()]
+    raise AssertionError("no process in the sandbox's pid namespace")
+
+
+async def test_a_process_that_took_the_dead_servers_pid_is_not_taken_for_it(task_by_id, envs):
+    task = task_by_id["swe-rl-builtin__textkit-3"]
+    factory = available_factory("ns")
+    async with await factory.create(envs.ensure(task)) as box:
+        # the server starts on a sandbox's second use or later, after gradings whose tests forked (a pid
+        # below 300 is never handed out again once the counter wraps)
+        _set_last_pid(box, 1000)
+        runner, command = await _started(box)
+        assert runner.pid > 1000
+        await box.write_file("/tmp/thief.py", PID_THIEF.encode())
+        killed = await box.exec(
+            f"kill -KILL {runner.pid} && while [ -e /proc/{runner.pid} ]; do sleep 0.05; done", timeout=10
+        )
+        assert killed.returncode == 0
+        # the host moves the counter near the top: the thief's forks wrap round to 300 and go up from there
+        top = int((await box.exec("cat /proc/sys/kernel/pid_max", timeout=10)).output)
+        _set_last_pid(box, top - 100)
+        taken = await box.exec(f"python /tmp/thief.py {runner.pid} {runner.address}", timeout=60)
+        assert taken.output.strip() == "taken", taken.output
+        thief = dataclasses.replace(runner, start_ticks=await _start_ticks(box, runner.pid))
+        # the positive control: told the thief's start time, the runner's checks take it for the server
+        assert await thief.alive(box)
+        believing = warm.hook("python -m pytest", thief)
+        assert believing
+        run = "-rA -p no:cacheprovider tests; echo rc=$?; cat /tmp/n"
+        fooled = await box.exec(f"swe_rl_runner_note=/tmp/n; {believing} {run}", timeout=120)
+        assert "rc=0" in fooled.output and "forked" in fooled.output and not parse_test_log(fooled.output)
+        # the server's own start time tells them apart: not alive (a reset keeps nothing), and the run is cold
+        assert not await runner.alive(box)
+        result = await box.exec(f"swe_rl_runner_note=/tmp/n; {command} {run}", timeout=120)
+        assert "cold (no server: the socket is not the server's)" in result.output, result.output
+        assert parse_test_log(result.output), "the tests really ran, cold"

@@ -11,9 +11,9 @@ the patch shadows), runs cold and unchanged; the eval script's output says which
 and :func:`runner_of` reads it back.
 
 The server never imports the repository's code and is not dumpable (no ptrace, no ``/proc/<pid>/mem``)
-and the client checks the socket's peer is the server's pid, so one test run cannot leave state for
-the next one to meet: a run can only kill or stop the server, and then the next runs are cold until it
-is started again (:meth:`WarmRunner.alive`).
+and the client checks the socket's peer is the server (its pid, started when the server did), so one
+test run cannot leave state for the next one to meet: a run can only kill or stop the server, and then
+the next runs are cold until it is started again (:meth:`WarmRunner.alive`).
 """
 
 from __future__ import annotations
@@ -32,7 +32,6 @@ SERVER = (_HERE / "warm_server.py").read_text()
 CLIENT = (_HERE / "warm_client.py").read_text()
 RUNNER_MARK = ">>>>> swe-rl test runner:"
 _PYTEST = re.compile(r"^(?:(?P<word>python3?(?:\.\d+)?) -m pytest|(?P<script>pytest))(?=\s|$)")
-_STATE = re.compile(r"^\S+ \S+ (\S)")
 
 
 @dataclass(frozen=True)
@@ -42,12 +41,20 @@ class WarmRunner:
     pid: int
     address: str
     import_seconds: float
+    start_ticks: int  # when it started (clock ticks since boot): with the pid, what names the server
 
     async def alive(self, box: Sandbox) -> bool:
-        """Whether the server still runs in ``box`` (not stopped, traced or a zombie)."""
+        """Whether the server still runs in ``box`` (not stopped, traced or a zombie): the process with its
+        pid, started when it did. A test run can kill the server and fork until a process of its own gets
+        the pid (4,194,304 pids go by in ~15 minutes here); that one is not kept by a reset."""
         result = await box.exec(f"cat /proc/{self.pid}/stat 2>/dev/null", timeout=30)
-        match = _STATE.match(result.output)
-        return result.returncode == 0 and match is not None and match.group(1) in "RSD"
+        fields = result.output.rpartition(")")[2].split()
+        return (
+            result.returncode == 0
+            and len(fields) > 19
+            and fields[0] in ("R", "S", "D")
+            and fields[19] == str(self.start_ticks)
+        )
 
 
 async def start(
@@ -74,9 +81,11 @@ async def start(
     result = await box.exec(f"cd / && {command}", timeout=timeout, env=variables)
     fields = result.output.strip().splitlines()[-1:] if result.returncode == 0 else []
     parts = fields[0].split() if fields else []
-    if len(parts) != 2 or not parts[0].isdigit():
+    if len(parts) != 3 or not parts[0].isdigit() or not parts[2].isdigit():
         return None
-    return WarmRunner(pid=int(parts[0]), address=address, import_seconds=float(parts[1]))
+    return WarmRunner(
+        pid=int(parts[0]), address=address, import_seconds=float(parts[1]), start_ticks=int(parts[2])
+    )
 
 
 NOTE = '"$swe_rl_runner_note"'
@@ -97,7 +106,8 @@ def hook(test_cmd: str, runner: WarmRunner | None) -> str | None:
         return None
     mode, word = ("module", match.group("word")) if match.group("word") else ("script", "pytest")
     args = test_cmd[match.end() :]
-    client = f"python -I -S -c {shlex.quote(CLIENT)} {runner.address} {runner.pid} {NOTE} {mode} {word} --"
+    server = f"{runner.pid}:{runner.start_ticks}"
+    client = f"python -I -S -c {shlex.quote(CLIENT)} {runner.address} {server} {NOTE} {mode} {word} --"
     return client + args
 
 

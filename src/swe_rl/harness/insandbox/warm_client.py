@@ -20,7 +20,8 @@ import _socket
 import os
 import sys
 
-ADDRESS, PID, NOTE, MODE, WORD = sys.argv[1:6]
+ADDRESS, SERVER, NOTE, MODE, WORD = sys.argv[1:6]
+PID, _, START = SERVER.partition(":")  # the server's pid and start time (a pid can be handed out again)
 ARGS = sys.argv[7:]  # after "--"
 COLD = [WORD, *ARGS] if MODE == "script" else [WORD, "-m", "pytest", *ARGS]
 
@@ -47,9 +48,16 @@ def connect():
     conn = _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM)
     conn.connect("\0" + ADDRESS)
     creds = conn.getsockopt(_socket.SOL_SOCKET, _socket.SO_PEERCRED, 12)
-    if int.from_bytes(creds[:4], sys.byteorder) != int(PID):
+    if int.from_bytes(creds[:4], sys.byteorder) != int(PID) or started(PID) != START:
         raise OSError("the socket is not the server's")
     return conn
+
+
+def started(pid):
+    """When ``pid`` started (clock ticks since boot): a process that got the pid after the server died did
+    not start when the server did."""
+    with open("/proc/" + pid + "/stat") as fh:
+        return fh.read().rsplit(")", 1)[1].split()[19]
 
 
 def request():

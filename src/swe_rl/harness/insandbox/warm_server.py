@@ -210,6 +210,12 @@ class Run:
             runpy.run_path(request["script"], run_name="__main__")
 
 
+def start_ticks(pid):
+    """When ``pid`` started, in clock ticks since boot (field 22 of /proc/<pid>/stat)."""
+    with open(f"/proc/{pid}/stat") as fh:
+        return int(fh.read().rsplit(")", 1)[1].split()[19])
+
+
 def freeze():
     """Move every object the server made into the collector's permanent generation (Python 3.7+): a child's
     collections (pytest runs two at its end) then skip them, and do not write to, and so copy, the pages
@@ -288,8 +294,8 @@ def main():
     pid = os.fork()
     if pid:  # the launching command returns once the server listens, with its pid
         os.close(ready_w)
-        if os.read(ready_r, 1) == b"1":
-            sys.stdout.write(f"{pid} {seconds:.3f}\n")
+        if os.read(ready_r, 1) == b"1":  # the pid, and its start time: a pid alone can be handed out again
+            sys.stdout.write(f"{pid} {seconds:.3f} {start_ticks(pid)}\n")
             sys.stdout.flush()
         os._exit(0)
     os.close(ready_r)
