@@ -117,7 +117,9 @@ def held_to_first_wheel(found: Widening, resolver: Resolver | None, exclude_newe
     wheel, either order ends in the same env, and the drift from the task's date is the least that builds."""
     if resolver is None or found.as_of or not found.reason.startswith(("the dated release", "it pins")):
         return found
-    release = resolver.first_wheel(found.package, "")
+    # after the release that failed, when it is the one named (a wheel-less release between is no help)
+    name, _, failed = found.needed_by.partition("==")
+    release = resolver.first_wheel(found.package, failed if norm(name) == norm(found.package) else "")
     if release is None or not release.compiled or not release.uploaded:
         return found
     if release.uploaded <= exclude_newer:
