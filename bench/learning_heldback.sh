@@ -112,7 +112,7 @@ if stage sft && [ ! -d "$W/sft/final" ]; then
     --seed "$SEED" "${resume[@]}"
 fi
 if stage probe; then  # train tasks the warm start did not see
-  [ -f "$W/probe-tasks.jsonl" ] || tail -n "+$((WARM_RL + 1))" "$W/rl.train.jsonl" | head -n "$PROBE_TASKS" \
+  [ -f "$W/probe-tasks.jsonl" ] || sed -n "$((WARM_RL + 1)),$((WARM_RL + PROBE_TASKS))p" "$W/rl.train.jsonl" \
     > "$W/probe-tasks.jsonl"
   evaluate "$W/probe-tasks.jsonl" "$W/sft/final" "$W/probe" sampled
 fi
