@@ -20,7 +20,7 @@
 #
 # Every stage is resumable: one whose output exists is skipped; STAGES="rl after report" runs those only.
 # Sizes come from the environment (defaults in brackets): W [bench/results/learning-heldback], MODEL
-# [smollm2], ORACLE [scripted:oracle-debug], WARM_RL [8], SEED [3], WARM_KINDS ["return_change
+# [smollm2], ORACLE [scripted:oracle-debug], WARM_RL [24], SEED [3], WARM_KINDS ["return_change
 # constant_change stmt_delete off_by_one cond_negate"], RL_KIND [name_typo], N_WARM [80], N_RL [130],
 # SFT_EPOCHS [2], SFT_LR [5e-5], PROBE_TASKS [16], SAMPLES [8], TEMP [1.0], TOP_P [0.95], STEPS [20],
 # TASKS_PER_STEP [4], GENS [4], RL_LR [1e-5], MAX_TOKENS [128], STEP_LIMIT [3], AGENT [compact], J [16],
@@ -37,7 +37,7 @@ cd "$(dirname "$0")/.."
 W=${W:-bench/results/learning-heldback}
 MODEL=${MODEL:-smollm2}
 ORACLE=${ORACLE:-scripted:oracle-debug}
-WARM_RL=${WARM_RL:-8}
+WARM_RL=${WARM_RL:-24}
 SEED=${SEED:-3}
 WARM_KINDS=${WARM_KINDS:-return_change constant_change stmt_delete off_by_one cond_negate}
 RL_KIND=${RL_KIND:-name_typo}
