@@ -17,6 +17,10 @@ from swe_rl.envs.dating import Resolver, Widening, norm, to_wheel
 from swe_rl.envs.recipe import EnvRecipe
 from swe_rl.envs.uv_output import DEPENDENCY_FAILED, FILTERED, NO_LIBRARY, NO_WHEEL, SDIST_DISABLED, pinned_by
 
+# the reasons of widenings for a build that failed (held_to_first_wheel acts on those two only)
+NOT_BUILDING = "the dated release does not build here"
+PINS = "it pins "
+
 
 @dataclass(frozen=True)
 class ProbeRemedy:
@@ -52,7 +56,7 @@ def to_widen(
                 Widening(
                     package=name,
                     needed_by=f"{name}=={version}",
-                    reason="the dated release does not build here",
+                    reason=NOT_BUILDING,
                 )
             )
             # then the releases that pin it (numba 0.51.2 pins llvmlite 0.34, which needs LLVM 9 or 10)
@@ -60,7 +64,7 @@ def to_widen(
                 Widening(
                     package=parent,
                     needed_by=f"{name}=={version}",
-                    reason=f"it pins {name}, whose dated release does not build here",
+                    reason=f"{PINS}{name}, whose dated release does not build here",
                 )
                 for parent in pinned_by(output, name)
             ]
@@ -115,7 +119,7 @@ def held_to_first_wheel(found: Widening, resolver: Resolver | None, exclude_newe
     Python 3.10: numba 0.53.1 and llvmlite 0.36.0 both refuse it; llvmlite first took both to today's and numba
     0.68.1 broke ``import sparse`` beside the dated coverage, numba first left sparse out). Held to the first
     wheel, either order ends in the same env, and the drift from the task's date is the least that builds."""
-    if resolver is None or found.as_of or not found.reason.startswith(("the dated release", "it pins")):
+    if resolver is None or found.as_of or not found.reason.startswith((NOT_BUILDING, PINS)):
         return found
     # after the release that failed, when it is the one named (a wheel-less release between is no help)
     name, _, failed = found.needed_by.partition("==")
