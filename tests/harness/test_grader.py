@@ -116,3 +116,29 @@ async def _readme_patch(factory, env) -> str:  # type: ignore[no-untyped-def]
     async with await factory.create(env) as box:
         await box.exec("echo 'Looked at it.' >> README.md", timeout=10)
         return await box.diff()
+
+
+async def test_kept_sandboxes_beyond_the_limit_are_closed_oldest_first(tasks, envs):
+    """With sandboxes of several envs kept and taken out again while others come back (an evaluation at
+    `-j 32` over many envs), the eviction that keeps at most ``idle`` closes the oldest kept one: an env
+    whose last kept sandbox is in use has none to close. (This raised IndexError from an emptied list.)"""
+    by_env: dict[str, object] = {}
+    for task in tasks:
+        env = envs.ensure(task)
+        by_env.setdefault(env.key, env)
+    a, b, c = list(by_env.values())[:3]
+    grader = Grader(available_factory("ns"), idle=1)
+    try:
+        async with grader.sandbox(a):  # type: ignore[arg-type]
+            pass  # kept: a's sandbox
+        async with grader.sandbox(a) as taken:  # type: ignore[arg-type]
+            async with grader.sandbox(b):  # type: ignore[arg-type]
+                pass  # kept: b's
+            async with grader.sandbox(c):  # type: ignore[arg-type]
+                pass  # kept: c's, one too many: b's is closed
+            assert (await taken.box.exec("true", timeout=30)).returncode == 0  # the one in use stays open
+        # a's came back last: kept, c's closed
+        assert [key for (key, _), free in grader._free.items() if free] == [a.key]  # type: ignore[attr-defined]
+        assert grader.stats["created"] == 3
+    finally:
+        await grader.close()

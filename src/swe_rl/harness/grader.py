@@ -120,6 +120,8 @@ class Grader:
         free = self._free.get(key)
         if free:
             slot = free.pop()
+            if not free:  # no empty list is left for the eviction to take as the oldest
+                del self._free[key]
             self._count -= 1
             self.stats["reused"] += 1  # its runner was alive at the reset, and no command ran since
             if slot.runner is None and keeps_processes(slot.box) and env.key not in self._no_runner:
