@@ -65,17 +65,15 @@ mkdir -p "$W"
 stage() { [ "$STAGES" = all ] || [[ " $STAGES " == *" $1 "* ]]; }
 say() { printf '\n[heldback %s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
 
-evaluate() {  # evaluate TASKS MODEL_DIR OUT MODE [MAX]: MODE sampled (SAMPLES a task) or greedy
-  local tasks=$1 model=$2 out=$3 mode=$4 max=${5:-}
+evaluate() {  # evaluate TASKS MODEL_DIR OUT MODE: MODE sampled (SAMPLES a task) or greedy
+  local tasks=$1 model=$2 out=$3 mode=$4
   [ -f "$out/summary.json" ] && return 0
   local sampling=(--temperature 0)
   [ "$mode" = sampled ] && sampling=(--temperature "$TEMP" --top-p "$TOP_P" --n-samples "$SAMPLES")
-  local limit=()
-  [ -n "$max" ] && limit=(--max-instances "$max")
   say "eval $(basename "$out") ($mode)"
   local resume=()
   [ -f "$out/results.jsonl" ] && resume=(--resume)  # an interrupted evaluation goes on where it stopped
-  $SWE eval --tasks "$tasks" --llm "hf:$model" -o "$out" -j "$J" "${sampling[@]}" "${limit[@]}" "${resume[@]}" \
+  $SWE eval --tasks "$tasks" --llm "hf:$model" -o "$out" -j "$J" "${sampling[@]}" "${resume[@]}" \
     --step-limit "$STEP_LIMIT" --max-tokens "$MAX_TOKENS" --agent-config "$AGENT" --wall-time "$WALL" >/dev/null
 }
 

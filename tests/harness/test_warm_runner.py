@@ -34,6 +34,11 @@ def _log(verdict: Verdict) -> list[str]:
     ]
 
 
+def _textkit_box(task_by_id, envs):  # type: ignore[no-untyped-def]
+    """A fresh ns sandbox of textkit's env (the tests below plant their files in it): ``async with await``."""
+    return available_factory("ns").create(envs.ensure(task_by_id["swe-rl-builtin__textkit-3"]))
+
+
 async def _started(box, **options) -> tuple[warm.WarmRunner, str]:  # type: ignore[no-untyped-def]
     """A runner started in ``box`` and the client command that stands for `python -m pytest`."""
     runner = await warm.start(box, box.env.workdir, **options)
@@ -101,9 +106,7 @@ async def test_a_patch_that_shadows_a_preloaded_module_runs_cold(task_by_id, env
 
 async def test_another_start_up_setting_runs_cold(task_by_id, envs):
     """PYTHONHASHSEED (like every PYTHON*, LC_* and LANG variable) acts when an interpreter starts."""
-    task = task_by_id["swe-rl-builtin__textkit-3"]
-    factory = available_factory("ns")
-    async with await factory.create(envs.ensure(task)) as box:
+    async with await _textkit_box(task_by_id, envs) as box:
         _runner, command = await _started(box)
         probe = "-q -p no:cacheprovider tests >/dev/null; cat $swe_rl_runner_note"
         same = await box.exec(f"swe_rl_runner_note=/tmp/n; {command} {probe}", timeout=120)
@@ -140,9 +143,7 @@ def test_read_its_environment():
 
 
 async def test_a_test_run_cannot_read_or_trace_the_server(task_by_id, envs):
-    task = task_by_id["swe-rl-builtin__textkit-3"]
-    factory = available_factory("ns")
-    async with await factory.create(envs.ensure(task)) as box:
+    async with await _textkit_box(task_by_id, envs) as box:
         runner, command = await _started(box)
         await box.write_file("tests/test_tamper.py", TAMPER.encode())
         result = await box.exec(
@@ -164,9 +165,7 @@ async def test_a_test_run_cannot_read_or_trace_the_server(task_by_id, envs):
 
 
 async def test_a_killed_or_impersonated_server_means_cold_runs(task_by_id, envs):
-    task = task_by_id["swe-rl-builtin__textkit-3"]
-    factory = available_factory("ns")
-    async with await factory.create(envs.ensure(task)) as box:
+    async with await _textkit_box(task_by_id, envs) as box:
         runner, command = await _started(box)
         killed = await box.exec(
             f"kill -KILL {runner.pid} && while [ -e /proc/{runner.pid} ]; do sleep 0.05; done", timeout=10
@@ -206,9 +205,7 @@ async def test_a_killed_or_impersonated_server_means_cold_runs(task_by_id, envs)
 
 
 async def test_a_timed_out_run_is_killed_and_the_server_serves_on(task_by_id, envs):
-    task = task_by_id["swe-rl-builtin__textkit-3"]
-    factory = available_factory("ns")
-    async with await factory.create(envs.ensure(task)) as box:
+    async with await _textkit_box(task_by_id, envs) as box:
         runner, command = await _started(box)
         await box.write_file("tests/test_hang.py", b"import time\n\ndef test_hang():\n    time.sleep(600)\n")
         hung = await box.exec(
@@ -219,16 +216,15 @@ async def test_a_timed_out_run_is_killed_and_the_server_serves_on(task_by_id, en
         assert left.output.strip() == "", left.output
         assert await runner.alive(box)
         await box.exec("rm tests/test_hang.py", timeout=10)
+        task = task_by_id["swe-rl-builtin__textkit-3"]
         verdict = await grade_in(box, task, None, timeout=120, runner=runner)
         assert verdict.test_runner == "forked" and verdict.status == "unresolved"
 
 
 @pytest.mark.parametrize("signum", [9, 11])
 async def test_a_run_killed_by_a_signal_exits_as_the_cold_one(signum, task_by_id, envs):
-    task = task_by_id["swe-rl-builtin__textkit-3"]
     suicide = f"import os\n\ndef test_die():\n    os.kill(os.getpid(), {signum})\n"
-    factory = available_factory("ns")
-    async with await factory.create(envs.ensure(task)) as box:
+    async with await _textkit_box(task_by_id, envs) as box:
         _runner, command = await _started(box)
         await box.write_file("tests/test_die.py", suicide.encode())
         run = "-p no:cacheprovider tests/test_die.py >/dev/null 2>&1; echo rc=$?"
@@ -252,9 +248,7 @@ def test_lower_its_limits():
 @pytest.mark.parametrize("attack", ["test_lower_its_priority", "test_lower_its_limits"])
 async def test_a_server_whose_limits_a_run_changed_runs_the_next_tests_cold(attack, task_by_id, envs):
     """A run may lower the server's niceness or limits (same uid); forked children would inherit them."""
-    task = task_by_id["swe-rl-builtin__textkit-3"]
-    factory = available_factory("ns")
-    async with await factory.create(envs.ensure(task)) as box:
+    async with await _textkit_box(task_by_id, envs) as box:
         _runner, command = await _started(box)
         await box.write_file("tests/test_tamper.py", TAMPER.encode())
         await box.write_file("tests/test_lower.py", LOWER.encode())
@@ -269,9 +263,7 @@ async def test_a_server_whose_limits_a_run_changed_runs_the_next_tests_cold(atta
 async def test_a_server_that_imported_the_repositorys_own_code_runs_everything_cold(task_by_id, envs):
     """pytest's own repository (SWE-bench's pytest-dev tasks) is what `import pytest` loads: a child forked
     after it would test the unpatched code. Here the repository's module comes in as a preloaded name."""
-    task = task_by_id["swe-rl-builtin__textkit-3"]
-    factory = available_factory("ns")
-    async with await factory.create(envs.ensure(task)) as box:
+    async with await _textkit_box(task_by_id, envs) as box:
         on_path = {"PYTHONPATH": box.env.workdir}
         # the positive control: code imported before a fork is what the forked process runs, patch or not
         stale = await box.exec(
@@ -326,9 +318,7 @@ def test_collections_still_collect():
 
 
 async def test_a_run_that_looks_through_the_collectors_objects_sees_what_a_cold_run_sees(task_by_id, envs):
-    task = task_by_id["swe-rl-builtin__textkit-3"]
-    factory = available_factory("ns")
-    async with await factory.create(envs.ensure(task)) as box:
+    async with await _textkit_box(task_by_id, envs) as box:
         _runner, command = await _started(box)
         await box.write_file("tests/test_gc_look.py", GC_LOOK.encode())
         # the positive control: in this env's Python, a frozen object is missing from both lists
@@ -394,8 +384,9 @@ while True:
 
 async def _start_ticks(box, pid: int) -> int:  # type: ignore[no-untyped-def]
     """When ``pid`` (as ``box`` sees it) started, as WarmRunner records it."""
-    stat = await box.exec(f"cat /proc/{pid}/stat", timeout=10)
-    return int(stat.output.rsplit(")", 1)[1].split()[19])
+    found = await warm.process_state(box, pid)
+    assert found is not None, pid
+    return found[1]
 
 
 def _set_last_pid(box, last: int) -> None:  # type: ignore[no-untyped-def]
@@ -414,9 +405,7 @@ def _set_last_pid(box, last: int) -> None:  # type: ignore[no-untyped-def]
 
 
 async def test_a_process_that_took_the_dead_servers_pid_is_not_taken_for_it(task_by_id, envs):
-    task = task_by_id["swe-rl-builtin__textkit-3"]
-    factory = available_factory("ns")
-    async with await factory.create(envs.ensure(task)) as box:
+    async with await _textkit_box(task_by_id, envs) as box:
         # the server starts on a sandbox's second use or later, after gradings whose tests forked (a pid
         # below 300 is never handed out again once the counter wraps)
         _set_last_pid(box, 1000)

@@ -47,14 +47,17 @@ class WarmRunner:
         """Whether the server still runs in ``box`` (not stopped, traced or a zombie): the process with its
         pid, started when it did. A test run can kill the server and fork until a process of its own gets
         the pid (4,194,304 pids go by in ~15 minutes here); that one is not kept by a reset."""
-        result = await box.exec(f"cat /proc/{self.pid}/stat 2>/dev/null", timeout=30)
-        fields = result.output.rpartition(")")[2].split()
-        return (
-            result.returncode == 0
-            and len(fields) > 19
-            and fields[0] in ("R", "S", "D")
-            and fields[19] == str(self.start_ticks)
-        )
+        found = await process_state(box, self.pid)
+        return found is not None and found[0] in ("R", "S", "D") and found[1] == self.start_ticks
+
+
+async def process_state(box: Sandbox, pid: int) -> tuple[str, int] | None:
+    """``pid``'s state letter and start time (clock ticks since boot) in ``box``; None when it is gone."""
+    result = await box.exec(f"cat /proc/{pid}/stat 2>/dev/null", timeout=30)
+    fields = result.output.rpartition(")")[2].split()  # after the command name, which may hold anything
+    if result.returncode != 0 or len(fields) <= 19 or not fields[19].isdigit():
+        return None
+    return fields[0], int(fields[19])
 
 
 async def start(
