@@ -18,7 +18,7 @@
 #   report   results.json: each evaluation's resolve rate with a 95 % Wilson interval, the difference,
 #            GRPO's per-step curve
 #
-# Every stage is resumable: one whose output exists is skipped; STAGES="rl after report" runs those only.
+# Every stage is resumable: one whose output is complete is skipped; STAGES="rl after report" runs those only.
 # Sizes come from the environment (defaults in brackets): W [bench/results/learning-heldback], MODEL
 # [smollm2], ORACLE [scripted:oracle-debug], WARM_RL [24], SEED [3], WARM_KINDS ["return_change
 # constant_change stmt_delete off_by_one cond_negate"], RL_KIND [name_typo], N_WARM [80], N_RL [130],
@@ -67,7 +67,9 @@ say() { printf '\n[heldback %s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
 
 evaluate() {  # evaluate TASKS MODEL_DIR OUT MODE: MODE sampled (SAMPLES a task) or greedy
   local tasks=$1 model=$2 out=$3 mode=$4
-  [ -f "$out/summary.json" ] && return 0
+  # done only when nothing is missing: an evaluation that was stopped leaves a summary with "missing" > 0
+  [ -f "$out/summary.json" ] && python3 -c 'import json, sys; sys.exit(json.load(open(sys.argv[1]))["missing"] > 0)' \
+    "$out/summary.json" && return 0
   local sampling=(--temperature 0)
   [ "$mode" = sampled ] && sampling=(--temperature "$TEMP" --top-p "$TOP_P" --n-samples "$SAMPLES")
   say "eval $(basename "$out") ($mode)"
