@@ -24,27 +24,25 @@ _GIT = (
     "git -c core.fsmonitor=false -c core.untrackedCache=false -c core.hooksPath=/dev/null "
     "-c core.quotePath=false -c advice.addEmbeddedRepo=false"
 )
-_BUNDLE = f"{SCRATCH}/inventory"
-_BUNDLE_MARK = "swe-rl-inventory:"
+_MARK = "swe-rl-inventory:"
 _PREAMBLE = f"""set -u
 S={SCRATCH}
-for t in find sort sha1sum xargs wc cat base64; do  # a minimal image may lack them: say so, never guess
+for t in find sort sha1sum xargs base64; do  # a minimal image may lack them: say so, never guess
   command -v $t >/dev/null || {{ echo "snapshot-failed: the environment has no $t"; exit 0; }}
 done
 export GIT_OPTIONAL_LOCKS=0 GIT_LITERAL_PATHSPECS=1 GIT_INDEX_FILE="$PWD/$S/snapshot.index"
 G="{_GIT}"
-gitdir_digest() {{  # a directory's own times change with git's index.lock: its entries are what counts
-  find .git \\( -path .git/swe-rl -o -path .git/index \\) -prune -o -type d -printf '%m %P\\0' | sort -z | sha1sum
-  find .git \\( -path .git/swe-rl -o -path .git/index \\) -prune -o ! -type d -printf '%y %m %s %i %T@ %C@ %P\\0' \\
-    | sort -z | sha1sum
+gitdir_digest() {{  # its entries (a directory's own times change with git's index.lock) and contents
+  find .git \\( -path .git/swe-rl -o -path .git/index \\) -prune -o -type d -printf 'd %m %P\\0' \\
+    -o -printf '%y %m %s %i %T@ %C@ %P\\0' | sort -z | sha1sum
   find .git \\( -path .git/swe-rl -o -path .git/index -o -path .git/objects \\) -prune -o -type f -print0 \\
     | sort -z | xargs -0 -r sha1sum | sha1sum
 }}
 snapshot() {{ $G add -A -f -- . >/dev/null 2>&1 && $G write-tree > "$S/$1"; }}
-changes() {{ $G diff-tree -r -z --no-renames --raw "$(cat $S/tree0)" "$(cat $S/$1)" > $S/changes; }}
-bundle() {{  # 'name size' NL bytes, for each; printed base64 on one line as well (one round trip)
-  for f in "$@"; do printf '%s %s\\n' "$f" "$(wc -c < "$S/$f")"; cat "$S/$f"; done > {_BUNDLE}
-  printf '\\n{_BUNDLE_MARK}'; base64 -w0 < {_BUNDLE}; echo
+changes() {{ $G diff-tree -r -z --no-renames --raw "$(< $S/tree0)" "$(< $S/$1)" > $S/changes; }}
+show() {{  # each file base64 on a line of its own after the mark (one round trip; a line cut short is read again)
+  for f in "$@"; do printf '\\n{_MARK}%s ' "$f"; base64 -w0 < "$S/$f"; done
+  echo
 }}
 """
 # Module names importable from the env (stdlib and site-packages), by its own interpreter, isolated
@@ -76,11 +74,11 @@ BEFORE = (
     _PREAMBLE
     + _BEFORE_TREE
     + f"""{_LIST_MODULES} > $S/modules 2>/dev/null || : > $S/modules
-bundle numstat modules
+show numstat modules
 """
 )
 # The same, for a caller that knows the env's module names already (harness/grader.py: one listing per env)
-BEFORE_KNOWING_MODULES = _PREAMBLE + _BEFORE_TREE + "bundle numstat\n"
+BEFORE_KNOWING_MODULES = _PREAMBLE + _BEFORE_TREE + "show numstat\n"
 AFTER = (
     _PREAMBLE
     + """gitdir_digest > $S/gitdir1
@@ -88,7 +86,7 @@ cmp -s $S/gitdir0 $S/gitdir1 || { echo "gitdir-changed"; exit 0; }
 snapshot tree1 || { echo "snapshot-failed"; exit 0; }
 changes tree1
 GIT_LITERAL_PATHSPECS=0 $G ls-files -z -- ':(glob)**/__init__.py' > $S/packages
-bundle changes packages
+show changes packages
 """
 )
 _REVERT_LIST = f"{SCRATCH}/revert"
@@ -104,12 +102,12 @@ while IFS= read -r -d '' entry; do
   esac
 done < $S/revert
 if [ -s $S/restore ]; then
-  GIT_INDEX_FILE="$PWD/$S/revert.index" $G read-tree "$(cat $S/tree0)" \\
+  GIT_INDEX_FILE="$PWD/$S/revert.index" $G read-tree "$(< $S/tree0)" \\
     && GIT_INDEX_FILE="$PWD/$S/revert.index" $G checkout-index -f -z --stdin < $S/restore
 fi
 snapshot tree2 || { echo "snapshot-failed"; exit 0; }
 changes tree2
-bundle changes
+show changes
 """
 )
 SYMLINK, GITLINK, ABSENT = "120000", "160000", "000000"
@@ -152,7 +150,7 @@ async def before(box: Sandbox, setup: str = "", installed: set[str] | None = Non
     result = await box.exec(setup + (BEFORE if installed is None else BEFORE_KNOWING_MODULES), timeout=300)
     if "snapshot-failed: the environment has no" in result.output:
         return Inventory(problem=f"cannot snapshot the tree before the patch: {_tail(result)}")
-    found = await _bundle(box, result)
+    found = await _shown(box, result, "numstat", *([] if installed is not None else ["modules"]))
     inventory = Inventory(
         patch_paths=_numstat_paths(found.get("numstat", "")),
         installed=set(found.get("modules", "").split()) if installed is None else set(installed),
@@ -171,7 +169,7 @@ async def after(box: Sandbox, inventory: Inventory) -> Inventory:
     elif "snapshot-failed" in result.output or result.returncode != 0:
         found.problem = found.problem or f"cannot snapshot the patched tree: {_tail(result)}"
     else:
-        parts = await _bundle(box, result)
+        parts = await _shown(box, result, "changes", "packages")
         found.changes = _changes(parts.get("changes", ""))
         found.package_dirs = {_parent(p) for p in _split(parts.get("packages", ""))}
     return found
@@ -186,35 +184,38 @@ async def revert(box: Sandbox, inventory: Inventory, paths: list[str]) -> list[C
     result = await box.exec(write + REVERT, timeout=300)
     if "snapshot-failed" in result.output or result.returncode != 0:
         return None
-    return _changes((await _bundle(box, result)).get("changes", ""))
+    return _changes((await _shown(box, result, "changes")).get("changes", ""))
 
 
-async def _bundle(box: Sandbox, result: ExecResult) -> dict[str, str]:
-    """The files a script bundled: name -> content (paths decoded as UTF-8, odd bytes kept as
-    surrogates). From the script's output, or from the bundle's file when the output was cut."""
-    _, mark, encoded = result.output.rpartition(_BUNDLE_MARK)
-    if mark and not result.truncated:
-        data = base64.b64decode(encoded.strip())
-    else:
-        try:
-            data = await box.read_file(_BUNDLE)
-        except (SandboxError, OSError):
-            return {}
+async def _shown(box: Sandbox, result: ExecResult, *names: str) -> dict[str, str]:
+    """The files a script showed: name -> content (paths decoded as UTF-8, odd bytes kept as surrogates).
+    From the script's output, or read from the sandbox where the output was cut; a file the script did not
+    write is left out."""
+    lines = {}
+    if not result.truncated:
+        for line in result.output.split("\n"):
+            if line.startswith(_MARK):
+                name, _, encoded = line[len(_MARK) :].partition(" ")
+                lines[name] = encoded.strip()
     parts: dict[str, str] = {}
-    at = 0
-    try:
-        while at < len(data):
-            end = data.index(b"\n", at)
-            name, size = data[at:end].decode().split(" ")
-            at = end + 1 + int(size)
-            parts[name] = data[end + 1 : at].decode("utf-8", "surrogateescape")
-    except ValueError:
-        raise SandboxError(f"{box.id}: the inventory's bundle is malformed: {data[:200]!r}") from None
+    for name in names:
+        try:
+            data = base64.b64decode(lines[name], validate=True) if name in lines else None
+        except ValueError:
+            raise SandboxError(
+                f"{box.id}: the inventory's {name} is malformed: {lines[name][:200]!r}"
+            ) from None
+        if data is None:
+            try:
+                data = await box.read_file(f"{SCRATCH}/{name}")
+            except (SandboxError, OSError):
+                continue
+        parts[name] = data.decode("utf-8", "surrogateescape")
     return parts
 
 
 def _tail(result: ExecResult) -> str:
-    return result.output.rpartition(_BUNDLE_MARK)[0].strip()[-500:]
+    return result.output.partition(f"\n{_MARK}")[0].strip()[-500:]
 
 
 def _encode(path: str) -> bytes:

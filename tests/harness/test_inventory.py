@@ -1,0 +1,50 @@
+"""The inventory's mechanics in real ns sandboxes (harness/inventory.py): its files come back whole when the
+sandbox's output cap cuts the script's output. The rule it feeds: test_steering.py; the attacks:
+test_reward_hacking.py."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tests.conftest import available_factory
+
+from swe_rl.harness import inventory
+from swe_rl.harness.evalscript import CANDIDATE_PATCH
+from swe_rl.harness.staging import stage
+from swe_rl.sandbox.base import EnvSpec, ExecResult, Limits, Sandbox
+
+NAMES = [f"textkit/generated_{i:03d}_{'x' * 40}.py" for i in range(80)]
+
+
+def _new_file(path: str) -> str:
+    return f"diff --git a/{path} b/{path}\nnew file mode 100644\n--- /dev/null\n+++ b/{path}\n@@ -0,0 +1 @@\n+x = 1\n"
+
+
+def _recorded(box: Sandbox) -> list[ExecResult]:
+    """What ``box``'s commands return from now on (the sandbox runs them as before)."""
+    seen: list[ExecResult] = []
+    run = box.exec
+
+    async def exec_(command: str, **options: Any) -> ExecResult:
+        seen.append(await run(command, **options))
+        return seen[-1]
+
+    box.exec = exec_  # type: ignore[method-assign]
+    return seen
+
+
+async def test_a_cut_output_is_read_back_from_the_sandbox(textkit_env: EnvSpec) -> None:
+    factory = available_factory("ns")
+    patch = "".join(_new_file(name) for name in NAMES).encode()
+    for cap in (2_000_000, 1024):  # each list is several KiB in base64: the small cap cuts them
+        async with await factory.create(textkit_env, Limits(output_bytes=cap)) as box:
+            before = await inventory.before(box, await stage(box, {CANDIDATE_PATCH: patch}), installed=set())
+            assert (await box.exec(f"git apply {CANDIDATE_PATCH}", timeout=60)).returncode == 0
+            seen = _recorded(box)
+            found = await inventory.after(box, before)
+            # the control: at the small cap the script's own output does not hold the list
+            assert seen[0].truncated == (cap == 1024), (cap, seen[0].output_bytes)
+            assert before.problem is None and found.problem is None and not found.gitdir_changed
+            assert before.patch_paths == NAMES, cap
+            assert sorted(c.path for c in found.changes) == NAMES and all(c.new for c in found.changes), cap
+            assert "textkit" in found.package_dirs, cap
