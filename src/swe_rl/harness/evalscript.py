@@ -65,14 +65,9 @@ def eval_script(task: Task, *, image_env: bool = False, runner: warm.WarmRunner 
     base = shlex.quote(task.base_commit)
     files = " ".join(shlex.quote(f) for f in task.test_files)
     directives = " ".join(shlex.quote(d) for d in test_directives(spec, runnable(task.test_files)))
-    reset = (
-        (
-            f'for f in {files}; do git cat-file -e {base}:"$f" 2>/dev/null && git checkout -q {base} -- "$f"; '
-            "done"
-        )
-        if files
-        else ":"
-    )
+    # each file on its own: one the base lacks (new with the test patch) fails alone (git says so before the
+    # log's start marker) and is left as it is
+    reset = f'for f in {files}; do git checkout -q {base} -- "$f"; done' if files else ":"
     hooked = warm.hook(test_cmd, runner)
     return "\n".join(
         [
