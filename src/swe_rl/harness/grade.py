@@ -136,7 +136,7 @@ async def grade_in(
             grading.log.append(f"{STEERING_MARK} ({mode}): patch refused: {exc}")
             return grading.refused()
         guard = Guard(task, mode, installed)
-        await guard.before(box, staged)
+        await guard.before(box, staged + _SAVE_INDEX)  # the pristine index, kept in the same round trip
         if not guard.refusal:
             grading.method = await _apply(box, grading.log)
             if grading.method is not None:
@@ -171,10 +171,11 @@ async def grade_in(
 
 
 async def _apply(box: Sandbox, log: list[str]) -> ApplyMethod | None:
+    """The official chain, each method from the pristine tree (its index saved by ``_SAVE_INDEX`` first)."""
     for attempt, (name, command) in enumerate(APPLY_METHODS):
         if attempt:  # a failed --reject leaves partial state; start each method from a clean tree
             await box.exec(_RESTORE, timeout=120)
-        result = await box.exec(command if attempt else _SAVE_INDEX + command, timeout=300)
+        result = await box.exec(command, timeout=300)
         if result.returncode == 0:
             log.append(f"{APPLY_PATCH_PASS} ({name}):\n{result.output}")
             return name
