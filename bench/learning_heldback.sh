@@ -23,8 +23,8 @@
 # [smollm2], ORACLE [scripted:oracle-debug], WARM_RL [24], SEED [3], WARM_KINDS ["return_change
 # constant_change stmt_delete off_by_one cond_negate"], RL_KIND [name_typo], N_WARM [80], N_RL [130],
 # SFT_EPOCHS [2], SFT_LR [5e-5], PROBE_TASKS [16], SAMPLES [8], TEMP [1.0], TOP_P [0.95], STEPS [20],
-# TASKS_PER_STEP [4], GENS [4], RL_LR [1e-5], MAX_TOKENS [128], STEP_LIMIT [3], AGENT [compact], J [16],
-# WALL [900]. Why these kinds: the 135M model fixes only bugs whose fix can be read off the traceback (a
+# TASKS_PER_STEP [4], GENS [4], RL_LR [3e-5], RL_SCHEDULE [constant], MAX_TOKENS [128], STEP_LIMIT [3],
+# AGENT [compact], J [16], WALL [900]. Why these kinds: the 135M model fixes only bugs whose fix can be read off the traceback (a
 # misspelt name: docs/experiments/learning-smollm2.md), and the builtin libraries have ~130 of them (the
 # other kinds 2-72 each): 130 split by function leave ~39 held-back tasks, 8 samples each >= 200 episodes.
 #
@@ -52,7 +52,8 @@ TOP_P=${TOP_P:-0.95}
 STEPS=${STEPS:-20}
 TASKS_PER_STEP=${TASKS_PER_STEP:-4}
 GENS=${GENS:-4}
-RL_LR=${RL_LR:-1e-5}
+RL_LR=${RL_LR:-3e-5}
+RL_SCHEDULE=${RL_SCHEDULE:-constant}  # TRL's default decays the rate to 0 over the run: half the movement
 MAX_TOKENS=${MAX_TOKENS:-128}
 STEP_LIMIT=${STEP_LIMIT:-3}
 AGENT=${AGENT:-compact}
@@ -127,7 +128,7 @@ if stage rl && [ ! -d "$W/grpo/final" ]; then
   $SWE train rl --tasks "$W/rl.train.jsonl" --model "$W/sft/final" --steps "$STEPS" \
     --tasks-per-step "$TASKS_PER_STEP" -g "$GENS" --lr "$RL_LR" --max-tokens "$MAX_TOKENS" \
     --temperature "$TEMP" --step-limit "$STEP_LIMIT" -j "$J" --seed "$SEED" --agent-config "$AGENT" \
-    -o "$W/grpo" "${resume[@]}"
+    --trl lr_scheduler_type="$RL_SCHEDULE" -o "$W/grpo" "${resume[@]}"
 fi
 if stage after; then
   evaluate "$W/rl.test.jsonl" "$W/grpo/final" "$W/after-sampled" sampled
