@@ -4,11 +4,13 @@ leaves (files, processes, lowered limits, a tampered runner) reaches the next. R
 from __future__ import annotations
 
 import asyncio
+import itertools
 
 from tests.conftest import available_factory
 
 from swe_rl.harness.grade import grade_in, grade_patch
 from swe_rl.harness.grader import Grader
+from swe_rl.sandbox.base import Limits
 
 # A conftest.py at the repo's root runs in every test run of its grading: it plants the task's fix for a
 # later grading (a daemon that waits out the reset), lowers the limits and priority of the sandbox's shell
@@ -47,9 +49,11 @@ async def test_reused_sandboxes_grade_every_builtin_task_as_fresh_ones(tasks, en
     factory = available_factory("ns")
     grader = Grader(factory)
     runners: list[str] = []
+    env_keys: list[str] = []
     try:
-        for task in tasks + tasks:  # each env's sandbox graded in more than once
+        for task in tasks + tasks:  # each env graded in more than once
             env = envs.ensure(task)
+            env_keys.append(env.key)
             reused = await grader.grade(task, task.patch, env, timeout=120)
             fresh = await grade_patch(task, task.patch, factory, env, timeout=120)
             assert (reused.status, reused.tests_status) == (fresh.status, fresh.tests_status), (
@@ -62,11 +66,14 @@ async def test_reused_sandboxes_grade_every_builtin_task_as_fresh_ones(tasks, en
             runners.append(reused.test_runner)
     finally:
         await grader.close()
-    envs_used = len({envs.ensure(t).key for t in tasks})
-    # each env's first grading runs cold in a fresh sandbox; the runner starts when the sandbox is reused
-    assert runners.count("") == envs_used and runners.count("forked") == 2 * len(tasks) - envs_used
-    assert grader.stats["created"] == envs_used and grader.stats["reused"] == 2 * len(tasks) - envs_used
-    assert grader.stats["runners"] == envs_used and grader.stats["cold"] == 0
+    # the builtin envs (3 testbeds) share one runtime, so one sandbox grades them all, reset to each env in
+    # turn: the first grading runs cold in a fresh sandbox, the runner starts when it is reused
+    assert len({envs.ensure(t).runtime() for t in tasks}) == 1 and len(set(env_keys)) == 3
+    assert runners.count("") == 1 and runners.count("forked") == 2 * len(tasks) - 1
+    assert grader.stats["created"] == 1 and grader.stats["reused"] == 2 * len(tasks) - 1
+    switches = sum(a != b for a, b in itertools.pairwise(env_keys))
+    assert grader.stats["switched"] == switches > 0
+    assert grader.stats["runners"] == 1 and grader.stats["cold"] == 0
 
 
 async def test_one_grading_cannot_reach_the_next(task_by_id, envs):
@@ -111,6 +118,48 @@ async def test_one_grading_cannot_reach_the_next(task_by_id, envs):
         await grader.close()
 
 
+# A conftest.py that plants another env's fix in the tree at the sandbox's testbed a few seconds later
+# (a daemon of its own session), for the grading after a reset to that env.
+LATE_FIX = r"""import subprocess, sys
+
+subprocess.Popen([sys.executable, "-c", "import time, pathlib; time.sleep(3); "
+                  "pathlib.Path('{path}').write_text(" + repr({fix!r}) + ")"], start_new_session=True)
+"""
+
+
+async def test_one_grading_cannot_reach_the_next_in_another_env(task_by_id, envs):
+    first, second = task_by_id["swe-rl-builtin__textkit-3"], task_by_id["swe-rl-builtin__statkit-2"]
+    env1, env2 = envs.ensure(first), envs.ensure(second)
+    factory = available_factory("ns")
+    (path,) = {line[6:] for line in second.patch.splitlines() if line.startswith("+++ b/")}
+    async with await factory.create(env2) as box:
+        fix = (await box.exec(f"git apply - <<'EOF'\n{second.patch}EOF\ncat {path}", timeout=30)).output
+    readme = await _readme_patch(factory, env2)
+    attack = _new_file("conftest.py", LATE_FIX.format(fix=fix, path=f"{env2.workdir}/{path}"))
+
+    # the positive control: the daemon, kept through the reset to statkit's env, lands the fix there
+    async with await factory.create(env1) as box:
+        await grade_in(box, first, attack, timeout=120)
+        daemon = (await box.exec("pgrep -f 'time.sleep.3.'", timeout=10)).output.split()
+        assert daemon, "the attack's daemon runs"
+        await box.reset(keep=[int(pid) for pid in daemon], env=env2)  # type: ignore[call-arg]
+        await asyncio.sleep(4)
+        contaminated = await grade_in(box, second, readme, timeout=120)
+    assert contaminated.resolved, contaminated.test_output[-2000:]
+
+    grader = Grader(factory, idle=1)
+    try:
+        assert (await grader.grade(first, first.patch, env1, timeout=120)).resolved
+        assert (await grader.grade(first, attack, env1, timeout=120)).test_runner == "forked"
+        await asyncio.sleep(4)
+        after = await grader.grade(second, readme, env2, timeout=120)
+        assert not after.resolved and after.status == "unresolved", after.test_output[-2000:]
+        assert after.test_runner == "forked", "the same sandbox and runner, reset to statkit's env"
+        assert grader.stats["created"] == 1 and grader.stats["switched"] == 1
+    finally:
+        await grader.close()
+
+
 async def _readme_patch(factory, env) -> str:  # type: ignore[no-untyped-def]
     """A patch that changes nothing the tests see."""
     async with await factory.create(env) as box:
@@ -122,23 +171,21 @@ async def test_kept_sandboxes_beyond_the_limit_are_closed_oldest_first(tasks, en
     """With sandboxes of several envs kept and taken out again while others come back (an evaluation at
     `-j 32` over many envs), the eviction that keeps at most ``idle`` closes the oldest kept one: an env
     whose last kept sandbox is in use has none to close. (This raised IndexError from an emptied list.)"""
-    by_env: dict[str, object] = {}
-    for task in tasks:
-        env = envs.ensure(task)
-        by_env.setdefault(env.key, env)
-    a, b, c = list(by_env.values())[:3]
+    env = envs.ensure(tasks[0])
+    # sandboxes of one env with other limits are kept apart: three kinds of kept sandbox
+    a, b, c = (Limits(memory_mb=mb) for mb in (4096, 4000, 3900))
     grader = Grader(available_factory("ns"), idle=1)
     try:
-        async with grader.sandbox(a):  # type: ignore[arg-type]
+        async with grader.sandbox(env, a):
             pass  # kept: a's sandbox
-        async with grader.sandbox(a) as taken:  # type: ignore[arg-type]
-            async with grader.sandbox(b):  # type: ignore[arg-type]
+        async with grader.sandbox(env, a) as taken:
+            async with grader.sandbox(env, b):
                 pass  # kept: b's
-            async with grader.sandbox(c):  # type: ignore[arg-type]
+            async with grader.sandbox(env, c):
                 pass  # kept: c's, one too many: b's is closed
             assert (await taken.box.exec("true", timeout=30)).returncode == 0  # the one in use stays open
         # a's came back last: kept, c's closed
-        assert [key for (key, _), free in grader._free.items() if free] == [a.key]  # type: ignore[attr-defined]
+        assert [limits for (_, limits), free in grader._free.items() if free] == [a.model_dump_json()]
         assert grader.stats["created"] == 3
     finally:
         await grader.close()

@@ -89,6 +89,41 @@ async def test_reset_in_place_leaves_nothing_behind(textkit_env):
         assert (await box.exec("ls /tmp/again", timeout=10)).returncode != 0, "the writer is gone"
 
 
+async def test_a_reset_to_another_env_of_the_runtime_is_that_envs_fresh_sandbox(textkit_env, envs, task_by_id):
+    other = envs.ensure(task_by_id["swe-rl-builtin__statkit-2"])  # another library: its own testbed, one venv
+    assert other.runtime() == textkit_env.runtime() and other.testbed != textkit_env.testbed
+    head = "git rev-parse HEAD; ls -A; cat stat*/__init__.py text*/__init__.py 2>/dev/null | md5sum"
+    factory = available_factory("ns")
+    async with await factory.create(other) as fresh:
+        pristine = (await fresh.exec(f"{LEFT}; {head}", timeout=10)).output
+        fresh_state = (await fresh.exec(STATE, timeout=10)).output
+    async with _ns(await factory.create(textkit_env)) as box:
+        bwrap = box.bwrap_pid
+        # control: the sandbox shows textkit's tree, not statkit's
+        assert (await box.exec(f"{LEFT}; {head}", timeout=10)).output != pristine
+        assert (await box.exec(DIRTY, timeout=30)).returncode == 0
+        await asyncio.sleep(0.1)
+
+        await box.reset(env=other)
+
+        assert (box.restart_reason, box.bwrap_pid, box.env) == (None, bwrap, other), "in place, now statkit's"
+        assert (await box.exec(f"{LEFT}; {head}", timeout=10)).output == pristine
+        assert (await box.exec(STATE, timeout=10)).output == fresh_state
+        assert await box.diff() == ""
+        # a later reset without an env keeps statkit's testbed (not the one bwrap was started with)
+        assert (await box.exec(DIRTY, timeout=30)).returncode == 0
+        await box.reset()
+        assert (box.restart_reason, box.bwrap_pid) == (None, bwrap)
+        assert (await box.exec(f"{LEFT}; {head}", timeout=10)).output == pristine
+        # and so does a restart
+        await box.reset(in_place=False)
+        assert box.bwrap_pid != bwrap and (await box.exec(f"{LEFT}; {head}", timeout=10)).output == pristine
+        # an env of another runtime: its venv is not bound, so no reset can give it
+        with pytest.raises(ValueError, match="runtime"):
+            await box.reset(env=other.model_copy(update={"venv": other.testbed}))
+        assert box.env == other and await box.diff() == ""
+
+
 async def test_reset_keeps_mounts_under_tmp(textkit_env):
     """The env cache of this test session lies under /tmp: the venv is bound below the sandbox's /tmp."""
     if textkit_env.venv is None or not textkit_env.venv.is_relative_to("/tmp"):

@@ -1,10 +1,13 @@
 """Grading many patches: pristine sandboxes reused through a reset in place, each with a warm test runner.
 
 :func:`.grade.grade_patch` creates a sandbox for one grading and closes it. A :class:`Grader` keeps the
-sandboxes it graded in, per environment, and resets each in place before its next grading (the same
-pristine state as a fresh one: sandbox/reset.py), keeping only the sandbox's warm test runner alive
-(:mod:`.warm`: pytest imported once, forked per run). Where the backend cannot reset in place while
-keeping a process, it grades as :func:`.grade.grade_patch` does.
+sandboxes it graded in, per runtime (an env's venv, interpreter and root: :meth:`.EnvSpec.runtime`), and
+resets each in place before its next grading (the same pristine state as a fresh one: sandbox/reset.py),
+keeping only the sandbox's warm test runner alive (:mod:`.warm`: pytest imported once, forked per run).
+A kept sandbox of another env of the same runtime is reset to the env asked for (its testbed becomes the
+new overlay's), so the tasks synthesized from one library, each with its own testbed, share sandboxes and
+runners. Where the backend cannot reset in place while keeping a process, it grades as
+:func:`.grade.grade_patch` does.
 
 What a grading leaves behind cannot reach the next one: the reset ends every other process and drops
 every file change; the runner is not dumpable (no ptrace, no ``/proc/<pid>/mem``), checks its own limits
@@ -29,11 +32,12 @@ from swe_rl.tasks.model import Task
 
 
 class Slot:
-    """A pristine sandbox and its warm test runner (None: the tests run cold)."""
+    """A pristine sandbox of the env ``env_key`` and its warm test runner (None: the tests run cold)."""
 
-    def __init__(self, box: Sandbox, runner: warm.WarmRunner | None) -> None:
+    def __init__(self, box: Sandbox, runner: warm.WarmRunner | None, env_key: str) -> None:
         self.box = box
         self.runner = runner
+        self.env_key = env_key
         self.cold_runs = 0
 
     def ran(self, test_runner: str) -> None:
@@ -45,7 +49,8 @@ class Slot:
 
 
 def keeps_processes(box: Sandbox) -> bool:
-    """Whether ``box`` resets in place keeping named processes (``reset(keep=...)``)."""
+    """Whether ``box`` resets in place keeping named processes (``reset(keep=...)``) and to another env of
+    its runtime (``reset(env=...)``)."""
     return bool(getattr(box, "KEEPS_PROCESSES", False))
 
 
@@ -66,7 +71,7 @@ class Grader:
         self._count = 0
         self._no_runner: set[str] = set()  # env keys whose Python could not start a runner
         self._modules: dict[str, set[str]] = {}  # env key -> the module names its Python can import
-        self.stats: dict[str, int] = {"created": 0, "reused": 0, "runners": 0, "cold": 0}
+        self.stats: dict[str, int] = {"created": 0, "reused": 0, "switched": 0, "runners": 0, "cold": 0}
 
     async def grade(
         self,
@@ -107,7 +112,7 @@ class Grader:
         """A pristine sandbox of ``env`` and its runner (None: its tests run cold), given back afterwards:
         reset in place and kept, or closed when the body raised or the backend cannot keep processes.
         The body calls :meth:`Slot.ran` with what the runner said (a cold run gets a new runner)."""
-        key = (env.key, limits.model_dump_json() if limits else "")
+        key = (repr(env.runtime()), limits.model_dump_json() if limits else "")
         slot = await self._acquire(key, env, limits)
         try:
             yield slot
@@ -117,12 +122,8 @@ class Grader:
         await self._release(key, slot)
 
     async def _acquire(self, key: tuple[str, str], env: EnvSpec, limits: Limits | None) -> Slot:
-        free = self._free.get(key)
-        if free:
-            slot = free.pop()
-            if not free:  # no empty list is left for the eviction to take as the oldest
-                del self._free[key]
-            self._count -= 1
+        slot = await self._kept(key, env)
+        if slot is not None:
             self.stats["reused"] += 1  # its runner was alive at the reset, and no command ran since
             if slot.runner is None and keeps_processes(slot.box) and env.key not in self._no_runner:
                 # started on a sandbox's second use: an env graded once never pays pytest's import twice
@@ -131,8 +132,32 @@ class Grader:
                 if slot.runner is None:  # e.g. no pytest in the env: its tests run cold, no second try
                     self._no_runner.add(env.key)
         else:
-            slot = Slot(await self.factory.create(env, limits), None)
+            slot = Slot(await self.factory.create(env, limits), None, env.key)
             self.stats["created"] += 1
+        return slot
+
+    async def _kept(self, key: tuple[str, str], env: EnvSpec) -> Slot | None:
+        """A kept sandbox of ``env`` (the newest), else one of its runtime reset to it, else None."""
+        free = self._free.get(key)
+        if not free:
+            return None
+        slot = next((s for s in reversed(free) if s.env_key == env.key), free[-1])
+        free.remove(slot)
+        if not free:  # no empty list is left for the eviction to take as the oldest
+            del self._free[key]
+        self._count -= 1
+        if slot.env_key == env.key:
+            return slot
+        box: Any = slot.box
+        try:  # the runner was alive at the last reset, and no command ran since
+            await box.reset(keep=[slot.runner.pid] if slot.runner is not None else [], env=env)
+        except Exception:
+            await _close(box)
+            return None
+        if box.restart_reason is not None:  # bwrap restarted: nothing was kept
+            slot.runner = None
+        slot.env_key = env.key
+        self.stats["switched"] += 1
         return slot
 
     async def _release(self, key: tuple[str, str], slot: Slot) -> None:

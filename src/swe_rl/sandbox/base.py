@@ -61,6 +61,12 @@ class EnvSpec(BaseModel):
     )
     workdir: str = Field(default=TESTBED, description="Where the repository appears inside the sandbox.")
 
+    def runtime(self) -> tuple[object, ...]:
+        """All a sandbox is started with but the testbed: envs that share it differ only in the tree at
+        ``workdir`` (the tasks synthesized from one library), and a sandbox of one can be reset to another
+        (``NsSandbox.reset(env=...)``)."""
+        return (self.venv, self.python, self.python_prefix, self.rootfs, self.image, self.workdir)
+
     def path_entries(self) -> list[str]:
         """PATH entries the env adds in front of the system's."""
         return [str(self.venv / "bin")] if self.venv else []

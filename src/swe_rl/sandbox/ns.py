@@ -48,6 +48,7 @@ from swe_rl.sandbox.base import EnvSpec, ExecResult, Limits
 from swe_rl.sandbox.bwrap import MOUNTPOINT, ns_unavailable_reason, start_bwrap
 from swe_rl.sandbox.cgroups import SandboxCgroup, reap_stale_cgroups
 from swe_rl.sandbox.ctl_files import CTL, create_ctl_file, read_all, write_all
+from swe_rl.sandbox.identity import own_testbed
 from swe_rl.sandbox.reset import host_pids, remove_layer, reset_in_place
 from swe_rl.sandbox.shell import FILE_CAP, diff_command
 
@@ -78,6 +79,7 @@ class NsSandbox:
         self.restart_reason: str | None = None  # why the last reset restarted bwrap (None: it was in place)
         self._layer = 0  # the testbed overlay's number (reset.layer_dirs)
         self._old_layer: asyncio.Task[None] | None = None  # removing the previous one's directories
+        self._lower: str | None = None  # the overlay's testbed when not the one bwrap bound (reset(env=...))
 
     @property
     def bwrap_pid(self) -> int | None:
@@ -89,6 +91,7 @@ class NsSandbox:
         if self._cgroup is None:  # reset() keeps the cgroup: only its processes are replaced
             self._cgroup = await asyncio.to_thread(SandboxCgroup, self.id, self.limits)
         self._layer = 0
+        self._lower = None
         try:
             started = await asyncio.to_thread(
                 start_bwrap, self.id, self.env, self.limits, self._cgroup.procs_files
@@ -143,7 +146,9 @@ class NsSandbox:
                 cgroup, self._cgroup = self._cgroup, None
                 await asyncio.to_thread(cgroup.remove)
 
-    async def reset(self, *, in_place: bool = True, keep: Collection[int] = ()) -> None:
+    async def reset(
+        self, *, in_place: bool = True, keep: Collection[int] = (), env: EnvSpec | None = None
+    ) -> None:
         """Back to the pristine env under the same id.
 
         In place when it can (reset.py): the same bwrap and shell over a new, empty upper layer. Otherwise,
@@ -151,19 +156,28 @@ class NsSandbox:
         ``keep``: processes (pids as the sandbox sees them) a reset in place leaves running, their
         scheduling put back to the sandbox's; one whose resource limits a command changed is ended (reset.py),
         and a restart ends them all.
+        ``env``: another env of the same runtime (:meth:`EnvSpec.runtime`) to be the pristine one from now on:
+        its testbed is the new overlay's (ValueError for another runtime: its venv or root is not bound).
         """
         self._check_open()
+        target = self.env if env is None else env
+        if target.runtime() != self.env.runtime():
+            raise ValueError(f"{self.id}: env {target.key} does not share {self.env.key}'s runtime")
+        if target.testbed != self.env.testbed:
+            await asyncio.to_thread(own_testbed, target.testbed)
         async with self._lock:
             self.generation += 1
-            reason = await self._reset_in_place(keep) if in_place else "a restart was asked for"
-            self.restart_reason = reason
+            lower = self._lower if target.testbed == self.env.testbed else str(target.testbed)
+            reason = await self._reset_in_place(keep, lower) if in_place else "a restart was asked for"
+            self.env, self.restart_reason = target, reason
             if reason is None:
+                self._lower = lower
                 return
             await self._teardown(keep_cgroup=True)
             self._broken = None
             await self._start()
 
-    async def _reset_in_place(self, keep: Collection[int] = ()) -> str | None:
+    async def _reset_in_place(self, keep: Collection[int] = (), lower: str | None = None) -> str | None:
         """None when done; else why not (the caller restarts bwrap, whatever state this left)."""
         proc, cgroup = self._proc, self._cgroup
         if self._broken:
@@ -178,7 +192,9 @@ class NsSandbox:
             shell = self._shell_pid(proc)
             layer = self.generation  # new in this tmpfs: a reset restarting bwrap starts again from 0
             kept = await asyncio.to_thread(host_pids, cgroup, keep) if keep else set()
-            await asyncio.to_thread(reset_in_place, cgroup, proc.pid, shell, self.env.workdir, layer, kept)
+            await asyncio.to_thread(
+                reset_in_place, cgroup, proc.pid, shell, self.env.workdir, layer, kept, lower
+            )
             previous, self._layer = self._layer, layer
             self._old_layer = asyncio.ensure_future(asyncio.to_thread(remove_layer, proc.pid, previous))
         except (OSError, SandboxError) as exc:

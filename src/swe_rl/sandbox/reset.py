@@ -18,7 +18,9 @@ have changed goes:
    - removes every System V IPC object of the sandbox's ipc namespace (POSIX message queues, which would
      survive, cannot be made: seccomp denies ``mq_open``);
    - builds a new overlay of the testbed over a new, empty upper layer in bwrap's mount namespace, where
-     the sandbox's tmpfs is (``fsopen``/``fsconfig``/``fsmount``: a detached mount, nosuid and nodev);
+     the sandbox's tmpfs is (``fsopen``/``fsconfig``/``fsmount``: a detached mount, nosuid and nodev); the
+     testbed may be another env's of the same runtime (``NsSandbox.reset(env=...)``: the same venv,
+     interpreter and root, so everything else bwrap bound is the same);
    - in the sandbox's mount namespace, detaches the old overlay and moves the new one into its place;
    - empties ``/tmp`` and ``/dev/shm`` (both directories of the sandbox's tmpfs) without crossing a mount
      under them (an env's venv may be bound below ``/tmp``), and gives them back their mode and owner;
@@ -60,9 +62,11 @@ def reset_in_place(
     workdir: str,
     layer: int,
     keep: Collection[int] = (),
+    lower: str | None = None,
 ) -> None:
     """Steps 1 and 2 above, with overlay number ``layer`` (new: its directories must not exist yet).
-    ``keep``: host pids of processes left running besides the shell, treated as the shell is."""
+    ``keep``: host pids of processes left running besides the shell, treated as the shell is.
+    ``lower``: the testbed the new overlay shows, as a host path (None: the one bwrap was started with)."""
     shell_start = start_ticks(shell_pid)
     if shell_start is None:
         raise SandboxError("its shell has exited")
@@ -83,6 +87,7 @@ def reset_in_place(
         upper=upper,
         work=work,
         uid=SANDBOX_UID,
+        lower=lower,
     )
     _wait_reaped(shell_pid, keep)
 

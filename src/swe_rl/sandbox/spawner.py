@@ -141,7 +141,8 @@ def reset_in_sandbox(req, fds):
     check(libc.setns(ipc, CLONE_NEWIPC), "setns(ipc)")
     remove_sysv_ipc()
     check(libc.setns(outer, CLONE_NEWNS), "setns(outer mnt)")
-    layer = new_overlay(mnt, req["upper"], req["work"], req["uid"], fds)
+    lower = req.get("lower") or f"{mnt}/b/testbed"
+    layer = new_overlay(mnt, lower, req["upper"], req["work"], req["uid"], fds)
     check(libc.setns(inner, CLONE_NEWNS), "setns(sandbox mnt)")
     os.fchdir(root)
     os.chroot(".")
@@ -154,14 +155,15 @@ def reset_in_sandbox(req, fds):
 def unescape(path):
     return _OCTAL.sub(lambda m: chr(int(m.group(1), 8)), path) if "\\" in path else path
 
-def new_overlay(mnt, upper, work, uid, fds):
-    # A detached overlay of the testbed over a new, empty upper layer (fsopen/fsconfig/fsmount).
+def new_overlay(mnt, lower, upper, work, uid, fds):
+    # A detached overlay of the testbed ``lower`` (the one bwrap bound, or another env's: a host path, which
+    # bwrap's mount namespace still sees) over a new, empty upper layer (fsopen/fsconfig/fsmount).
     for sub in (upper, work):
         os.mkdir(f"{mnt}/{sub}", 0o755)
         os.chown(f"{mnt}/{sub}", uid, uid)
     fs = check(libc.syscall(SYS_FSOPEN, b"overlay", 0), "fsopen(overlay)")
     fds.append(fs)
-    options = {"lowerdir": f"{mnt}/b/testbed", "upperdir": f"{mnt}/{upper}", "workdir": f"{mnt}/{work}",
+    options = {"lowerdir": lower, "upperdir": f"{mnt}/{upper}", "workdir": f"{mnt}/{work}",
                "redirect_dir": "nofollow", "index": "off", "metacopy": "off"}
     try:
         for key, value in options.items():
@@ -300,7 +302,8 @@ class Spawner:
         """Give a live sandbox a new, empty overlay upper layer and empty /tmp, /dev/shm and System V IPC.
 
         ``request``: ``bwrap_pid``, ``shell_pid`` and ``shell_start`` (its start time, see _proc.start_ticks),
-        ``mountpoint``, ``workdir``, ``upper`` and ``work`` (the new layer's directory names) and ``uid``. The
+        ``mountpoint``, ``workdir``, ``upper`` and ``work`` (the new layer's directory names), ``uid``, and
+        ``lower``: the testbed the overlay shows (a host path; None: the one bwrap was started with). The
         helper's child opens the sandbox's namespaces, builds the overlay in bwrap's mount namespace (where the
         tmpfs is), swaps it for the old one at ``workdir`` inside, and empties the rest; see reset.py.
         """
