@@ -248,3 +248,45 @@ def test_frozen_token_embeddings_get_no_gradient_and_the_layers_do():
     assert embedding.grad is None and not embedding.requires_grad
     layer = model.model.layers[0].self_attn.q_proj.weight
     assert layer.grad is not None and layer.grad.abs().sum() > 0
+
+
+def test_micro_batches_make_the_update_the_whole_step_makes(tmp_path):
+    """`--micro-batch`: the TRL config a run with micro-batches gets (grpo._grpo_config) generates a step's
+    episodes once and sums their micro-batches' gradients into one update, the update of all at once. Real
+    TRL, a tiny Qwen3, a reward that differs between samples (swe-rl's own rollouts need a model that
+    sometimes resolves a task: a random one never does, and a group with one reward has no gradient). The
+    control: another seed samples other completions and makes another update."""
+    from datasets import Dataset
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+    from trl import GRPOConfig, GRPOTrainer
+
+    def trained(micro_batch: int, seed: int) -> dict[str, torch.Tensor]:
+        settings = grpo_mod.GRPOSettings(
+            output_dir=tmp_path / f"m{micro_batch}-s{seed}",
+            model="tiny-qwen",
+            steps=1,
+            tasks_per_step=2,
+            num_generations=2,
+            micro_batch=micro_batch,
+            learning_rate=1e-3,
+            seed=seed,
+        )
+        config = grpo_mod._grpo_config(settings, cuda=False, bf16=False, quiet=True)
+        config.update(max_completion_length=6, save_strategy="no")  # TRL generates here, not swe-rl
+        model = AutoModelForCausalLM.from_pretrained(models_mod.tiny_qwen_dir())
+        trainer = GRPOTrainer(
+            model=model,
+            reward_funcs=[lambda completions, **_: [float(len(c)) for c in completions]],
+            args=GRPOConfig(**config),
+            train_dataset=Dataset.from_dict({"prompt": ["fix the bug", "run the tests"]}),
+            processing_class=AutoTokenizer.from_pretrained(models_mod.tiny_qwen_dir()),
+        )
+        trainer.train()
+        assert trainer.state.global_step == 1
+        return {k: v.detach().clone() for k, v in model.state_dict().items()}
+
+    start = AutoModelForCausalLM.from_pretrained(models_mod.tiny_qwen_dir()).state_dict()
+    whole, micro, other = trained(0, 0), trained(1, 0), trained(0, 1)
+    assert any(not torch.equal(whole[k], start[k]) for k in start), "the step updated the model"
+    assert all(torch.allclose(micro[k], whole[k], rtol=0, atol=1e-5) for k in whole)
+    assert any(not torch.allclose(other[k], whole[k], rtol=0, atol=1e-5) for k in whole)

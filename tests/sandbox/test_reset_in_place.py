@@ -89,7 +89,9 @@ async def test_reset_in_place_leaves_nothing_behind(textkit_env):
         assert (await box.exec("ls /tmp/again", timeout=10)).returncode != 0, "the writer is gone"
 
 
-async def test_a_reset_to_another_env_of_the_runtime_is_that_envs_fresh_sandbox(textkit_env, envs, task_by_id):
+async def test_a_reset_to_another_env_of_the_runtime_is_that_envs_fresh_sandbox(
+    textkit_env, envs, task_by_id
+):
     other = envs.ensure(task_by_id["swe-rl-builtin__statkit-2"])  # another library: its own testbed, one venv
     assert other.runtime() == textkit_env.runtime() and other.testbed != textkit_env.testbed
     head = "git rev-parse HEAD; ls -A; cat stat*/__init__.py text*/__init__.py 2>/dev/null | md5sum"

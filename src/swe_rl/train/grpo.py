@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, model_validator
 
 from swe_rl.agent.config import AgentConfig
 from swe_rl.envs.cache import EnvCache
@@ -41,6 +41,12 @@ class GRPOSettings(BaseModel):
     steps: int = Field(default=10, ge=1, description="Optimizer steps.")
     tasks_per_step: int = Field(default=2, ge=1, description="Distinct tasks per step.")
     num_generations: int = Field(default=4, ge=2, description="Episodes per task (the GRPO group).")
+    micro_batch: int = Field(
+        default=0,
+        ge=0,
+        description="Episodes per forward and backward pass, their gradients summed into the step's one "
+        "update (0: all of a step's at once). Bounds the memory of a step: activations grow with it.",
+    )
     learning_rate: float = Field(default=1e-5, gt=0)
     beta: float = Field(default=0.0, ge=0, description="KL coefficient (0: no reference model).")
     max_tokens: int = Field(default=256, ge=1, description="New tokens per turn.")
@@ -71,6 +77,16 @@ class GRPOSettings(BaseModel):
         default_factory=dict, description="More GRPOConfig fields (e.g. top_entropy_quantile), applied last."
     )
     args: dict[str, Any] = Field(default_factory=dict)
+
+    @model_validator(mode="after")
+    def _micro_batch_divides_a_step(self) -> GRPOSettings:
+        episodes = self.tasks_per_step * self.num_generations
+        if self.micro_batch and episodes % self.micro_batch:
+            raise ValueError(
+                f"micro_batch {self.micro_batch} does not divide a step's {episodes} episodes "
+                f"({self.tasks_per_step} tasks x {self.num_generations})"
+            )
+        return self
 
 
 class RolloutLog:
@@ -215,10 +231,15 @@ def _trainer_class() -> Any:
 
 def _grpo_config(settings: GRPOSettings, *, cuda: bool, bf16: bool, quiet: bool) -> dict[str, Any]:
     """TRL's GRPOConfig fields for the settings; ``settings.trl`` last, so it can override any."""
+    episodes = settings.tasks_per_step * settings.num_generations
+    micro = settings.micro_batch or episodes
     return {
         "output_dir": str(settings.output_dir),
         "max_steps": settings.steps,
-        "per_device_train_batch_size": settings.tasks_per_step * settings.num_generations,
+        # one generation of a step's episodes, then its micro-batches' gradients summed into one update
+        "per_device_train_batch_size": micro,
+        "gradient_accumulation_steps": episodes // micro,
+        "steps_per_generation": episodes // micro,
         "num_generations": settings.num_generations,
         "learning_rate": settings.learning_rate,
         "beta": settings.beta,
