@@ -126,6 +126,40 @@ async def test_a_reset_to_another_env_of_the_runtime_is_that_envs_fresh_sandbox(
         assert box.env == other and await box.diff() == ""
 
 
+async def test_a_testbed_path_overlayfs_would_misread_is_reset_to_by_a_restart(textkit_env, tmp_path):
+    """overlayfs reads ':' in a lowerdir as a layer separator: another env's testbed at ``.../a:/.../real``
+    would be built as the union of ``.../a`` and ``.../real``. The control: the reset's worker given that
+    path shows the decoys' union; ``reset(env=...)`` restarts bubblewrap instead (its bind takes any path)."""
+    import shutil
+
+    from swe_rl.sandbox.reset import reset_in_place
+
+    decoy, real = tmp_path / "a", tmp_path / "real"
+    for directory in (decoy, real):
+        directory.mkdir()
+        directory.chmod(0o755)
+    (decoy / "DECOY").write_text("not the testbed\n")
+    copy = Path(f"{decoy}:{real}")
+    shutil.copytree(textkit_env.testbed, copy, symlinks=True)
+    other = textkit_env.model_copy(update={"testbed": copy, "key": "textkit-copy"})
+    listing = "ls -A | sort | tr '\\n' ' '"
+    async with _ns(await available_factory("ns").create(textkit_env)) as box:
+        pristine = (await box.exec(listing, timeout=10)).output
+        assert "README.md" in pristine and "DECOY" not in pristine
+        proc, cgroup = box._proc, box._cgroup
+        assert proc is not None and cgroup is not None
+        await asyncio.to_thread(
+            reset_in_place, cgroup, proc.pid, box._shell_pid(proc), textkit_env.workdir, 99, (), str(copy)
+        )
+        assert (await box.exec(listing, timeout=10)).output.split() == ["DECOY"]  # the control
+
+        bwrap = box.bwrap_pid
+        await box.reset(env=other)
+        assert box.restart_reason is not None and "overlayfs" in box.restart_reason
+        assert box.bwrap_pid != bwrap and box.env == other
+        assert (await box.exec(listing, timeout=10)).output == pristine and await box.diff() == ""
+
+
 async def test_reset_keeps_mounts_under_tmp(textkit_env):
     """The env cache of this test session lies under /tmp: the venv is bound below the sandbox's /tmp."""
     if textkit_env.venv is None or not textkit_env.venv.is_relative_to("/tmp"):

@@ -57,6 +57,9 @@ KILL_GRACE = 5.0
 _STATUS = re.compile(rb"(\d{1,3})\n")
 
 
+_OVERLAY_SPECIAL = (":", ",", "\\")  # lowerdir's layer separator, the option separator, its escape
+
+
 class NsSandbox:
     """A bubblewrap sandbox with a persistent shell. Create with :meth:`NsFactory.create`."""
 
@@ -168,7 +171,12 @@ class NsSandbox:
         async with self._lock:
             self.generation += 1
             lower = self._lower if target.testbed == self.env.testbed else str(target.testbed)
-            reason = await self._reset_in_place(keep, lower) if in_place else "a restart was asked for"
+            if not in_place:
+                reason: str | None = "a restart was asked for"
+            elif lower is not None and any(c in lower for c in _OVERLAY_SPECIAL):
+                reason = f"the testbed's path {lower!r} has a character overlayfs's lowerdir parses"
+            else:
+                reason = await self._reset_in_place(keep, lower)
             self.env, self.restart_reason = target, reason
             if reason is None:
                 self._lower = lower
