@@ -183,6 +183,8 @@ def test_the_cli_rejects_a_setting_that_would_change_the_run(tmp_path):
             "2",
             "--steps",
             "4",
+            "--micro-batch",
+            "4",
         ],
         capture_output=True,
         text=True,
@@ -191,6 +193,7 @@ def test_the_cli_rejects_a_setting_that_would_change_the_run(tmp_path):
     )
     assert out.returncode != 0
     assert "seed (the run has 1, given 2)" in out.stderr and "steps" not in out.stderr.split("change it:")[1]
+    assert "micro_batch (the run has 0, given 4)" in out.stderr, out.stderr
 
 
 def test_resume_takes_the_newest_complete_checkpoint_and_drops_the_step_in_flight(tmp_path):

@@ -228,6 +228,7 @@ _SETTINGS = [
     "steps",
     "tasks_per_step",
     "num_generations",
+    "micro_batch",  # how TRL's dataloader splits a step: a resumed run's data position depends on it
     "learning_rate",
     "beta",
     "max_tokens",
