@@ -55,6 +55,9 @@ GENS=${GENS:-4}
 RL_LR=${RL_LR:-3e-5}
 RL_SCHEDULE=${RL_SCHEDULE:-constant}  # TRL's default decays the rate to 0 over the run: half the movement
 MICRO=${MICRO:-4}  # episodes per backward pass: 16 of ~900 tokens at once took 24 GiB and the OOM killer
+# glibc's per-thread arenas let a long run's resident memory creep (micro-batches of 4 still reached 24 GiB
+# at step 8 once); two arenas kept steps 8-19 under 15 GiB
+export MALLOC_ARENA_MAX=${MALLOC_ARENA_MAX:-2}
 MAX_TOKENS=${MAX_TOKENS:-128}
 STEP_LIMIT=${STEP_LIMIT:-3}
 AGENT=${AGENT:-compact}
