@@ -16,15 +16,13 @@ seccomp filter denies the calls in :mod:`.seccomp`, and the root holds only the 
 layer lives on the private tmpfs. When bwrap or this process dies, everything goes with it: no mount or
 process outlives it.
 
-The control channel is out of the commands' reach. The shell reads requests on its stdin and answers
-each with one line, the command's exit status, on its stdout; a command runs with neither: its stdin is
-/dev/null and its output goes to a file of its own in ``/run/ctl``, a directory of host root's that the
-sandbox can neither list nor create files in. This process creates that file (a random name), reads it
-after the status arrives and removes it, so a command cannot forge a status, cut its output short or
-write into a later command's result, and a background job's output stays in its own command's file.
+The control channel is out of the commands' reach: the shell reads requests on its stdin and answers
+each with the command's exit status; a command's stdin is /dev/null and its output goes to a file of its
+own (a random name) in ``/run/ctl``, a directory of host root's the sandbox can neither list nor create
+files in, which this process reads after the status and removes: no forged status, no cut or mixed output.
 
-``reset()`` works in place (reset.py): the same bwrap and shell over a new, empty overlay, every other process
-ended and /tmp, /dev/shm and System V IPC emptied; bwrap is restarted only when that fails.
+``reset()`` works in place (reset.py): the same bwrap and shell over a new, empty overlay (of another env's
+testbed, where asked), every other process ended, /tmp, /dev/shm and IPC emptied; else bwrap restarts.
 """
 
 from __future__ import annotations
@@ -49,15 +47,12 @@ from swe_rl.sandbox.bwrap import MOUNTPOINT, ns_unavailable_reason, start_bwrap
 from swe_rl.sandbox.cgroups import SandboxCgroup, reap_stale_cgroups
 from swe_rl.sandbox.ctl_files import CTL, create_ctl_file, read_all, write_all
 from swe_rl.sandbox.identity import own_testbed
-from swe_rl.sandbox.reset import host_pids, remove_layer, reset_in_place
+from swe_rl.sandbox.reset import host_pids, lowerdir_misread, remove_layer, reset_in_place
 from swe_rl.sandbox.shell import FILE_CAP, diff_command
 
 START_TIMEOUT = 30.0
 KILL_GRACE = 5.0
 _STATUS = re.compile(rb"(\d{1,3})\n")
-
-
-_OVERLAY_SPECIAL = (":", ",", "\\")  # lowerdir's layer separator, the option separator, its escape
 
 
 class NsSandbox:
@@ -89,7 +84,6 @@ class NsSandbox:
         """Host pid of the sandbox's bwrap process (a reset in place keeps it)."""
         return self._proc.pid if self._proc is not None else None
 
-    # -- lifecycle --------------------------------------------------------------------------------
     async def _start(self) -> None:
         if self._cgroup is None:  # reset() keeps the cgroup: only its processes are replaced
             self._cgroup = await asyncio.to_thread(SandboxCgroup, self.id, self.limits)
@@ -152,31 +146,23 @@ class NsSandbox:
     async def reset(
         self, *, in_place: bool = True, keep: Collection[int] = (), env: EnvSpec | None = None
     ) -> None:
-        """Back to the pristine env under the same id.
-
-        In place when it can (reset.py): the same bwrap and shell over a new, empty upper layer. Otherwise,
-        or with ``in_place=False``, a fresh shell in a fresh bwrap; :attr:`restart_reason` says why.
-        ``keep``: processes (pids as the sandbox sees them) a reset in place leaves running, their
-        scheduling put back to the sandbox's; one whose resource limits a command changed is ended (reset.py),
-        and a restart ends them all.
-        ``env``: another env of the same runtime (:meth:`EnvSpec.runtime`) to be the pristine one from now on:
-        its testbed is the new overlay's (ValueError for another runtime: its venv or root is not bound).
-        """
+        """Back to the pristine env under the same id: in place when it can (reset.py: the same bwrap and
+        shell, a new upper layer), else (or ``in_place=False``) a fresh bwrap; :attr:`restart_reason` says why.
+        ``keep``: processes (pids as the sandbox sees them) a reset in place leaves running, scheduling put
+        back; one whose resource limits a command changed is ended (reset.py), a restart ends them all.
+        ``env``: another env of the same runtime (:meth:`EnvSpec.runtime`, else ValueError) to be the pristine
+        one from now on: its testbed is the new overlay's."""
         self._check_open()
         target = self.env if env is None else env
         if target.runtime() != self.env.runtime():
             raise ValueError(f"{self.id}: env {target.key} does not share {self.env.key}'s runtime")
-        if target.testbed != self.env.testbed:
+        switch = target.testbed != self.env.testbed
+        if switch:
             await asyncio.to_thread(own_testbed, target.testbed)
         async with self._lock:
             self.generation += 1
-            lower = self._lower if target.testbed == self.env.testbed else str(target.testbed)
-            if not in_place:
-                reason: str | None = "a restart was asked for"
-            elif lower is not None and any(c in lower for c in _OVERLAY_SPECIAL):
-                reason = f"the testbed's path {lower!r} has a character overlayfs's lowerdir parses"
-            else:
-                reason = await self._reset_in_place(keep, lower)
+            lower = str(target.testbed) if switch else self._lower
+            reason = await self._reset_in_place(keep, lower) if in_place else "a restart was asked for"
             self.env, self.restart_reason = target, reason
             if reason is None:
                 self._lower = lower
@@ -190,6 +176,8 @@ class NsSandbox:
         proc, cgroup = self._proc, self._cgroup
         if self._broken:
             return f"the sandbox was unusable: {self._broken}"
+        if lower is not None and (misread := lowerdir_misread(lower)):
+            return misread
         if proc is None or cgroup is None or not proc.alive:
             return "bwrap had exited"
         if self._old_layer is not None:
@@ -200,9 +188,8 @@ class NsSandbox:
             shell = self._shell_pid(proc)
             layer = self.generation  # new in this tmpfs: a reset restarting bwrap starts again from 0
             kept = await asyncio.to_thread(host_pids, cgroup, keep) if keep else set()
-            await asyncio.to_thread(
-                reset_in_place, cgroup, proc.pid, shell, self.env.workdir, layer, kept, lower
-            )
+            at = (cgroup, proc.pid, shell, self.env.workdir, layer, kept, lower)
+            await asyncio.to_thread(reset_in_place, *at)
             previous, self._layer = self._layer, layer
             self._old_layer = asyncio.ensure_future(asyncio.to_thread(remove_layer, proc.pid, previous))
         except (OSError, SandboxError) as exc:
@@ -222,7 +209,6 @@ class NsSandbox:
     async def __aexit__(self, *exc: object) -> None:
         await self.close()
 
-    # -- commands ---------------------------------------------------------------------------------
     def _check_open(self) -> None:
         if self._closed:
             raise SandboxError(f"sandbox {self.id} is closed")
@@ -338,7 +324,6 @@ class NsSandbox:
         oom = self._cgroup is not None and self._cgroup.oom_killed()
         return (" (out of memory)" if oom else "") + (f": {detail[-500:]}" if detail else "")
 
-    # -- files ------------------------------------------------------------------------------------
     async def _output_of(self, command: str, *, what: str, timeout: float) -> bytes:
         """The whole output of ``command`` (at most FILE_CAP bytes, else OutputLimitError)."""
         async with self._command(command, timeout=timeout) as (status, out, timed_out):

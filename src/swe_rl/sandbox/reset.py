@@ -92,6 +92,14 @@ def reset_in_place(
     _wait_reaped(shell_pid, keep)
 
 
+def lowerdir_misread(path: str) -> str | None:
+    """Why overlayfs would misread ``path`` as a lowerdir (':' separates layers, ',' options, '\\' escapes):
+    None when it would not. A testbed at such a path is reset to by a restart (bwrap's bind takes any path)."""
+    if any(c in path for c in ":,\\"):
+        return f"the testbed's path {path!r} has a character overlayfs's lowerdir parses"
+    return None
+
+
 def remove_layer(bwrap_pid: int, layer: int) -> None:
     """Step 3: the directories of a detached overlay, seen through bwrap's mount namespace."""
     for name in layer_dirs(layer):
@@ -145,4 +153,4 @@ def _copy_scheduling(source: int, target: int) -> None:
     os.sched_setaffinity(target, os.sched_getaffinity(source))
 
 
-__all__ = ["host_pids", "layer_dirs", "remove_layer", "reset_in_place"]
+__all__ = ["host_pids", "layer_dirs", "lowerdir_misread", "remove_layer", "reset_in_place"]
