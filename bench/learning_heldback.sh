@@ -18,15 +18,16 @@
 #   report   results.json: each evaluation's resolve rate with a 95 % Wilson interval, the difference,
 #            GRPO's per-step curve
 #
-# Every stage is resumable: one whose output is complete is skipped; STAGES="rl after report" runs those only.
-# Sizes come from the environment (defaults in brackets): W [bench/results/learning-heldback], MODEL
+# Every stage is resumable: one whose output is complete is skipped; STAGES="rl after report" runs only
+# those. Sizes come from the environment (defaults in brackets): W [bench/results/learning-heldback], MODEL
 # [smollm2], ORACLE [scripted:oracle-debug], WARM_RL [24], SEED [3], WARM_KINDS ["return_change
 # constant_change stmt_delete off_by_one cond_negate"], RL_KIND [name_typo], N_WARM [80], N_RL [130],
 # SFT_EPOCHS [2], SFT_LR [5e-5], PROBE_TASKS [16], SAMPLES [8], TEMP [1.0], TOP_P [0.95], STEPS [20],
 # TASKS_PER_STEP [4], GENS [4], RL_LR [3e-5], RL_SCHEDULE [constant], MICRO [4], MAX_TOKENS [128],
-# STEP_LIMIT [3], AGENT [compact], J [16], WALL [900]. Why these kinds: the 135M model fixes only bugs whose fix can be read off the traceback (a
-# misspelt name: docs/experiments/learning-smollm2.md), and the builtin libraries have ~130 of them (the
-# other kinds 2-72 each): 130 split by function leave ~39 held-back tasks, 8 samples each >= 200 episodes.
+# STEP_LIMIT [3], AGENT [compact], J [16], WALL [900]. Why these kinds: the 135M model fixes only bugs
+# whose fix can be read off the traceback (a misspelt name: docs/experiments/learning-smollm2.md), and the
+# builtin libraries have ~130 of them (the other kinds 2-72 each): 130 split by function leave ~39
+# held-back tasks, 8 samples each >= 200 episodes.
 #
 # Budget on 2 cores (FACTS.md: SmolLM2 fp32 generates ~42 tokens/s at batch 16, a forward+backward of
 # 8 x 600 tokens takes ~51 s): an evaluation of ~240 episodes of up to 3 turns x 128 tokens is ~20-30 min,
@@ -157,12 +158,13 @@ def wilson(k: int, n: int, z: float = 1.96) -> list[float]:
 
 
 out = {"evaluations": {}}
+graded_rows = {}
 for name in ("probe", "before-sampled", "before-greedy", "after-sampled", "after-greedy"):
     run = w / name / "results.jsonl"
     if not run.is_file():
         continue
     rows = [json.loads(x) for x in run.read_text().splitlines() if x.strip()]
-    graded = [r for r in rows if not r.get("error")]
+    graded = graded_rows[name] = [r for r in rows if not r.get("error")]
     k = sum(bool(r.get("resolved")) for r in graded)
     out["evaluations"][name] = {
         "episodes": len(graded), "infra_errors": len(rows) - len(graded), "tasks": len({r["instance_id"] for r in rows}),
@@ -177,11 +179,9 @@ if "before-sampled" in ev and "after-sampled" in ev:
     # the same tasks before and after, 8 samples each: episodes of a task are not independent, so the interval
     # that counts is over the per-task differences (a paired t interval, tasks as the units)
     def per_task(name):
-        rows = [json.loads(x) for x in (w / name / "results.jsonl").read_text().splitlines() if x.strip()]
         by = {}
-        for r in rows:
-            if not r.get("error"):
-                by.setdefault(r["instance_id"], []).append(bool(r.get("resolved")))
+        for r in graded_rows[name]:
+            by.setdefault(r["instance_id"], []).append(bool(r.get("resolved")))
         return {t: sum(v) / len(v) for t, v in by.items()}
     before, after = per_task("before-sampled"), per_task("after-sampled")
     both = sorted(set(before) & set(after))

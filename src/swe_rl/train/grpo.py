@@ -78,9 +78,13 @@ class GRPOSettings(BaseModel):
     )
     args: dict[str, Any] = Field(default_factory=dict)
 
+    @property
+    def episodes_per_step(self) -> int:
+        return self.tasks_per_step * self.num_generations
+
     @model_validator(mode="after")
     def _micro_batch_divides_a_step(self) -> GRPOSettings:
-        episodes = self.tasks_per_step * self.num_generations
+        episodes = self.episodes_per_step
         if self.micro_batch and episodes % self.micro_batch:
             raise ValueError(
                 f"micro_batch {self.micro_batch} does not divide a step's {episodes} episodes "
@@ -231,7 +235,7 @@ def _trainer_class() -> Any:
 
 def _grpo_config(settings: GRPOSettings, *, cuda: bool, bf16: bool, quiet: bool) -> dict[str, Any]:
     """TRL's GRPOConfig fields for the settings; ``settings.trl`` last, so it can override any."""
-    episodes = settings.tasks_per_step * settings.num_generations
+    episodes = settings.episodes_per_step
     micro = settings.micro_batch or episodes
     return {
         "output_dir": str(settings.output_dir),
