@@ -48,3 +48,34 @@ async def test_a_cut_output_is_read_back_from_the_sandbox(textkit_env: EnvSpec) 
             assert before.patch_paths == NAMES, cap
             assert sorted(c.path for c in found.changes) == NAMES and all(c.new for c in found.changes), cap
             assert "textkit" in found.package_dirs, cap
+
+
+# Each a change to .git that its digest must see: contents with the size and mtime put back, metadata only,
+# a new file, an object file (listed, not read), a new directory.
+GITDIR_CHANGES = [
+    "n=$(wc -c < .git/description); head -c $n /dev/zero | tr '\\0' x > d; touch -r .git/description d; "
+    "cat d > .git/description; touch -r d .git/description",
+    "chmod 600 .git/description",
+    "echo 'exit 0' > .git/hooks/post-checkout",
+    'f=$(find .git/objects -type f -name \'*.pack\' | head -1); chmod u+w "$f"; printf x >> "$f"',
+    "mkdir .git/refs/extra",
+]
+
+
+async def test_the_gitdir_digest_sees_each_change_and_nothing_else(textkit_env: EnvSpec) -> None:
+    factory = available_factory("ns")
+    async with await factory.create(textkit_env) as box:
+        write = await stage(box, {CANDIDATE_PATCH: _new_file("textkit/extra.py").encode()})
+        size = "wc -c < .git/description; stat -c %Y .git/description"
+        pristine = (await box.exec(size, timeout=30)).output
+        for change in ["", *GITDIR_CHANGES]:  # "": the control, nothing changed (and a patch applied)
+            await box.reset()
+            before = await inventory.before(box, write, installed=set())
+            assert (await box.exec(f"git apply {CANDIDATE_PATCH}", timeout=60)).returncode == 0
+            done = await box.exec(change or ":", timeout=30)
+            assert done.returncode == 0, done.output
+            found = await inventory.after(box, before)
+            assert before.problem is None and found.problem is None, change
+            assert found.gitdir_changed == bool(change), change
+            if change == GITDIR_CHANGES[0]:  # the attack kept what a listing shows: size and mtime
+                assert (await box.exec(size, timeout=30)).output == pristine

@@ -27,16 +27,16 @@ _GIT = (
 _MARK = "swe-rl-inventory:"
 _PREAMBLE = f"""set -u
 S={SCRATCH}
-for t in find sort sha1sum xargs base64; do  # a minimal image may lack them: say so, never guess
+for t in find sort sha1sum base64; do  # a minimal image may lack them: say so, never guess
   command -v $t >/dev/null || {{ echo "snapshot-failed: the environment has no $t"; exit 0; }}
 done
 export GIT_OPTIONAL_LOCKS=0 GIT_LITERAL_PATHSPECS=1 GIT_INDEX_FILE="$PWD/$S/snapshot.index"
 G="{_GIT}"
-gitdir_digest() {{  # its entries (a directory's own times change with git's index.lock) and contents
+gitdir_digest() {{  # its entries (a directory's own times change with git's index.lock) and the contents
+  # of its files but the objects (named by their contents), each a NUL-ended record, sorted: one pipeline
   find .git \\( -path .git/swe-rl -o -path .git/index \\) -prune -o -type d -printf 'd %m %P\\0' \\
-    -o -printf '%y %m %s %i %T@ %C@ %P\\0' | sort -z | sha1sum
-  find .git \\( -path .git/swe-rl -o -path .git/index -o -path .git/objects \\) -prune -o -type f -print0 \\
-    | sort -z | xargs -0 -r sha1sum | sha1sum
+    -o -printf '%y %m %s %i %T@ %C@ %P\\0' \\( -path '.git/objects/*' -o ! -type f -o -exec sha1sum -z {{}} + \\) \\
+    | sort -z | sha1sum
 }}
 snapshot() {{ $G add -A -f -- . >/dev/null 2>&1 && $G write-tree > "$S/$1"; }}
 changes() {{ $G diff-tree -r -z --no-renames --raw "$(< $S/tree0)" "$(< $S/$1)" > $S/changes; }}
@@ -65,7 +65,7 @@ for d in dirs:
 sys.stdout.write("\n".join(sorted(names)))
 """
 _LIST_MODULES = f"python -I -S -c {shlex.quote(_MODULES)}"
-_BEFORE_TREE = f"""rm -f "$GIT_INDEX_FILE"
+_BEFORE_TREE = f"""[ ! -e "$GIT_INDEX_FILE" ] || rm -f "$GIT_INDEX_FILE"
 $G apply --numstat -z {CANDIDATE_PATCH} > $S/numstat 2>/dev/null || : > $S/numstat
 snapshot tree0 || echo "snapshot-failed"
 gitdir_digest > $S/gitdir0
@@ -82,7 +82,8 @@ BEFORE_KNOWING_MODULES = _PREAMBLE + _BEFORE_TREE + "show numstat\n"
 AFTER = (
     _PREAMBLE
     + """gitdir_digest > $S/gitdir1
-cmp -s $S/gitdir0 $S/gitdir1 || { echo "gitdir-changed"; exit 0; }
+d0= d1=; read -r d0 < $S/gitdir0; read -r d1 < $S/gitdir1  # bash's own read: no process
+[ -n "$d0" ] && [ "$d0" = "$d1" ] || { echo "gitdir-changed"; exit 0; }
 snapshot tree1 || { echo "snapshot-failed"; exit 0; }
 changes tree1
 GIT_LITERAL_PATHSPECS=0 $G ls-files -z -- ':(glob)**/__init__.py' > $S/packages
