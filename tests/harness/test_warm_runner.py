@@ -204,6 +204,21 @@ async def test_a_killed_or_impersonated_server_means_cold_runs(task_by_id, envs)
         assert "rc=0" in result.output and "forked" in result.output and not parse_test_log(result.output)
 
 
+async def test_a_stopped_server_is_not_alive_and_the_host_reads_what_the_sandbox_reads(task_by_id, envs):
+    async with await _textkit_box(task_by_id, envs) as box:
+        runner, _ = await _started(box)
+        for signal_name, alive in (("STOP", False), ("CONT", True)):
+            sent = await box.exec(f"kill -{signal_name} {runner.pid}; sleep 0.2", timeout=10)
+            assert sent.returncode == 0, sent.output
+            # the ns backend reads the state from the host; a command in the sandbox reads the same
+            inside = await box.exec(f"cat /proc/{runner.pid}/stat", timeout=10)
+            fields = inside.output.rpartition(")")[2].split()
+            assert await warm.process_state(box, runner.pid) == (fields[0], int(fields[19])), inside.output
+            assert fields[0] == ("T" if signal_name == "STOP" else "S")
+            assert await runner.alive(box) is alive
+        assert await warm.process_state(box, 99999) is None
+
+
 async def test_a_timed_out_run_is_killed_and_the_server_serves_on(task_by_id, envs):
     async with await _textkit_box(task_by_id, envs) as box:
         runner, command = await _started(box)

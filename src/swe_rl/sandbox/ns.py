@@ -17,9 +17,9 @@ layer lives on the private tmpfs. When bwrap or this process dies, everything go
 process outlives it.
 
 The control channel is out of the commands' reach: the shell reads requests on its stdin and answers
-each with the command's exit status; a command's stdin is /dev/null and its output goes to a file of its
-own (a random name) in ``/run/ctl``, a directory of host root's the sandbox can neither list nor create
-files in, which this process reads after the status and removes: no forged status, no cut or mixed output.
+each with the exit status; a command's stdin is /dev/null, its output a file of its own (a random name)
+in ``/run/ctl``, host root's directory the sandbox can neither list nor create files in, read after the
+status and removed: no forged status, no cut or mixed output.
 
 ``reset()`` works in place (reset.py): the same bwrap and shell over a new, empty overlay (of another env's
 testbed, where asked), every other process ended, /tmp, /dev/shm and IPC emptied; else bwrap restarts.
@@ -47,7 +47,7 @@ from swe_rl.sandbox.bwrap import MOUNTPOINT, ns_unavailable_reason, start_bwrap
 from swe_rl.sandbox.cgroups import SandboxCgroup, reap_stale_cgroups
 from swe_rl.sandbox.ctl_files import CTL, create_ctl_file, read_all, write_all
 from swe_rl.sandbox.identity import own_testbed
-from swe_rl.sandbox.reset import host_pids, lowerdir_misread, remove_layer, reset_in_place
+from swe_rl.sandbox.reset import host_pids, lowerdir_misread, process_state, remove_layer, reset_in_place
 from swe_rl.sandbox.shell import FILE_CAP, diff_command
 
 START_TIMEOUT = 30.0
@@ -83,6 +83,12 @@ class NsSandbox:
     def bwrap_pid(self) -> int | None:
         """Host pid of the sandbox's bwrap process (a reset in place keeps it)."""
         return self._proc.pid if self._proc is not None else None
+
+    async def process_state(self, pid: int) -> tuple[str, int] | None:
+        """State letter and start time of the process ``pid`` (as the sandbox sees it), read from the host
+        (reset.process_state: no command, no round trip); None when it is gone."""
+        self._check_open()
+        return process_state(self._cgroup, pid) if self._cgroup is not None else None
 
     async def _start(self) -> None:
         if self._cgroup is None:  # reset() keeps the cgroup: only its processes are replaced
@@ -232,9 +238,7 @@ class NsSandbox:
         self, command: str, *, timeout: float, cwd: str | None = None, stdin: bytes | None = None
     ) -> AsyncIterator[tuple[int, int, bool]]:
         """Run ``command``; yield its exit status, an fd of its output file and whether it timed out.
-
-        ``stdin``: bytes the command reads on its stdin (passed as a file of the ctl directory).
-        """
+        ``stdin``: bytes the command reads on its stdin (passed as a file of the ctl directory)."""
         self._check_open()
         async with self._lock:
             proc, ctl = self._proc, self._ctl
@@ -307,10 +311,7 @@ class NsSandbox:
     def _kill_started_since(self, proc: SpawnedProcess, since: int, running: frozenset[int]) -> None:
         if self._cgroup is None:
             return
-        spare = {
-            proc.pid,
-            *running,
-        }  # bwrap, what ran before the command, and the shell when it is still there
+        spare = {proc.pid, *running}  # bwrap, what ran before the command, and the shell if it is still there
         with contextlib.suppress(ProcessLookupError):
             spare.add(self._shell_pid(proc))
         kill_started_since((pid for pid in self._cgroup.pids() if pid not in spare), since)

@@ -120,6 +120,19 @@ def host_pids(cgroup: SandboxCgroup, inner: Collection[int]) -> set[int]:
     return found
 
 
+def process_state(cgroup: SandboxCgroup, inner: int) -> tuple[str, int] | None:
+    """The state letter and start time (clock ticks since boot) of the sandbox's process ``inner`` (its pid
+    inside), read from the host: what ``cat /proc/<inner>/stat`` in the sandbox says, without a command.
+    None when no such process is left."""
+    for pid in host_pids(cgroup, {inner}):
+        try:
+            fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
+        except OSError:
+            return None
+        return fields[0], int(fields[19])
+    return None
+
+
 def _wait_reaped(shell_pid: int, keep: Collection[int], timeout: float = 2.0) -> None:
     """Until the shell (the sandbox's pid 1) has reaped every process that was killed, so the next command
     sees no zombie: its children are then the kept processes only. It reaps on SIGCHLD, usually while the
@@ -153,4 +166,4 @@ def _copy_scheduling(source: int, target: int) -> None:
     os.sched_setaffinity(target, os.sched_getaffinity(source))
 
 
-__all__ = ["host_pids", "layer_dirs", "lowerdir_misread", "remove_layer", "reset_in_place"]
+__all__ = ["host_pids", "layer_dirs", "lowerdir_misread", "process_state", "remove_layer", "reset_in_place"]
