@@ -126,9 +126,10 @@ class SandboxCgroup:
     def kill_except(self, keep: Collection[int], *, timeout: float = 5.0) -> None:
         """SIGKILL every process in the cgroup but ``keep`` and wait until each has exited (its files closed,
         so nothing it was writing can land later), again until only ``keep`` is left (a process may fork
-        while it is being killed). SandboxError when they do not go within ``timeout``."""
+        while it is being killed). SandboxError when they do not go within ``timeout``. One hierarchy is
+        read (:meth:`members`): a reset in place runs this on its hot path."""
         deadline = time.monotonic() + timeout
-        while others := [pid for pid in self.pids() if pid not in keep]:
+        while others := [pid for pid in self.members() if pid not in keep]:
             pidfds = []
             try:
                 for pid in others:

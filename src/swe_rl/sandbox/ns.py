@@ -47,7 +47,7 @@ from swe_rl.sandbox.bwrap import MOUNTPOINT, ns_unavailable_reason, start_bwrap
 from swe_rl.sandbox.cgroups import SandboxCgroup, reap_stale_cgroups
 from swe_rl.sandbox.ctl_files import CTL, create_ctl_file, read_all, write_all
 from swe_rl.sandbox.identity import own_testbed
-from swe_rl.sandbox.reset import host_pids, lowerdir_misread, process_state, remove_layer, reset_in_place
+from swe_rl.sandbox.reset import lowerdir_misread, process_state, remove_layer, reset_in_place
 from swe_rl.sandbox.shell import FILE_CAP, diff_command
 
 START_TIMEOUT = 30.0
@@ -193,9 +193,8 @@ class NsSandbox:
         try:
             shell = self._shell_pid(proc)
             layer = self.generation  # new in this tmpfs: a reset restarting bwrap starts again from 0
-            kept = await asyncio.to_thread(host_pids, cgroup, keep) if keep else set()
-            at = (cgroup, proc.pid, shell, self.env.workdir, layer, kept, lower)
-            await asyncio.to_thread(reset_in_place, *at)
+            at = (cgroup, proc.pid, shell, self.env.workdir, layer, keep, lower)
+            await asyncio.to_thread(reset_in_place, *at)  # one thread hop for all of it
             previous, self._layer = self._layer, layer
             self._old_layer = asyncio.ensure_future(asyncio.to_thread(remove_layer, proc.pid, previous))
         except (OSError, SandboxError) as exc:

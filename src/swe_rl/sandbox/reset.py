@@ -65,8 +65,9 @@ def reset_in_place(
     lower: str | None = None,
 ) -> None:
     """Steps 1 and 2 above, with overlay number ``layer`` (new: its directories must not exist yet).
-    ``keep``: host pids of processes left running besides the shell, treated as the shell is.
-    ``lower``: the testbed the new overlay shows, as a host path (None: the one bwrap was started with)."""
+    ``keep``: pids (as the sandbox sees them) of processes left running besides the shell, treated as the
+    shell is. ``lower``: the testbed the new overlay shows, as a host path (None: the one bwrap bound)."""
+    keep = host_pids(cgroup, keep) if keep else set()
     shell_start = start_ticks(shell_pid)
     if shell_start is None:
         raise SandboxError("its shell has exited")
