@@ -14,36 +14,41 @@ import pytest
 from tests.conftest import available_factory
 
 from swe_rl.errors import SandboxError
+from swe_rl.sandbox._proc import start_ticks
 from swe_rl.sandbox.cgroups import PARENT, ROOT
 
 
-def _leftovers() -> dict[str, int]:
-    sandboxes = [p for p in Path("/proc").iterdir() if p.name.isdigit() and _comm(p) == "bwrap"]
-    cgroups = sum(len(list(p.iterdir())) for p in ROOT.glob(f"**/{PARENT}") if p.is_dir())
+def _host_state() -> dict[str, int]:
+    """What a leaked sandbox would leave in this process's view of the host (no other job adds to it)."""
     mounts = Path("/proc/self/mountinfo").read_text()
     return {
-        "bwrap processes": len(sandboxes),
-        "cgroups": cgroups,
         "host overlay/tmpfs mounts of swe-rl": mounts.count("swe-rl") + mounts.count(" overlay "),
         "mountpoint entries": len(os.listdir("/tmp/.swe-rl-ns")) if os.path.isdir("/tmp/.swe-rl-ns") else 0,
     }
 
 
-def _comm(proc: Path) -> str:
-    try:
-        return (proc / "comm").read_text().strip()
-    except OSError:
-        return ""
+def _ours_left(made: list[tuple[str, int, int | None]]) -> list[str]:
+    """What is left of the sandboxes ``made`` (id, bwrap's host pid, its start time): only this test's
+    sandboxes count, whatever other jobs start or end meanwhile."""
+    left = [f"bwrap {pid} of {box_id}" for box_id, pid, started in made if start_ticks(pid) == started]
+    return left + [
+        str(d) for box_id, _, _ in made for d in ROOT.glob(f"**/{PARENT}/{box_id}.*") if d.is_dir()
+    ]
 
 
 async def _churn(cycles: int, textkit_env) -> None:
     factory = available_factory("ns")
     rng = random.Random(1234)
-    before = _leftovers()
+    before = _host_state()
+    made: list[tuple[str, int, int | None]] = []
     for i in range(cycles):
         box = await factory.create(textkit_env)
+        made.append((box.id, box.bwrap_pid or 0, start_ticks(box.bwrap_pid or 0)))
         try:
             assert (await box.exec(f"echo {i} > /tmp/n && cat /tmp/n", timeout=10)).output == f"{i}\n"
+            if i == 0:  # the control: an open sandbox is seen, its bwrap and its cgroups
+                left = _ours_left(made)
+                assert left[0].startswith("bwrap") and len(left) >= 2, left
             action = rng.choice(["none", "kill-bwrap", "kill-shell", "timeout", "reset"])
             if action == "kill-bwrap" and box._proc is not None:
                 os.kill(box._proc.pid, signal.SIGKILL)
@@ -57,11 +62,12 @@ async def _churn(cycles: int, textkit_env) -> None:
                 # the kill lands asynchronously: the next command either still runs or fails as infra
                 with contextlib.suppress(SandboxError):
                     await box.exec("true", timeout=5)
+            if box.bwrap_pid is not None and box.bwrap_pid != made[-1][1]:  # a reset restarted bwrap
+                made.append((box.id, box.bwrap_pid, start_ticks(box.bwrap_pid)))
         finally:
             await box.close()
-    after = _leftovers()
-    # machine-wide counts: another job's sandboxes may end meanwhile, but ours must add nothing
-    assert all(after[k] <= before[k] for k in before), (before, after)
+    assert _ours_left(made) == []
+    assert _host_state() == before
 
 
 async def test_churn_with_random_kills_leaves_nothing(textkit_env):
