@@ -15,7 +15,8 @@
 #   rl       GRPO from the warm start on the RL kind's train split (`swe-rl train rl`; a killed run is
 #            continued with --resume, losing at most the step in flight)
 #   after    the held-back split again, sampled and greedy, with the GRPO checkpoint
-#   report   results.json: each evaluation's resolve rate with a 95 % Wilson interval, the difference,
+#   report   results.json and report.md (the same, for people): each evaluation's resolve rate with a 95 %
+#            Wilson interval, pass@k, format errors and exit statuses, the difference (also paired by task),
 #            GRPO's per-step curve
 #
 # Every stage is resumable: one whose output is complete is skipped; STAGES="rl after report" runs only
@@ -195,6 +196,47 @@ if "before-sampled" in ev and "after-sampled" in ev:
 summary = w / "grpo" / "summary.json"
 if summary.is_file():
     out["grpo_curve"] = json.loads(summary.read_text()).get("curve")
+# -- appended to the report stage: report.md, the run's report for people (results.json holds the same)
+def per_episode(name):
+    rows = graded_rows[name]
+    tasks = {}
+    for r in rows:
+        tasks.setdefault(r["instance_id"], []).append(bool(r.get("resolved")))
+    statuses = {}
+    for r in rows:
+        statuses[r.get("exit_status") or "?"] = statuses.get(r.get("exit_status") or "?", 0) + 1
+    return {
+        "pass_at_k": sum(any(v) for v in tasks.values()) / max(1, len(tasks)),
+        "k": max((len(v) for v in tasks.values()), default=0),
+        "format_error_episodes": sum(bool(r.get("format_errors")) for r in rows) / max(1, len(rows)),
+        "exit_statuses": dict(sorted(statuses.items(), key=lambda kv: -kv[1])),
+    }
+
+
+lines = ["# GRPO on held-back tasks: the run's report", "", f"Run directory: `{w}`. Figures: results.json.", ""]
+lines += ["| evaluation | episodes | resolved | rate (Wilson 95 %) | pass@k | episodes with a format error | exit statuses |",
+          "|---|---|---|---|---|---|---|"]
+for name, e in ev.items():
+    x = per_episode(name)
+    e.update({"pass_at_k": round(x["pass_at_k"], 4), "k": x["k"], "format_error_episodes": round(x["format_error_episodes"], 4)})
+    statuses = ", ".join(f"{k} {v}" for k, v in x["exit_statuses"].items())
+    lines.append(f"| {name} | {e['episodes']} ({e['infra_errors']} infra errors) | {e['resolved']} | {100 * e['rate']:.1f} % "
+                 f"({100 * e['wilson95'][0]:.1f}-{100 * e['wilson95'][1]:.1f}) | {100 * x['pass_at_k']:.1f} % (k={x['k']}) | "
+                 f"{100 * x['format_error_episodes']:.0f} % | {statuses} |")
+if "sampled_difference" in out:
+    d = out["sampled_difference"]
+    lines += ["", f"Sampled, after minus before: **{d['points']:+.1f} points** (episodes as independent: 95 % "
+              f"{d['ci95_points'][0]:+.1f} to {d['ci95_points'][1]:+.1f})."]
+    if "paired_by_task" in d:
+        p = d["paired_by_task"]
+        lines.append(f"Paired by task ({p['tasks']} tasks, t interval over the per-task differences): {p['points']:+.1f} points, "
+                     f"95 % {p['ci95_points'][0]:+.1f} to {p['ci95_points'][1]:+.1f}; {p['tasks_up']} tasks up, {p['tasks_down']} down.")
+if out.get("grpo_curve"):
+    lines += ["", "GRPO, per step (the training episodes of that step's tasks):", "",
+              "| step | episodes | resolve rate | format-error rate | mean reward |", "|---|---|---|---|---|"]
+    for c in out["grpo_curve"]:
+        lines.append(f"| {c['step']} | {c['episodes']} | {c['resolve_rate']:.2f} | {c['format_error_rate']:.2f} | {c['reward_mean']:+.2f} |")
 (w / "results.json").write_text(json.dumps(out, indent=1))
-print(json.dumps(out, indent=1))
+(w / "report.md").write_text("\n".join(lines) + "\n")
+print("\n".join(lines))
 PY
