@@ -160,11 +160,18 @@ def test_grpo_run_with_trl_writes_curve_metrics_and_a_loadable_model(tasks, envs
     assert json.loads((tmp_path / "run/config.json").read_text())["settings"]["top_p"] == 0.9
     metrics = [json.loads(line) for line in (tmp_path / "run/metrics.jsonl").read_text().splitlines()]
     assert any("rl/resolve_rate" in m for m in metrics) and any("trl/loss" in m for m in metrics)
+    (rollout,) = [m for m in metrics if "rl/rollout_time_s" in m]
+    assert 0 < rollout["rl/generate_time_s"] < rollout["rl/rollout_time_s"]
     AutoModelForCausalLM.from_pretrained(tmp_path / "run/final")
     from swe_rl.report.html import render_report
+    from swe_rl.report.training import step_times
 
+    split = step_times(metrics)  # the step's time: rollout, its generation, forward and backward
+    assert set(split) == {"rollout", "generation", "forward + backward"}, split
+    assert split["forward + backward"][0][0] == 0 and split["forward + backward"][0][1] > 0, split
     page = render_report(tmp_path / "run").read_text()  # a training run gets its curves
     assert "resolve rate per step" in page and page.count("<svg") == 4 and tasks[0].instance_id in page
+    assert "time per step (s)" in page and "mean time per step: rollout " in page
     assert "resolve rate 0% at the first step, 0% over the last 1, best 0% (step 0)" in page
     with pytest.raises(Exception, match="already holds a training run"):
         grpo_mod.train_grpo(tasks[:1], settings, available_factory("ns"), envs, load_agent_config())

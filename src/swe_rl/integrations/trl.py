@@ -81,6 +81,7 @@ class SweRolloutFunc:
         step = int(trainer.state.global_step)
         metrics = episode_metrics(results)
         metrics["rl/rollout_time_s"] = time.monotonic() - started
+        metrics["rl/generate_time_s"] = policy.generate_s  # the rest: sandboxes, grading, batching waits
         metrics["rl/generate_batch_mean"] = (
             sum(policy.batches) / len(policy.batches) if policy.batches else 0.0
         )

@@ -169,6 +169,7 @@ class BatchedHFPolicy:
         self._pending: list[tuple[list[int], SamplingParams, asyncio.Future[Completion]]] = []
         self._runner: asyncio.Task[None] | None = None
         self.batches: list[int] = []
+        self.generate_s = 0.0  # wall time in generate calls (one at a time): a rollout's generation share
 
     async def complete(self, messages: Sequence[Message], params: SamplingParams) -> Completion:
         prompt = self.extender.prompt_ids(messages)
@@ -190,6 +191,7 @@ class BatchedHFPolicy:
             if not live:
                 continue
             self.batches.append(len(live))
+            started = time.monotonic()
             try:
                 replies = await asyncio.to_thread(self._generate, [b[0] for b in live], params)
             except Exception as exc:  # a generation failure is the machinery's, not the agent's
@@ -198,6 +200,8 @@ class BatchedHFPolicy:
                     if not future.done():
                         future.set_exception(error)
                 continue
+            finally:
+                self.generate_s += time.monotonic() - started
             for (_, _, future), reply in zip(live, replies, strict=True):
                 if not future.done():
                     future.set_result(reply)

@@ -8,6 +8,7 @@ and the time per step; lists every episode. Static, self-contained HTML.
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from html import escape
 from pathlib import Path
 from typing import Any
@@ -43,6 +44,8 @@ def render_training_report(run_dir: Path, out: Path | None = None) -> Path:
     curve = [point for point in step_curve(records) if point["resolve_rate"] is not None]
     charts = _charts(curve, metrics)
     headline = _headline(records, [(p["step"], p["resolve_rate"]) for p in curve])
+    if means := {k: sum(v for _, v in pts) / len(pts) for k, pts in step_times(metrics).items() if pts}:
+        headline += "; mean time per step: " + ", ".join(f"{k} {v:.1f} s" for k, v in means.items())
     config = read_json(run.config_path) if run.config_path.is_file() else {}
     settings = json.dumps(summary.get("settings") or config.get("settings") or {}, indent=1)
     page = _page(run_dir.name, headline, charts, settings, _episode_rows(records))
@@ -57,13 +60,30 @@ def _charts(curve: list[dict[str, Any]], metrics: list[dict[str, Any]]) -> list[
     fmt = [(p["step"], p["format_error_rate"]) for p in curve]
     reward = [(p["step"], p["reward_mean"] or 0.0) for p in curve]
     loss = [(m["step"], m["trl/loss"]) for m in metrics if "trl/loss" in m]
-    times = [(m["step"], m["rl/rollout_time_s"]) for m in metrics if "rl/rollout_time_s" in m]
     return [
         svg.lines("resolve rate per step", {"resolve rate": resolve, "format errors": fmt}, y_range=(0, 1)),
         svg.lines("mean reward per step", {"reward": reward}),
         svg.lines("loss", {"loss": loss}),
-        svg.lines("rollout time per step (s)", {"seconds": times}),
+        svg.lines("time per step (s)", step_times(metrics)),
     ]
+
+
+def step_times(metrics: list[dict[str, Any]]) -> dict[str, Sequence[tuple[float, float]]]:
+    """A step's time split, per step: the rollout (wall), its generation (the batched ``generate`` calls),
+    and the forward and backward passes (TRL's step time, which holds the rollout, less it; TRL logs it
+    with the step the update made, one after the rollout's)."""
+    rollout = {m["step"]: m["rl/rollout_time_s"] for m in metrics if "rl/rollout_time_s" in m}
+    split: dict[str, Sequence[tuple[float, float]]] = {"rollout": sorted(rollout.items())}
+    if generate := [(m["step"], m["rl/generate_time_s"]) for m in metrics if "rl/generate_time_s" in m]:
+        split["generation"] = generate
+    update = [
+        (m["step"] - 1, m["trl/step_time"] - rollout[m["step"] - 1])
+        for m in metrics
+        if "trl/step_time" in m and m["step"] - 1 in rollout
+    ]
+    if update:
+        split["forward + backward"] = update
+    return split
 
 
 def _headline(records: list[EpisodeRecord], resolve: list[tuple[Any, Any]]) -> str:
