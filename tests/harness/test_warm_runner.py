@@ -249,6 +249,62 @@ async def test_a_run_killed_by_a_signal_exits_as_the_cold_one(signum, task_by_id
         assert f"rc={128 + signum}" in hot.output and "forked" in hot.output
 
 
+# What a process does on its way out after pytest's summary: a thread that is not a daemon prints later, an
+# atexit callback prints, and stdout holds unflushed text. The forked run leaves without tearing its modules
+# down (warm_server.leave) but must still do these, as a cold run's shutdown does.
+AT_EXIT = """import atexit, sys, threading, time
+
+class Loud:
+    def __del__(self):
+        print("MODULE-TEARDOWN")
+
+
+KEPT = Loud()  # its __del__ runs when the interpreter tears the modules down
+
+
+def test_leaves_work_for_the_exit():
+    atexit.register(print, "ATEXIT-RAN")
+    threading.Thread(target=lambda: (time.sleep(0.5), print("THREAD-FINISHED"))).start()
+    sys.stdout = open(1, "w", closefd=False)  # block-buffered: a file, not a terminal
+    sys.stdout.write("UNFLUSHED-AT-EXIT")
+"""
+
+
+async def test_a_forked_run_exits_as_the_cold_one_threads_atexit_and_buffers(task_by_id, envs):
+    async with await _textkit_box(task_by_id, envs) as box:
+        _runner, command = await _started(box)
+        await box.write_file("tests/test_at_exit.py", AT_EXIT.encode())
+        # the positive control: a process that only calls os._exit loses all three
+        naive = await box.exec(
+            'python -c \'import atexit, os, sys, threading, time; atexit.register(print, "ATEXIT-RAN"); '
+            'threading.Thread(target=lambda: (time.sleep(0.5), print("THREAD-FINISHED"))).start(); '
+            'sys.stdout = open(1, "w", closefd=False); sys.stdout.write("UNFLUSHED-AT-EXIT"); os._exit(0)\'; '
+            "echo rc=$?",
+            timeout=60,
+        )
+        assert naive.output.strip() == "rc=0", naive.output
+        run = "-s -p no:cacheprovider tests/test_at_exit.py; echo rc=$?"
+        cold = await box.exec(f"python -m pytest {run}", timeout=60)
+        hot = await box.exec(f"swe_rl_runner_note=/tmp/n; {command} {run}; cat /tmp/n", timeout=60)
+        assert hot.output.rstrip().endswith("forked"), hot.output
+        for result in (cold, hot):
+            summary = result.output.index(" passed")
+            assert result.output.index("THREAD-FINISHED") > summary, result.output
+            assert result.output.index("ATEXIT-RAN") > result.output.index("THREAD-FINISHED"), result.output
+            assert "UNFLUSHED-AT-EXIT" in result.output and "rc=0" in result.output, result.output
+        # the one difference, documented (warm_server.leave): the forked run does not tear the modules down,
+        # so what a __del__ prints then is missing; it also shows the run took that way out
+        assert "MODULE-TEARDOWN" in cold.output and "MODULE-TEARDOWN" not in hot.output
+        assert [line for line in _tail(cold.output) if line != "MODULE-TEARDOWN"] == _tail(hot.output)
+
+
+def _tail(output: str) -> list[str]:
+    """What comes after pytest's summary line (the rest of the line shows a time that differs)."""
+    lines = output.splitlines()
+    end = next(i for i, line in enumerate(lines) if " passed" in line)
+    return [line for line in lines[end + 1 :] if line != "forked"]
+
+
 LOWER = """import os, resource
 from test_tamper import server
 

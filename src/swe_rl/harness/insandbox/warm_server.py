@@ -4,9 +4,9 @@ Never imported by swe-rl: :mod:`swe_rl.harness.warm` ships this file's text and 
 ``python -c``. It imports pytest and its builtin plugins once, then forks one child per test run
 that a client (``warm_client.py``) asks for, with the client's stdin, stdout and stderr, working
 directory, environment, umask and arguments; the child runs pytest's own entry point
-(``runpy``, as ``python -m pytest`` or the ``pytest`` script would) and exits through the
-interpreter's normal shutdown. A cold run pays interpreter start-up and ``import pytest``; a child
-starts where they ended.
+(``runpy``, as ``python -m pytest`` or the ``pytest`` script would) and leaves as the interpreter's
+shutdown does, less its teardown of every module (:func:`leave`). A cold run pays interpreter start-up
+and ``import pytest``; a child starts where they ended.
 
 A run is refused (the client then runs the command cold, unchanged) when it could differ from a cold
 one: another interpreter, another ``PYTHON*``/locale/``TZ`` setting than the server started with (they
@@ -25,6 +25,7 @@ import sys
 
 del sys.path[0]  # `python -c` put the working directory first: nothing is imported from it
 
+import atexit  # noqa: E402
 import contextlib  # noqa: E402
 import ctypes  # noqa: E402
 import gc  # noqa: E402
@@ -202,12 +203,37 @@ class Run:
         sys.path[:] = child_path(request)
         random.seed()
         see_all_objects()
-        if request["mode"] == "module":
-            sys.argv[:] = ["-m"] + request["args"]
-            runpy.run_module("pytest", run_name="__main__", alter_sys=True)
-        else:
-            sys.argv[:] = [request["script"]] + request["args"]
-            runpy.run_path(request["script"], run_name="__main__")
+        try:
+            if request["mode"] == "module":
+                sys.argv[:] = ["-m"] + request["args"]
+                runpy.run_module("pytest", run_name="__main__", alter_sys=True)
+            else:
+                sys.argv[:] = [request["script"]] + request["args"]
+                runpy.run_path(request["script"], run_name="__main__")
+        except SystemExit as done:  # how pytest's entry points end
+            code = 0 if done.code is None else done.code  # pytest's ExitCode: an int, as for the interpreter
+            if not isinstance(code, int) or not 0 <= code <= 255:
+                raise  # a message or an odd status: the interpreter's own handling says it
+            leave(int(code))
+        leave(0)
+
+
+def leave(code):
+    """Exit with ``code`` as the interpreter's shutdown would, in its order: wait for the threads that are
+    not daemons, run the atexit callbacks, flush stdout and stderr (a failed flush exits 120). What is left
+    out is the teardown of every module and object, ~10 ms of a forked run (most of them the server's):
+    output a ``__del__`` would print at that point does not appear (a cold run's may)."""
+    threading = sys.modules.get("threading")
+    if threading is not None:
+        threading._shutdown()
+    atexit._run_exitfuncs()
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            if stream is not None:
+                stream.flush()
+        except Exception:  # as Py_FinalizeEx: the status says the output may be lost
+            code = 120
+    os._exit(code)
 
 
 def start_ticks(pid):
