@@ -3,11 +3,13 @@ could differ, or a server a test run tampered with, falls back to the cold comma
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import os
 import re
 import shlex
 import subprocess
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
@@ -17,6 +19,7 @@ from swe_rl.harness import warm
 from swe_rl.harness.grade import grade_in
 from swe_rl.harness.official import parse_test_log, parser_name
 from swe_rl.harness.verdict import Verdict
+from swe_rl.sandbox.base import Sandbox
 from swe_rl.tasks.model import Task
 
 _DURATION = re.compile(r"\d+\.\d+s")
@@ -46,6 +49,16 @@ async def _started(box, **options) -> tuple[warm.WarmRunner, str]:  # type: igno
     command = warm.hook("python -m pytest", runner)
     assert command
     return runner, command
+
+
+@contextlib.asynccontextmanager
+async def _with_tests(task_by_id, envs, name: str, source: str) -> AsyncIterator[tuple[Sandbox, str]]:  # type: ignore[no-untyped-def]
+    """A textkit sandbox with a started runner and ``source`` as ``tests/<name>``: the box and the client
+    command that stands for `python -m pytest`."""
+    async with await _textkit_box(task_by_id, envs) as box:
+        _runner, command = await _started(box)
+        await box.write_file(f"tests/{name}", source.encode())
+        yield box, command
 
 
 async def _both(task: Task, patch: str | None, envs, *, timeout: float = 120) -> tuple[Verdict, Verdict]:  # type: ignore[no-untyped-def]
@@ -239,9 +252,7 @@ async def test_a_timed_out_run_is_killed_and_the_server_serves_on(task_by_id, en
 @pytest.mark.parametrize("signum", [9, 11])
 async def test_a_run_killed_by_a_signal_exits_as_the_cold_one(signum, task_by_id, envs):
     suicide = f"import os\n\ndef test_die():\n    os.kill(os.getpid(), {signum})\n"
-    async with await _textkit_box(task_by_id, envs) as box:
-        _runner, command = await _started(box)
-        await box.write_file("tests/test_die.py", suicide.encode())
+    async with _with_tests(task_by_id, envs, "test_die.py", suicide) as (box, command):
         run = "-p no:cacheprovider tests/test_die.py >/dev/null 2>&1; echo rc=$?"
         cold = await box.exec(f"python -m pytest {run}", timeout=60)
         hot = await box.exec(f"swe_rl_runner_note=/tmp/n; {command} {run}; cat /tmp/n", timeout=60)
@@ -271,9 +282,7 @@ def test_leaves_work_for_the_exit():
 
 
 async def test_a_forked_run_exits_as_the_cold_one_threads_atexit_and_buffers(task_by_id, envs):
-    async with await _textkit_box(task_by_id, envs) as box:
-        _runner, command = await _started(box)
-        await box.write_file("tests/test_at_exit.py", AT_EXIT.encode())
+    async with _with_tests(task_by_id, envs, "test_at_exit.py", AT_EXIT) as (box, command):
         # the positive control: a process that only calls os._exit loses all three
         naive = await box.exec(
             'python -c \'import atexit, os, sys, threading, time; atexit.register(print, "ATEXIT-RAN"); '
@@ -319,9 +328,7 @@ def test_lower_its_limits():
 @pytest.mark.parametrize("attack", ["test_lower_its_priority", "test_lower_its_limits"])
 async def test_a_server_whose_limits_a_run_changed_runs_the_next_tests_cold(attack, task_by_id, envs):
     """A run may lower the server's niceness or limits (same uid); forked children would inherit them."""
-    async with await _textkit_box(task_by_id, envs) as box:
-        _runner, command = await _started(box)
-        await box.write_file("tests/test_tamper.py", TAMPER.encode())
+    async with _with_tests(task_by_id, envs, "test_tamper.py", TAMPER) as (box, command):
         await box.write_file("tests/test_lower.py", LOWER.encode())
         run = f"-rA -p no:cacheprovider tests/test_lower.py::{attack}; cat /tmp/n"
         first = await box.exec(f"swe_rl_runner_note=/tmp/n; {command} {run}", timeout=120)
@@ -389,9 +396,7 @@ def test_collections_still_collect():
 
 
 async def test_a_run_that_looks_through_the_collectors_objects_sees_what_a_cold_run_sees(task_by_id, envs):
-    async with await _textkit_box(task_by_id, envs) as box:
-        _runner, command = await _started(box)
-        await box.write_file("tests/test_gc_look.py", GC_LOOK.encode())
+    async with _with_tests(task_by_id, envs, "test_gc_look.py", GC_LOOK) as (box, command):
         # the positive control: in this env's Python, a frozen object is missing from both lists
         frozen = await box.exec(
             "python -c 'import gc, pytest; gc.freeze(); "
