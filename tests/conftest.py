@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 import tempfile
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
@@ -16,6 +17,13 @@ from swe_rl.envs.cache import EnvCache  # noqa: E402
 from swe_rl.sandbox.base import EnvSpec  # noqa: E402
 from swe_rl.tasks.builtin import builtin_tasks  # noqa: E402
 from swe_rl.tasks.model import Task  # noqa: E402
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    """The session's cache goes with it (envs, repositories: ~0.7 GiB for the whole suite), unless
+    SWE_RL_KEEP_TEST_CACHE is set: left behind, every run of the suite filled /tmp a little more."""
+    if not os.environ.get("SWE_RL_KEEP_TEST_CACHE"):
+        shutil.rmtree(_SESSION_CACHE, ignore_errors=True)
 
 
 @pytest.fixture(scope="session")
