@@ -42,9 +42,10 @@ def render_training_report(run_dir: Path, out: Path | None = None) -> Path:
     metrics = _jsonl(run.metrics_path)
     summary = run.read_summary()
     curve = [point for point in step_curve(records) if point["resolve_rate"] is not None]
-    charts = _charts(curve, metrics)
+    times = step_times(metrics)
+    charts = _charts(curve, metrics, times)
     headline = _headline(records, [(p["step"], p["resolve_rate"]) for p in curve])
-    if means := {k: sum(v for _, v in pts) / len(pts) for k, pts in step_times(metrics).items() if pts}:
+    if means := {k: sum(v for _, v in pts) / len(pts) for k, pts in times.items() if pts}:
         headline += "; mean time per step: " + ", ".join(f"{k} {v:.1f} s" for k, v in means.items())
     config = read_json(run.config_path) if run.config_path.is_file() else {}
     settings = json.dumps(summary.get("settings") or config.get("settings") or {}, indent=1)
@@ -54,8 +55,13 @@ def render_training_report(run_dir: Path, out: Path | None = None) -> Path:
     return target
 
 
-def _charts(curve: list[dict[str, Any]], metrics: list[dict[str, Any]]) -> list[str]:
-    """The learning curves: resolve and format-error rates, mean reward, loss, rollout time, per step."""
+def _charts(
+    curve: list[dict[str, Any]],
+    metrics: list[dict[str, Any]],
+    times: dict[str, Sequence[tuple[float, float]]],
+) -> list[str]:
+    """The learning curves: resolve and format-error rates, mean reward, loss, per step; and ``times``
+    (:func:`step_times`)."""
     resolve = [(p["step"], p["resolve_rate"]) for p in curve]
     fmt = [(p["step"], p["format_error_rate"]) for p in curve]
     reward = [(p["step"], p["reward_mean"] or 0.0) for p in curve]
@@ -64,7 +70,7 @@ def _charts(curve: list[dict[str, Any]], metrics: list[dict[str, Any]]) -> list[
         svg.lines("resolve rate per step", {"resolve rate": resolve, "format errors": fmt}, y_range=(0, 1)),
         svg.lines("mean reward per step", {"reward": reward}),
         svg.lines("loss", {"loss": loss}),
-        svg.lines("time per step (s)", step_times(metrics)),
+        svg.lines("time per step (s)", times),
     ]
 
 

@@ -96,12 +96,20 @@ def only_child(pid: int) -> int:
     return int(children[0])
 
 
-def start_ticks(pid: int) -> int | None:
-    """When ``pid`` started, in clock ticks since boot (/proc/<pid>/stat); None when it is gone."""
+def state_and_start(pid: int) -> tuple[str, int] | None:
+    """``pid``'s state letter and when it started, in clock ticks since boot (/proc/<pid>/stat, read after
+    the command name, which may hold anything); None when it is gone."""
     try:
-        return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[19])
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return fields[0], int(fields[19])
     except (OSError, IndexError, ValueError):
         return None
+
+
+def start_ticks(pid: int) -> int | None:
+    """When ``pid`` started, in clock ticks since boot; None when it is gone."""
+    found = state_and_start(pid)
+    return found[1] if found is not None else None
 
 
 def boot_ticks() -> int:

@@ -43,7 +43,7 @@ from collections.abc import Collection
 from pathlib import Path
 
 from swe_rl.errors import SandboxError
-from swe_rl.sandbox._proc import start_ticks
+from swe_rl.sandbox._proc import start_ticks, state_and_start
 from swe_rl.sandbox.bwrap import MOUNTPOINT
 from swe_rl.sandbox.cgroups import SandboxCgroup
 from swe_rl.sandbox.identity import SANDBOX_UID
@@ -126,11 +126,7 @@ def process_state(cgroup: SandboxCgroup, inner: int) -> tuple[str, int] | None:
     inside), read from the host: what ``cat /proc/<inner>/stat`` in the sandbox says, without a command.
     None when no such process is left."""
     for pid in host_pids(cgroup, {inner}):
-        try:
-            fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
-        except OSError:
-            return None
-        return fields[0], int(fields[19])
+        return state_and_start(pid)
     return None
 
 
