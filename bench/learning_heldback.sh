@@ -143,7 +143,7 @@ if stage after; then
 fi
 
 python3 - "$W" <<'PY'
-import json, math, sys
+import collections, json, math, sys
 from pathlib import Path
 
 w = Path(sys.argv[1])
@@ -172,6 +172,16 @@ for name in ("probe", "before-sampled", "before-greedy", "after-sampled", "after
         "resolved": k, "rate": round(k / max(1, len(graded)), 4), "wilson95": wilson(k, len(graded)),
     }
 ev = out["evaluations"]
+
+
+def outcomes(name):
+    """Each task's episodes of evaluation ``name``: resolved or not."""
+    by = {}
+    for r in graded_rows[name]:
+        by.setdefault(r["instance_id"], []).append(bool(r.get("resolved")))
+    return by
+
+
 if "before-sampled" in ev and "after-sampled" in ev:
     b, a = ev["before-sampled"], ev["after-sampled"]
     diff = a["rate"] - b["rate"]
@@ -180,10 +190,7 @@ if "before-sampled" in ev and "after-sampled" in ev:
     # the same tasks before and after, 8 samples each: episodes of a task are not independent, so the interval
     # that counts is over the per-task differences (a paired t interval, tasks as the units)
     def per_task(name):
-        by = {}
-        for r in graded_rows[name]:
-            by.setdefault(r["instance_id"], []).append(bool(r.get("resolved")))
-        return {t: sum(v) / len(v) for t, v in by.items()}
+        return {t: sum(v) / len(v) for t, v in outcomes(name).items()}
     before, after = per_task("before-sampled"), per_task("after-sampled")
     both = sorted(set(before) & set(after))
     d = [after[t] - before[t] for t in both]
@@ -198,18 +205,13 @@ if summary.is_file():
     out["grpo_curve"] = json.loads(summary.read_text()).get("curve")
 # -- appended to the report stage: report.md, the run's report for people (results.json holds the same)
 def per_episode(name):
-    rows = graded_rows[name]
-    tasks = {}
-    for r in rows:
-        tasks.setdefault(r["instance_id"], []).append(bool(r.get("resolved")))
-    statuses = {}
-    for r in rows:
-        statuses[r.get("exit_status") or "?"] = statuses.get(r.get("exit_status") or "?", 0) + 1
+    rows, tasks = graded_rows[name], outcomes(name)
+    statuses = collections.Counter(r.get("exit_status") or "?" for r in rows)
     return {
         "pass_at_k": sum(any(v) for v in tasks.values()) / max(1, len(tasks)),
         "k": max((len(v) for v in tasks.values()), default=0),
         "format_error_episodes": sum(bool(r.get("format_errors")) for r in rows) / max(1, len(rows)),
-        "exit_statuses": dict(sorted(statuses.items(), key=lambda kv: -kv[1])),
+        "exit_statuses": dict(statuses.most_common()),
     }
 
 
