@@ -185,7 +185,9 @@ async def test_kept_sandboxes_beyond_the_limit_are_closed_oldest_first(tasks, en
                 pass  # kept: c's, one too many: b's is closed
             assert (await taken.box.exec("true", timeout=30)).returncode == 0  # the one in use stays open
         # a's came back last: kept, c's closed
-        assert [limits for (_, limits), free in grader._free.items() if free] == [a.model_dump_json()]
+        assert [limits for (_, limits), free in grader._shelves["grading"].free.items() if free] == [
+            a.model_dump_json()
+        ]
         assert grader.stats["created"] == 3
     finally:
         await grader.close()

@@ -128,8 +128,9 @@ def eval_command(
         bool,
         typer.Option(
             "--reuse-grading/--fresh-grading",
-            help="Grade in sandboxes reset in place between gradings, with pytest imported once per sandbox "
-            "(ns backend, local executor); --fresh-grading: a new sandbox and interpreter for every grading.",
+            help="Run agents and grade in sandboxes reset in place between uses, with pytest imported once "
+            "per grading sandbox (ns backend, local executor); --fresh-grading: a new sandbox for every agent "
+            "run and every grading, and a new interpreter for every test run.",
         ),
     ] = True,
     json_out: Annotated[bool, typer.Option("--json", help="Print summary.json on stdout.")] = False,

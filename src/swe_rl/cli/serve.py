@@ -193,8 +193,9 @@ def serve_rollout(
         bool,
         typer.Option(
             "--reuse-grading/--fresh-grading",
-            help="Keep up to 16 grading sandboxes between rollouts, reset in place, each with pytest imported "
-            "once (ns backend); by default every grading gets a fresh sandbox and interpreter.",
+            help="Keep up to 16 grading sandboxes (each with pytest imported once) and 16 agent sandboxes "
+            "between rollouts, reset in place (ns backend); by default every agent run and grading gets a "
+            "fresh sandbox, and every test run a fresh interpreter.",
         ),
     ] = False,
 ) -> None:

@@ -1,12 +1,12 @@
 """The one place an episode happens, for evaluation and training alike.
 
-An episode builds (or finds) the task's environment, runs the agent in a fresh sandbox of it, takes the
-patch the agent leaves (its submission, else the sandbox's diff) and grades that patch in another, pristine
-sandbox. Its attribution (docs/TRAINING.md, "Outcome attribution"): what the agent's commands did to its
-own sandbox is the agent's outcome, graded as no patch; a failure outside its control (env build, sandbox
-creation, a lost backend, the model, grading) is an infrastructure error, carried in ``error`` and never
-graded or scored. Callers turn an :class:`Episode` into their records: an eval result and its artifacts,
-or training samples and a reward.
+An episode builds (or finds) the task's environment, runs the agent in a pristine sandbox of it (fresh, or
+reset in place), takes the patch the agent leaves (its submission, else the sandbox's diff) and grades that
+patch in another, pristine sandbox. Its attribution (docs/TRAINING.md, "Outcome attribution"): what the
+agent's commands did to its own sandbox is the agent's outcome, graded as no patch; a failure outside its
+control (env build, sandbox creation, a lost backend, the model, grading) is an infrastructure error,
+carried in ``error`` and never graded or scored. Callers turn an :class:`Episode` into their records: an
+eval result and its artifacts, or training samples and a reward.
 """
 
 from __future__ import annotations
@@ -92,14 +92,15 @@ async def run_episode(
 ) -> Episode:
     """Run one episode; never raises for an infrastructure failure (see the module's docstring).
 
-    ``grader``: grades in reused sandboxes with a warm test runner (harness/grader.py); None: in a fresh
-    sandbox of ``factory``."""
+    ``grader``: lends the agent's sandbox and grades, both in reused sandboxes (harness/grader.py); None:
+    each in a fresh sandbox of ``factory``."""
     settings = settings or EpisodeSettings()
     started = time.monotonic()
     episode = Episode(instance_id=task.instance_id)
     try:
         env = await asyncio.to_thread(cache.ensure, task)
-        async with await factory.create(env, settings.limits) as box:
+        lent = grader.agent_sandbox(env, settings.limits) if grader is not None else None
+        async with lent or await factory.create(env, settings.limits) as box:
             episode.trajectory = traj = await run_agent(
                 task, box, llm, agent, params, context=context, workdir=env.workdir
             )

@@ -19,15 +19,16 @@ from swe_rl.rl.rollout import RolloutResult, episode_result, run_rollout
 from swe_rl.sandbox.base import SandboxFactory
 from swe_rl.tasks.model import Task, parse_task
 
-IDLE_GRADING = 16  # grading sandboxes kept between episodes (each with a warm runner, ~30 MiB)
+# grading sandboxes kept between episodes (each with a warm runner, ~30 MiB), and as many agents' sandboxes
+IDLE_GRADING = 16
 
 
 class LocalExecutor:
     """Episodes in this process, on this machine's sandboxes, at most ``capacity`` at once.
 
     ``models``: the named models it builds and closes (default: a book of its own).
-    ``reuse_grading``: grade in sandboxes reset in place between gradings, with a warm test runner
-    (harness/grader.py; where the backend cannot, every grading gets a fresh sandbox, as without). The
+    ``reuse_grading``: run agents and grade in sandboxes reset in place between uses, the grading ones
+    with a warm test runner (harness/grader.py; where the backend cannot, each gets a fresh sandbox). The
     sandboxes it keeps belong to the event loop that made them: only for an executor that lives in one
     loop and is closed (:meth:`close`).
     """

@@ -7,7 +7,8 @@ keeping only the sandbox's warm test runner alive (:mod:`.warm`: pytest imported
 A kept sandbox of another env of the same runtime is reset to the env asked for (its testbed becomes the
 new overlay's), so the tasks synthesized from one library, each with its own testbed, share sandboxes and
 runners. Where the backend cannot reset in place while keeping a process, it grades as
-:func:`.grade.grade_patch` does.
+:func:`.grade.grade_patch` does. The agents' sandboxes are reused the same way, on a shelf of their own
+(:meth:`Grader.agent_sandbox`): an agent's run pays a reset (~2 ms) instead of a create (~20 ms).
 
 What a grading leaves behind cannot reach the next one: the reset ends every other process and drops
 every file change; the runner is not dumpable (no ptrace, no ``/proc/<pid>/mem``), checks its own limits
@@ -54,24 +55,71 @@ def keeps_processes(box: Sandbox) -> bool:
     return bool(getattr(box, "KEEPS_PROCESSES", False))
 
 
+Key = tuple[str, str]  # an env's runtime and the sandbox's limits
+
+
+class _Shelf:
+    """Kept sandboxes of one use, per key; beyond ``idle`` the least recently kept are given back to close."""
+
+    def __init__(self, idle: int) -> None:
+        self.idle = idle
+        self.free: OrderedDict[Key, list[Slot]] = OrderedDict()
+        self.count = 0
+
+    def take(self, key: Key, env_key: str) -> Slot | None:
+        """A kept slot of ``key``: the newest of env ``env_key``, else the newest of another env."""
+        free = self.free.get(key)
+        if not free:
+            return None
+        slot = next((s for s in reversed(free) if s.env_key == env_key), free[-1])
+        free.remove(slot)
+        if not free:  # no empty list is left for the eviction to take as the oldest
+            del self.free[key]
+        self.count -= 1
+        return slot
+
+    def put(self, key: Key, slot: Slot) -> list[Slot]:
+        """Keep ``slot``; return those that are now too many (the oldest)."""
+        self.free.setdefault(key, []).append(slot)
+        self.free.move_to_end(key)
+        self.count += 1
+        evicted = []
+        while self.count > self.idle:
+            oldest = next(iter(self.free))
+            evicted.append(self.free[oldest].pop(0))
+            if not self.free[oldest]:
+                del self.free[oldest]
+            self.count -= 1
+        return evicted
+
+    def drain(self) -> list[Slot]:
+        slots = [s for free in self.free.values() for s in free]
+        self.free.clear()
+        self.count = 0
+        return slots
+
+
 class Grader:
     """Grades patches with ``factory``'s sandboxes, reusing them (see the module's docstring). A sandbox's
-    first grading runs its tests cold; its runner starts when it is used again.
+    first grading runs its tests cold; its runner starts when it is used again. It also lends the agents'
+    sandboxes (:meth:`agent_sandbox`), reused the same way but kept apart: never one with a runner, never
+    one a grading had.
 
     ``idle``: sandboxes kept between gradings, over all environments (the least recently used go first;
-    each costs its runner's memory, ~30 MiB).
-    ``reuse=False``: every grading in a fresh sandbox, cold, as :func:`.grade.grade_patch`.
+    each costs its runner's memory, ~30 MiB), and as many between agents' runs.
+    ``reuse=False``: every grading in a fresh sandbox, cold, as :func:`.grade.grade_patch`, and every
+    agent's run in a fresh one.
     """
 
     def __init__(self, factory: SandboxFactory, *, idle: int = 8, reuse: bool = True) -> None:
         self.factory = factory
         self.idle = idle
         self.reuse = reuse
-        self._free: OrderedDict[tuple[str, str], list[Slot]] = OrderedDict()
-        self._count = 0
+        self._shelves = {"grading": _Shelf(idle), "agent": _Shelf(idle)}
         self._no_runner: set[str] = set()  # env keys whose Python could not start a runner
         self._modules: dict[str, set[str]] = {}  # env key -> the module names its Python can import
         self.stats: dict[str, int] = {"created": 0, "reused": 0, "switched": 0, "runners": 0, "cold": 0}
+        self.stats |= {"agent_created": 0, "agent_reused": 0}
 
     async def grade(
         self,
@@ -108,24 +156,41 @@ class Grader:
         return verdict
 
     @contextlib.asynccontextmanager
-    async def sandbox(self, env: EnvSpec, limits: Limits | None = None) -> AsyncIterator[Slot]:
+    async def agent_sandbox(self, env: EnvSpec, limits: Limits | None = None) -> AsyncIterator[Sandbox]:
+        """A pristine sandbox of ``env`` for an agent's run: a kept one reset in place (never one a grading
+        had, so never one with a runner), kept again afterwards; a fresh one closed afterwards where the
+        backend cannot reset in place or ``reuse`` is off. Closed when the body raised."""
+        if not self.reuse:
+            async with await self.factory.create(env, limits) as box:
+                yield box
+            return
+        async with self.sandbox(env, limits, use="agent") as slot:
+            yield slot.box
+
+    @contextlib.asynccontextmanager
+    async def sandbox(
+        self, env: EnvSpec, limits: Limits | None = None, *, use: str = "grading"
+    ) -> AsyncIterator[Slot]:
         """A pristine sandbox of ``env`` and its runner (None: its tests run cold), given back afterwards:
         reset in place and kept, or closed when the body raised or the backend cannot keep processes.
-        The body calls :meth:`Slot.ran` with what the runner said (a cold run gets a new runner)."""
+        The body calls :meth:`Slot.ran` with what the runner said (a cold run gets a new runner).
+        ``use="agent"``: one of the agents' sandboxes, which have no runner."""
         key = (repr(env.runtime()), limits.model_dump_json() if limits else "")
-        slot = await self._acquire(key, env, limits)
+        slot = await self._acquire(key, env, limits, use)
         try:
             yield slot
         except BaseException:
             await _close(slot.box)
             raise
-        await self._release(key, slot)
+        await self._release(key, slot, use)
 
-    async def _acquire(self, key: tuple[str, str], env: EnvSpec, limits: Limits | None) -> Slot:
-        slot = await self._kept(key, env)
+    async def _acquire(self, key: Key, env: EnvSpec, limits: Limits | None, use: str) -> Slot:
+        prefix = "agent_" if use == "agent" else ""
+        slot = await self._kept(self._shelves[use].take(key, env.key), env)
         if slot is not None:
-            self.stats["reused"] += 1  # its runner was alive at the reset, and no command ran since
-            if slot.runner is None and keeps_processes(slot.box) and env.key not in self._no_runner:
+            self.stats[prefix + "reused"] += 1  # its runner was alive at the reset, and no command ran since
+            wants_runner = use == "grading" and slot.runner is None and env.key not in self._no_runner
+            if wants_runner and keeps_processes(slot.box):
                 # started on a sandbox's second use: an env graded once never pays pytest's import twice
                 slot.runner = await warm.start(slot.box, env.workdir)
                 self.stats["runners"] += slot.runner is not None
@@ -133,20 +198,13 @@ class Grader:
                     self._no_runner.add(env.key)
         else:
             slot = Slot(await self.factory.create(env, limits), None, env.key)
-            self.stats["created"] += 1
+            self.stats[prefix + "created"] += 1
         return slot
 
-    async def _kept(self, key: tuple[str, str], env: EnvSpec) -> Slot | None:
-        """A kept sandbox of ``env`` (the newest), else one of its runtime reset to it, else None."""
-        free = self._free.get(key)
-        if not free:
-            return None
-        slot = next((s for s in reversed(free) if s.env_key == env.key), free[-1])
-        free.remove(slot)
-        if not free:  # no empty list is left for the eviction to take as the oldest
-            del self._free[key]
-        self._count -= 1
-        if slot.env_key == env.key:
+    async def _kept(self, slot: Slot | None, env: EnvSpec) -> Slot | None:
+        """``slot`` (a kept sandbox of ``env``'s runtime) ready for ``env``: reset to it when it is another
+        env's. None when there is none, or the reset failed (the sandbox is closed)."""
+        if slot is None or slot.env_key == env.key:
             return slot
         box: Any = slot.box
         try:  # the runner was alive at the last reset, and no command ran since
@@ -160,7 +218,7 @@ class Grader:
         self.stats["switched"] += 1
         return slot
 
-    async def _release(self, key: tuple[str, str], slot: Slot) -> None:
+    async def _release(self, key: Key, slot: Slot, use: str) -> None:
         """Reset ``slot`` in place (keeping its runner) and keep it, or close it."""
         self.stats["cold"] += slot.cold_runs
         slot.cold_runs = 0
@@ -176,21 +234,11 @@ class Grader:
             return
         if getattr(box, "restart_reason", None) is not None or not keep:  # bwrap restarted: nothing was kept
             slot.runner = None
-        self._free.setdefault(key, []).append(slot)
-        self._free.move_to_end(key)
-        self._count += 1
-        while self._count > self.idle:
-            oldest = next(iter(self._free))
-            evicted = self._free[oldest].pop(0)
-            if not self._free[oldest]:
-                del self._free[oldest]
-            self._count -= 1
+        for evicted in self._shelves[use].put(key, slot):
             await _close(evicted.box)
 
     async def close(self) -> None:
-        slots = [s for free in self._free.values() for s in free]
-        self._free.clear()
-        self._count = 0
+        slots = [s for shelf in self._shelves.values() for s in shelf.drain()]
         await asyncio.gather(*(_close(s.box) for s in slots))
 
 
