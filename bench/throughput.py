@@ -6,9 +6,10 @@ Each episode is what ``swe-rl eval --llm scripted:oracle`` runs (episode/run.py:
 sandbox, its patch graded in another): no model time, so what is left is the sandbox, the harness and the
 tests. Two grading paths, interleaved (the order alternates each round), same tasks, same concurrency:
 
-- cold: a fresh sandbox and a fresh interpreter for every grading (``swe-rl eval --fresh-grading``);
-- warm: sandboxes reset in place between gradings, pytest imported once per sandbox (harness/grader.py,
-  the default).
+- cold: a fresh sandbox for every agent's run and every grading, a fresh interpreter for every test run
+  (``swe-rl eval --fresh-grading``);
+- warm: sandboxes reset in place between uses, the agents' and the gradings' kept apart, pytest imported
+  once per grading sandbox (harness/grader.py, the default).
 
 Task sets: the builtin suite, and ``--synth N`` tasks synthesized from the builtin libraries (seed 3).
 Reports attempts/s per core, the split of an attempt (agent; grading = sandbox + harness + tests) and

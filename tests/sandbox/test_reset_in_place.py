@@ -6,6 +6,7 @@ restart reason), so that no test passes because the sandbox was quietly restarte
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import ctypes
 import errno
 import os
@@ -54,6 +55,78 @@ def _tmpfs(box: NsSandbox) -> Path:
     return Path(f"/proc/{box.bwrap_pid}/root{MOUNTPOINT}")
 
 
+async def _built_ahead(tmpfs: Path, layer: int) -> None:
+    """Until the reset worker has built overlay ``layer`` ahead (its directories exist, empty)."""
+    for _ in range(500):
+        if all((tmpfs / f"{name}.{layer}").is_dir() for name in ("upper", "work")):
+            assert os.listdir(tmpfs / f"upper.{layer}") == []
+            return
+        await asyncio.sleep(0.01)
+    raise AssertionError(f"overlay {layer} was not built ahead: {sorted(os.listdir(tmpfs))}")
+
+
+def _worker_holds() -> int:
+    """How many sandboxes the reset worker holds an overlay built ahead for (a pidfd of each one's bwrap)."""
+    from swe_rl.sandbox.spawner import spawner
+
+    pidfd = spawner()._reset_pidfd
+    assert pidfd is not None, "the reset worker runs"
+    fdinfo = Path(f"/proc/self/fdinfo/{pidfd}").read_text()
+    worker = int(next(line for line in fdinfo.splitlines() if line.startswith("Pid:")).split()[1])
+    links = []
+    for fd in os.listdir(f"/proc/{worker}/fd"):
+        with contextlib.suppress(FileNotFoundError):  # closed meanwhile
+            links.append(os.readlink(f"/proc/{worker}/fd/{fd}"))
+    return links.count("anon_inode:[pidfd]")
+
+
+async def _until_holds(expected: int) -> int:
+    """What the worker holds once it is ``expected`` (a reset's own pidfds close after the next overlay is
+    built), or after 5 s."""
+    for _ in range(500):
+        if (held := _worker_holds()) == expected:
+            break
+        await asyncio.sleep(0.01)
+    return held
+
+
+async def test_the_next_overlay_is_built_ahead_then_taken_dropped_or_let_go(textkit_env, envs, task_by_id):
+    """Which layer directory is which: tmpfs inode numbers are not reused, so a layer dropped and built
+    again under the same name has another."""
+    other = envs.ensure(task_by_id["swe-rl-builtin__statkit-2"])
+    box = _ns(await available_factory("ns").create(textkit_env))
+    try:
+        await box.reset()  # the worker's first: it builds overlay 2 ahead after answering
+        tmpfs = _tmpfs(box)
+        await _built_ahead(tmpfs, 2)
+        await asyncio.sleep(0.1)  # the worker has closed the reset's own handles
+        held, ahead = _worker_holds(), (tmpfs / "upper.2").stat().st_ino
+        # no path in the sandbox leads to the layers (the host sees them: the control)
+        found = await box.exec("find / -name 'upper.[0-9]*' -o -name 'work.[0-9]*' 2>/dev/null", timeout=60)
+        assert found.output.strip() == "" and (tmpfs / "upper.2").is_dir()
+
+        await box.exec("echo junk >> README.md; echo t > /tmp/t", timeout=10)
+        await box.reset()  # takes it
+        assert box.restart_reason is None and (tmpfs / "upper.2").stat().st_ino == ahead
+        assert await box.diff() == "" and (await box.exec("test -e /tmp/t", timeout=10)).returncode != 0
+        assert (
+            f"upperdir={MOUNTPOINT}/upper.2,"
+            in (await box.exec("cat /proc/self/mountinfo", timeout=10)).output
+        )
+
+        await _built_ahead(tmpfs, 3)
+        ahead = (tmpfs / "upper.3").stat().st_ino
+        await box.reset(env=other)  # built ahead for textkit's testbed: dropped, and statkit's built
+        assert box.restart_reason is None and (tmpfs / "upper.3").stat().st_ino != ahead
+        assert (await box.exec("ls -d statkit", timeout=10)).returncode == 0
+        await _built_ahead(tmpfs, 4)
+        assert await _until_holds(held) == held, "one overlay ahead for the sandbox, whatever happened before"
+    finally:
+        await box.close()
+    # its bwrap has exited: the worker lets its overlay (and so its tmpfs) go
+    assert await _until_holds(held - 1) == held - 1
+
+
 async def test_reset_in_place_leaves_nothing_behind(textkit_env):
     factory = available_factory("ns")
     async with await factory.create(textkit_env) as fresh:
@@ -79,7 +152,17 @@ async def test_reset_in_place_leaves_nothing_behind(textkit_env):
         assert os.listdir(tmpfs / "upper.1") == []
         assert box._old_layer is not None
         await box._old_layer
-        assert sorted(os.listdir(tmpfs)) == ["b", "ctl", "shm", "tmp", "upper.1", "work.1"]
+        await _built_ahead(tmpfs, 2)  # the next reset's layer (reset_worker.py)
+        assert sorted(os.listdir(tmpfs)) == [
+            "b",
+            "ctl",
+            "shm",
+            "tmp",
+            "upper.1",
+            "upper.2",
+            "work.1",
+            "work.2",
+        ]
         assert (await box.exec(LEFT, timeout=10)).output == pristine
         assert (await box.exec(STATE, timeout=10)).output == fresh_state
         assert await box.diff() == ""
@@ -148,9 +231,7 @@ async def test_a_testbed_path_overlayfs_would_misread_is_reset_to_by_a_restart(t
         assert "README.md" in pristine and "DECOY" not in pristine
         proc, cgroup = box._proc, box._cgroup
         assert proc is not None and cgroup is not None
-        await asyncio.to_thread(
-            reset_in_place, cgroup, proc.pid, box._shell_pid(proc), textkit_env.workdir, 99, (), str(copy)
-        )
+        await reset_in_place(cgroup, proc, textkit_env.workdir, 99, (), str(copy))
         assert (await box.exec(listing, timeout=10)).output.split() == ["DECOY"]  # the control
 
         bwrap = box.bwrap_pid
@@ -278,4 +359,11 @@ async def test_many_resets_in_place_stay_pristine(textkit_env, rounds):
         assert box.bwrap_pid == bwrap and box.generation == rounds
         assert (await box.exec(check, timeout=10)).output == pristine
         assert await box.diff() == ""
-        assert sorted(os.listdir(_tmpfs(box)))[-2:] == [f"upper.{rounds}", f"work.{rounds}"]
+        await _built_ahead(_tmpfs(box), rounds + 1)
+        layers = [name for name in os.listdir(_tmpfs(box)) if name.startswith(("upper", "work"))]
+        assert sorted(layers) == [
+            f"upper.{rounds}",
+            f"upper.{rounds + 1}",
+            f"work.{rounds}",
+            f"work.{rounds + 1}",
+        ]

@@ -26,6 +26,8 @@ class SpawnedProcess:
         self.stdin = stdin
         self.stdout = stdout
         self.stderr = stderr
+        self._child: tuple[int, int] | None = None
+        self._child_pidfd: int | None = None
         try:
             self._pidfd: int | None = os.pidfd_open(pid)
         except OSError:
@@ -61,28 +63,60 @@ class SpawnedProcess:
                 signal.pidfd_send_signal(self._pidfd, signal.SIGKILL)
 
     async def wait(self, timeout: float = 5.0) -> None:
-        """Until the process is gone (or ``timeout``): the pidfd becomes readable when it exits."""
-        if self._pidfd is None or not self.alive:
-            return
-        loop = asyncio.get_running_loop()
-        exited: asyncio.Future[None] = loop.create_future()
+        """Until the process is gone (or ``timeout``)."""
+        if self._pidfd is not None and self.alive:
+            await all_exited([self._pidfd], time.monotonic() + timeout)
 
-        def on_exit() -> None:
-            if not exited.done():
-                exited.set_result(None)
+    def child(self) -> tuple[int, int]:
+        """The pid of its only child (bwrap's: the sandbox's shell) and when that started (clock ticks since
+        boot), read once; ProcessLookupError when there is none. :meth:`child_alive` says whether it still
+        runs (a pidfd of it: its pid cannot be another process's while it does)."""
+        if self._child is None:
+            pid = only_child(self.pid)
+            start = start_ticks(pid)
+            pidfd = os.pidfd_open(pid)
+            if start is None or start_ticks(pid) != start:  # the pidfd is of the process read
+                os.close(pidfd)
+                raise ProcessLookupError(pid)
+            self._child, self._child_pidfd = (pid, start), pidfd
+        return self._child
 
-        loop.add_reader(self._pidfd, on_exit)
-        try:
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(exited, timeout)
-        finally:
-            loop.remove_reader(self._pidfd)
+    def child_alive(self) -> bool:
+        """Whether the child :meth:`child` named still runs."""
+        if self._child_pidfd is None:
+            return False
+        readable, _, _ = select.select([self._child_pidfd], [], [], 0)
+        return not readable
 
     def close(self) -> None:
         self.stdin.close()
-        if self._pidfd is not None:
-            os.close(self._pidfd)
-            self._pidfd = None
+        for fd in (self._pidfd, self._child_pidfd):
+            if fd is not None:
+                os.close(fd)
+        self._pidfd = self._child_pidfd = None
+
+
+async def all_exited(pidfds: list[int], deadline: float) -> None:
+    """Until every process of ``pidfds`` has exited (a pidfd becomes readable then), or ``deadline``
+    (time.monotonic())."""
+    loop = asyncio.get_running_loop()
+    waiting = []
+    for fd in pidfds:
+        done = loop.create_future()
+        loop.add_reader(fd, _settle, loop, fd, done)
+        waiting.append(done)
+    try:
+        if waiting:
+            await asyncio.wait(waiting, timeout=max(0.0, deadline - time.monotonic()))
+    finally:
+        for fd in pidfds:
+            loop.remove_reader(fd)
+
+
+def _settle(loop: asyncio.AbstractEventLoop, fd: int, done: asyncio.Future[None]) -> None:
+    loop.remove_reader(fd)
+    if not done.done():
+        done.set_result(None)
 
 
 def only_child(pid: int) -> int:

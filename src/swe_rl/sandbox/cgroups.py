@@ -8,14 +8,13 @@ from __future__ import annotations
 
 import contextlib
 import os
-import select
 import signal
 import time
 from collections.abc import Collection
 from pathlib import Path
 
 from swe_rl.errors import SandboxError
-from swe_rl.sandbox._proc import start_ticks
+from swe_rl.sandbox._proc import all_exited, start_ticks
 from swe_rl.sandbox.base import Limits
 
 ROOT = Path("/sys/fs/cgroup")
@@ -123,11 +122,12 @@ class SandboxCgroup:
                     os.kill(pid, 9)
             time.sleep(0.0005)
 
-    def kill_except(self, keep: Collection[int], *, timeout: float = 5.0) -> None:
+    async def kill_except(self, keep: Collection[int], *, timeout: float = 5.0) -> None:
         """SIGKILL every process in the cgroup but ``keep`` and wait until each has exited (its files closed,
         so nothing it was writing can land later), again until only ``keep`` is left (a process may fork
         while it is being killed). SandboxError when they do not go within ``timeout``. One hierarchy is
-        read (:meth:`members`): a reset in place runs this on its hot path."""
+        read (:meth:`members`), and the exits are awaited on the event loop: a reset in place runs this on
+        its hot path."""
         deadline = time.monotonic() + timeout
         while others := [pid for pid in self.members() if pid not in keep]:
             pidfds = []
@@ -136,7 +136,7 @@ class SandboxCgroup:
                     with contextlib.suppress(ProcessLookupError):
                         pidfds.append(os.pidfd_open(pid))  # then a reused pid cannot be hit
                         signal.pidfd_send_signal(pidfds[-1], signal.SIGKILL)
-                _wait_readable(pidfds, deadline)
+                await all_exited(pidfds, deadline)
             finally:
                 for fd in pidfds:
                     os.close(fd)
@@ -155,18 +155,6 @@ class SandboxCgroup:
                     break
                 except OSError:
                     time.sleep(0.001)
-
-
-def _wait_readable(fds: list[int], deadline: float) -> None:
-    """Until every fd of ``fds`` (pidfds: readable once the process has exited) is readable, or the deadline."""
-    poller = select.poll()
-    for fd in fds:
-        poller.register(fd, select.POLLIN)
-    waiting = set(fds)
-    while waiting and (left := deadline - time.monotonic()) > 0:
-        for fd, _ in poller.poll(left * 1000):
-            poller.unregister(fd)
-            waiting.discard(fd)
 
 
 REAP_AFTER_S = 120  # a cgroup without an owner tag (an older swe-rl's) is reaped after this

@@ -41,7 +41,7 @@ from typing import Self
 
 from swe_rl.errors import OutputLimitError, SandboxError, SandboxUnavailableError
 from swe_rl.sandbox._output import CappedBuffer
-from swe_rl.sandbox._proc import SpawnedProcess, boot_ticks, kill_started_since, only_child
+from swe_rl.sandbox._proc import SpawnedProcess, boot_ticks, kill_started_since
 from swe_rl.sandbox.base import EnvSpec, ExecResult, Limits
 from swe_rl.sandbox.bwrap import MOUNTPOINT, ns_unavailable_reason, start_bwrap
 from swe_rl.sandbox.cgroups import SandboxCgroup, reap_stale_cgroups
@@ -191,10 +191,8 @@ class NsSandbox:
                 await self._old_layer
             self._old_layer = None
         try:
-            shell = self._shell_pid(proc)
             layer = self.generation  # new in this tmpfs: a reset restarting bwrap starts again from 0
-            at = (cgroup, proc.pid, shell, self.env.workdir, layer, keep, lower)
-            await asyncio.to_thread(reset_in_place, *at)  # one thread hop for all of it
+            await reset_in_place(cgroup, proc, self.env.workdir, layer, keep, lower)  # no thread hop
             previous, self._layer = self._layer, layer
             self._old_layer = asyncio.ensure_future(asyncio.to_thread(remove_layer, proc.pid, previous))
         except (OSError, SandboxError) as exc:
@@ -317,7 +315,7 @@ class NsSandbox:
 
     def _shell_pid(self, proc: SpawnedProcess) -> int:
         """Host pid of the shell: bwrap's only child (the shell is pid 1 inside with --as-pid-1)."""
-        return only_child(proc.pid)
+        return proc.child()[0]
 
     def _died_detail(self) -> str:
         detail = self._stderr_tail.decode(errors="replace").strip()

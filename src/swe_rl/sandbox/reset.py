@@ -20,11 +20,13 @@ have changed goes:
    - builds a new overlay of the testbed over a new, empty upper layer in bwrap's mount namespace, where
      the sandbox's tmpfs is (``fsopen``/``fsconfig``/``fsmount``: a detached mount, nosuid and nodev); the
      testbed may be another env's of the same runtime (``NsSandbox.reset(env=...)``: the same venv,
-     interpreter and root, so everything else bwrap bound is the same);
+     interpreter and root, so everything else bwrap bound is the same); the overlay was usually built
+     ahead, after the previous reset, and is only taken (reset_worker.py);
    - in the sandbox's mount namespace, detaches the old overlay and moves the new one into its place;
    - empties ``/tmp`` and ``/dev/shm`` (both directories of the sandbox's tmpfs) without crossing a mount
      under them (an env's venv may be bound below ``/tmp``), and gives them back their mode and owner;
-3. the old layer's directories are removed afterwards, off the hot path (ns.py).
+3. the old layer's directories are removed afterwards, off the hot path (ns.py), once the worker has let
+   the old overlay go (it holds it until it has answered).
 
 The shell itself is left alone: no command runs during a reset (the sandbox's lock), and its state is
 out of the commands' reach: each command runs in a subshell, and the shell's memory and pipes are
@@ -36,14 +38,16 @@ restarts bubblewrap instead.
 
 from __future__ import annotations
 
+import asyncio
 import os
 import shutil
 import time
+import weakref
 from collections.abc import Collection
 from pathlib import Path
 
 from swe_rl.errors import SandboxError
-from swe_rl.sandbox._proc import start_ticks, state_and_start
+from swe_rl.sandbox._proc import SpawnedProcess, state_and_start
 from swe_rl.sandbox.bwrap import MOUNTPOINT
 from swe_rl.sandbox.cgroups import SandboxCgroup
 from swe_rl.sandbox.identity import SANDBOX_UID
@@ -55,10 +59,9 @@ def layer_dirs(layer: int) -> tuple[str, str]:
     return ("upper", "work") if layer == 0 else (f"upper.{layer}", f"work.{layer}")
 
 
-def reset_in_place(
+async def reset_in_place(
     cgroup: SandboxCgroup,
-    bwrap_pid: int,
-    shell_pid: int,
+    bwrap: SpawnedProcess,
     workdir: str,
     layer: int,
     keep: Collection[int] = (),
@@ -68,18 +71,18 @@ def reset_in_place(
     ``keep``: pids (as the sandbox sees them) of processes left running besides the shell, treated as the
     shell is. ``lower``: the testbed the new overlay shows, as a host path (None: the one bwrap bound)."""
     keep = host_pids(cgroup, keep) if keep else set()
-    shell_start = start_ticks(shell_pid)
-    if shell_start is None:
+    bwrap_pid, (shell_pid, shell_start) = bwrap.pid, bwrap.child()
+    if not bwrap.child_alive():
         raise SandboxError("its shell has exited")
-    pristine = _limits(bwrap_pid)
+    pristine = _PRISTINE.get(bwrap) or _PRISTINE.setdefault(bwrap, _limits(bwrap_pid))
     if _limits(shell_pid) != pristine:
         raise SandboxError("a command changed the shell's resource limits")
     keep = {pid for pid in keep if _limits(pid) == pristine}
-    cgroup.kill_except({bwrap_pid, shell_pid, *keep})
+    await cgroup.kill_except({bwrap_pid, shell_pid, *keep})
     for pid in (shell_pid, *keep):  # a command may lower them: its processes run as their uid
         _copy_scheduling(bwrap_pid, pid)
     upper, work = layer_dirs(layer)
-    spawner().reset(
+    await spawner().reset(
         bwrap_pid=bwrap_pid,
         shell_pid=shell_pid,
         shell_start=shell_start,
@@ -89,8 +92,9 @@ def reset_in_place(
         work=work,
         uid=SANDBOX_UID,
         lower=lower,
+        next=layer_dirs(layer + 1),  # built ahead by the worker for the next reset (reset_worker.py)
     )
-    _wait_reaped(shell_pid, keep)
+    await _wait_reaped(shell_pid, keep)
 
 
 def lowerdir_misread(path: str) -> str | None:
@@ -102,9 +106,16 @@ def lowerdir_misread(path: str) -> str | None:
 
 
 def remove_layer(bwrap_pid: int, layer: int) -> None:
-    """Step 3: the directories of a detached overlay, seen through bwrap's mount namespace."""
-    for name in layer_dirs(layer):
-        shutil.rmtree(f"/proc/{bwrap_pid}/root{MOUNTPOINT}/{name}", ignore_errors=True)
+    """Step 3: the directories of a detached overlay, seen through bwrap's mount namespace (again while the
+    overlay is not gone yet: the worker lets it go just after it answers)."""
+    for _ in range(100):
+        for name in layer_dirs(layer):
+            shutil.rmtree(f"/proc/{bwrap_pid}/root{MOUNTPOINT}/{name}", ignore_errors=True)
+        if not any(
+            os.path.lexists(f"/proc/{bwrap_pid}/root{MOUNTPOINT}/{name}") for name in layer_dirs(layer)
+        ):
+            return
+        time.sleep(0.01)
 
 
 def host_pids(cgroup: SandboxCgroup, inner: Collection[int]) -> set[int]:
@@ -130,22 +141,29 @@ def process_state(cgroup: SandboxCgroup, inner: int) -> tuple[str, int] | None:
     return None
 
 
-def _wait_reaped(shell_pid: int, keep: Collection[int], timeout: float = 2.0) -> None:
+async def _wait_reaped(shell_pid: int, keep: Collection[int], timeout: float = 2.0) -> None:
     """Until the shell (the sandbox's pid 1) has reaped every process that was killed, so the next command
     sees no zombie: its children are then the kept processes only. It reaps on SIGCHLD, usually while the
     overlay is being replaced; a shell that has not after ``timeout`` is restarted (SandboxError)."""
-    listing = Path(f"/proc/{shell_pid}/task/{shell_pid}/children")
     deadline = time.monotonic() + timeout
-    while True:
-        try:
-            children = {int(p) for p in listing.read_text().split()}
-        except OSError:  # a kernel without the listing: nothing to wait on
-            return
-        if children <= set(keep):
-            return
+    while left := _unreaped(shell_pid, keep):
         if time.monotonic() > deadline:
-            raise SandboxError(f"the shell has not reaped {sorted(children - set(keep))[:5]}")
-        time.sleep(0.0002)
+            raise SandboxError(f"the shell has not reaped {sorted(left)[:5]}")
+        await asyncio.sleep(0.0002)
+
+
+def _unreaped(shell_pid: int, keep: Collection[int]) -> set[int]:
+    """The shell's children but ``keep`` (none on a kernel without the listing: nothing to wait on)."""
+    try:
+        children = Path(f"/proc/{shell_pid}/task/{shell_pid}/children").read_text().split()
+    except OSError:
+        return set()
+    return {int(p) for p in children} - set(keep)
+
+
+# bwrap's resource limits, read at its first reset: no command can change them (it is outside the sandbox's
+# pid namespace), and every process of the sandbox is compared with them
+_PRISTINE: weakref.WeakKeyDictionary[SpawnedProcess, str] = weakref.WeakKeyDictionary()
 
 
 def _limits(pid: int) -> str:

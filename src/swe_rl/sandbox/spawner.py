@@ -19,6 +19,7 @@ reset and comes back to its own after; the helper itself never leaves them.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import json
 import os
@@ -27,14 +28,17 @@ import socket
 import subprocess
 import sys
 import threading
+import weakref
 from typing import Any
 
 from swe_rl.errors import SandboxError
+from swe_rl.sandbox.reset_worker import WORKER
 
 RESET_TIMEOUT = 20.0  # seconds a reset in place may take before the sandbox is restarted instead
 
 # Runs in the helper (python -S: no site, no swe_rl import). Kept dependency-free on purpose.
-_HELPER = r"""
+_HELPER = (
+    r"""
 import contextlib, ctypes, json, os, re, select, signal, socket, stat, sys
 libc = ctypes.CDLL(None, use_errno=True)
 # No PR_SET_PDEATHSIG: it fires when the *thread* that started us exits, not the process. We exit when
@@ -85,130 +89,9 @@ def child(req, fds):
         os.write(2, f"swe-rl spawner: {exc}\n".encode())
     os._exit(127)
 
-# -- reset in place (see reset.py). The helper never leaves its own namespaces: it forks a worker that the
-# caller talks to directly (a socket of the caller's), which joins a sandbox's namespaces for each reset and
-# then comes back to its own; one that cannot come back exits.
-CLONE_NEWNS, CLONE_NEWIPC, MNT_DETACH, AT_FDCWD = 0x00020000, 0x08000000, 2, -100
-FSCONFIG_SET_STRING, FSCONFIG_CMD_CREATE, MOVE_MOUNT_F_EMPTY_PATH = 1, 6, 4
-MOUNT_ATTR_NOSUID, MOUNT_ATTR_NODEV = 0x2, 0x4
-# one number on every architecture since Linux 5.2 (the unified table from 424 on)
-SYS_MOVE_MOUNT, SYS_FSOPEN, SYS_FSCONFIG, SYS_FSMOUNT = 429, 430, 431, 432
-libc.syscall.restype = ctypes.c_long
-_OCTAL = re.compile(r"\\([0-7]{3})")
-
-def check(ret, what):
-    if ret < 0:
-        raise OSError(ctypes.get_errno(), f"{what}: {os.strerror(ctypes.get_errno())}")
-    return ret
-
-def reset_worker(conn):
-    # Serves one reset per line on ``conn`` until it closes, each answered with a line of JSON.
-    home = [os.open(f"/proc/self/ns/{ns}", os.O_RDONLY) for ns in ("ipc", "mnt")]
-    requests = conn.makefile("rb")
-    for line in requests:
-        fds = []
-        try:
-            reset_in_sandbox(json.loads(line), fds)
-            error = None
-        except BaseException as exc:
-            error = repr(exc) or "failed"
-        for fd in fds:  # a handle on a namespace would keep it (and its mounts) alive
-            os.close(fd)
-        try:  # back home: this process's namespaces, root and cwd (setns(mnt) resets both)
-            check(libc.setns(home[0], CLONE_NEWIPC), "setns(ipc) back")
-            check(libc.setns(home[1], CLONE_NEWNS), "setns(mnt) back")
-            stranded = False
-        except OSError as exc:
-            error, stranded = f"{error}; {exc}", True
-        conn.sendall(json.dumps({"error": error, "stranded": stranded}).encode() + b"\n")
-        if stranded:
-            return
-
-def reset_in_sandbox(req, fds):
-    shell, bwrap, mnt, workdir = req["shell_pid"], req["bwrap_pid"], req["mountpoint"], req["workdir"]
-    # every handle first: once in the sandbox's mount namespace, /proc is the sandbox's
-    for path, flags in ((f"/proc/{bwrap}/ns/mnt", os.O_RDONLY), (f"/proc/{shell}/ns/mnt", os.O_RDONLY),
-                        (f"/proc/{shell}/ns/ipc", os.O_RDONLY), (f"/proc/{shell}/root", os.O_PATH | os.O_DIRECTORY)):
-        fds.append(os.open(path, flags | os.O_CLOEXEC))
-    outer, inner, ipc, root = fds
-    with open(f"/proc/{shell}/mountinfo") as f:
-        mounts = [unescape(line.split()[4]) for line in f]
-    with open(f"/proc/{shell}/stat") as f:
-        if int(f.read().rsplit(")", 1)[1].split()[19]) != req["shell_start"]:
-            raise OSError("the shell is not the one we were sent")
-    if mounts.count(workdir) != 1 or any(m.startswith(workdir.rstrip("/") + "/") for m in mounts):
-        raise OSError(f"unexpected mounts at {workdir}")
-    check(libc.setns(ipc, CLONE_NEWIPC), "setns(ipc)")
-    remove_sysv_ipc()
-    check(libc.setns(outer, CLONE_NEWNS), "setns(outer mnt)")
-    lower = req.get("lower") or f"{mnt}/b/testbed"
-    layer = new_overlay(mnt, lower, req["upper"], req["work"], req["uid"], fds)
-    check(libc.setns(inner, CLONE_NEWNS), "setns(sandbox mnt)")
-    os.fchdir(root)
-    os.chroot(".")
-    check(libc.umount2(workdir.encode(), MNT_DETACH), f"unmounting {workdir}")
-    check(libc.syscall(SYS_MOVE_MOUNT, layer, b"", AT_FDCWD, workdir.encode(), MOVE_MOUNT_F_EMPTY_PATH),
-          f"move_mount onto {workdir}")
-    for path in ("/tmp", "/dev/shm"):
-        wipe(path, set(mounts), req["uid"])
-
-def unescape(path):
-    return _OCTAL.sub(lambda m: chr(int(m.group(1), 8)), path) if "\\" in path else path
-
-def new_overlay(mnt, lower, upper, work, uid, fds):
-    # A detached overlay of the testbed ``lower`` (the one bwrap bound, or another env's: a host path, which
-    # bwrap's mount namespace still sees) over a new, empty upper layer (fsopen/fsconfig/fsmount).
-    for sub in (upper, work):
-        os.mkdir(f"{mnt}/{sub}", 0o755)
-        os.chown(f"{mnt}/{sub}", uid, uid)
-    fs = check(libc.syscall(SYS_FSOPEN, b"overlay", 0), "fsopen(overlay)")
-    fds.append(fs)
-    options = {"lowerdir": lower, "upperdir": f"{mnt}/{upper}", "workdir": f"{mnt}/{work}",
-               "redirect_dir": "nofollow", "index": "off", "metacopy": "off"}
-    try:
-        for key, value in options.items():
-            check(libc.syscall(SYS_FSCONFIG, fs, FSCONFIG_SET_STRING, key.encode(), value.encode(), 0), key)
-        check(libc.syscall(SYS_FSCONFIG, fs, FSCONFIG_CMD_CREATE, None, None, 0), "creating the overlay")
-        fds.append(check(libc.syscall(SYS_FSMOUNT, fs, 0, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV), "fsmount"))
-        return fds[-1]
-    except OSError as exc:
-        log = b""
-        with contextlib.suppress(OSError):
-            log = os.read(fs, 4096)  # the kernel's own words on why
-        raise OSError(exc.errno, f"{exc.strerror} {log.decode(errors='replace').strip()}") from None
-
-def remove_sysv_ipc():
-    # Every System V shared memory segment, semaphore set and message queue of the ipc namespace.
-    for kind, rm in (("shm", lambda i: libc.shmctl(i, 0, None)), ("sem", lambda i: libc.semctl(i, 0, 0)),
-                     ("msg", lambda i: libc.msgctl(i, 0, None))):
-        with open(f"/proc/sysvipc/{kind}") as f:
-            ids = [int(line.split()[1]) for line in list(f)[1:] if line.strip()]
-        for ipc_id in ids:
-            check(rm(ipc_id), f"removing {kind} {ipc_id}")
-
-def wipe(top, mounts, uid):
-    # Empty ``top`` without crossing into a mount under it (nor removing a mount point's parents).
-    dev = os.lstat(top).st_dev
-    def walk(d):
-        kept = False
-        for entry in os.scandir(d):
-            st = entry.stat(follow_symlinks=False)
-            if entry.path in mounts or st.st_dev != dev:
-                kept = True
-            elif stat.S_ISDIR(st.st_mode):
-                if walk(entry.path):
-                    kept = True
-                else:
-                    os.rmdir(entry.path)
-            else:
-                os.unlink(entry.path)
-        return kept
-    walk(top)
-    os.chown(top, uid, uid)
-    os.chmod(top, 0o1777)
-    for name in os.listxattr(top, follow_symlinks=False):
-        os.removexattr(top, name, follow_symlinks=False)
-
+"""
+    + WORKER
+    + r"""
 def serve(req, fds):
     try:
         pid = os.fork()
@@ -235,6 +118,7 @@ while True:
         break
     sock.sendall(json.dumps(serve(json.loads(msg), fds)).encode() + b"\n")
 """
+)
 
 
 class Spawner:
@@ -246,6 +130,9 @@ class Spawner:
         self._sock: socket.socket | None = None
         self._reader: socket.SocketIO | None = None
         self._reset_lock = threading.Lock()  # resets go to the worker, not the helper: spawns never wait
+        self._loop_locks: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Lock] = (
+            weakref.WeakKeyDictionary()
+        )
         self._reset_sock: socket.socket | None = None
         self._reset_pidfd: int | None = None
 
@@ -298,37 +185,59 @@ class Spawner:
             raise SandboxError(f"the spawner could not fork: {os.strerror(-pid)}")
         return pid
 
-    def reset(self, **request: object) -> None:
+    async def reset(self, **request: object) -> None:
         """Give a live sandbox a new, empty overlay upper layer and empty /tmp, /dev/shm and System V IPC.
 
         ``request``: ``bwrap_pid``, ``shell_pid`` and ``shell_start`` (its start time, see _proc.start_ticks),
-        ``mountpoint``, ``workdir``, ``upper`` and ``work`` (the new layer's directory names), ``uid``, and
-        ``lower``: the testbed the overlay shows (a host path; None: the one bwrap was started with). The
-        helper's child opens the sandbox's namespaces, builds the overlay in bwrap's mount namespace (where the
-        tmpfs is), swaps it for the old one at ``workdir`` inside, and empties the rest; see reset.py.
+        ``mountpoint``, ``workdir``, ``upper`` and ``work`` (the new layer's directory names), ``uid``,
+        ``lower``: the testbed the overlay shows (a host path; None: the one bwrap was started with), and
+        ``next``: the next layer's directory names (its overlay is built ahead). The worker opens the
+        sandbox's namespaces, swaps the new overlay for the old one at ``workdir`` and empties the rest; see
+        reset.py and reset_worker.py. Awaited on the caller's event loop (no thread); one reset at a time per
+        process, whichever loop or thread asks.
         """
-        with self._reset_lock:
-            worker = self._reset_worker()
+        async with self._loop_lock():
+            # held by a reset of another thread's loop: polled, as blocking would stall this loop and a
+            # thread waiting on it could take it after this task was cancelled, never to give it back
+            while not self._reset_lock.acquire(blocking=False):  # noqa: ASYNC110
+                await asyncio.sleep(0.001)
             try:
-                worker.sendall(json.dumps(request).encode() + b"\n")
+                answer = await self._ask_worker(request)
+            finally:
+                self._reset_lock.release()
+        if answer["error"]:
+            raise SandboxError(answer["error"])
+
+    def _loop_lock(self) -> asyncio.Lock:
+        loop = asyncio.get_running_loop()
+        lock = self._loop_locks.get(loop)
+        if lock is None:
+            lock = self._loop_locks[loop] = asyncio.Lock()
+        return lock
+
+    async def _ask_worker(self, request: dict[str, object]) -> dict[str, Any]:
+        loop = asyncio.get_running_loop()
+        try:
+            worker = self._reset_worker()
+            async with asyncio.timeout(RESET_TIMEOUT):
+                await loop.sock_sendall(worker, json.dumps(request).encode() + b"\n")
                 reply = b""
                 while not reply.endswith(b"\n"):
-                    chunk = worker.recv(4096)
+                    chunk = await loop.sock_recv(worker, 4096)
                     if not chunk:
                         raise OSError("the reset worker exited")
                     reply += chunk
-                answer = json.loads(reply)
-            except TimeoutError:
-                answer = {
-                    "error": f"no answer from the reset worker in {RESET_TIMEOUT:.0f} s",
-                    "stranded": True,
-                }
-            except (OSError, ValueError) as exc:
-                answer = {"error": f"the reset worker is gone ({exc})", "stranded": True}
-            if answer["stranded"]:  # it has exited (or is killed now): the next reset gets a new one
-                self._close_reset_worker()
-        if answer["error"]:
-            raise SandboxError(answer["error"])
+            answer = dict(json.loads(reply))
+        except TimeoutError:
+            answer = {"error": f"no answer from the reset worker in {RESET_TIMEOUT:.0f} s", "stranded": True}
+        except (OSError, ValueError) as exc:
+            answer = {"error": f"the reset worker is gone ({exc})", "stranded": True}
+        except BaseException:  # cancelled: its answer, unread, would be the next reset's
+            self._close_reset_worker()
+            raise
+        if answer["stranded"]:  # it has exited (or is killed now): the next reset gets a new one
+            self._close_reset_worker()
+        return answer
 
     def _reset_worker(self) -> socket.socket:
         if self._reset_sock is None:
@@ -340,7 +249,7 @@ class Spawner:
             if pid < 0:
                 ours.close()
                 raise SandboxError(f"the spawner could not fork: {os.strerror(-pid)}")
-            ours.settimeout(RESET_TIMEOUT)
+            ours.setblocking(False)
             # a pidfd, not the pid: the helper reaps the worker when it exits, and its pid may be reused
             self._reset_sock, self._reset_pidfd = ours, os.pidfd_open(pid)
         return self._reset_sock

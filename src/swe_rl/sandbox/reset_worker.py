@@ -1,0 +1,254 @@
+"""The reset worker's code: what a reset in place (reset.py) does inside a sandbox's namespaces, as root.
+
+It runs in the spawner's helper (spawner.py: ``python -S``, no site, no swe_rl import; kept dependency-free
+on purpose), in a process the helper forks on the first reset. The caller talks to it over a socket of its
+own, one request a line, one JSON answer a line. For each reset it opens the sandbox's namespaces, removes
+its System V IPC objects, puts a new overlay of the testbed over a new, empty upper layer at the workdir
+in place of the old one, and empties ``/tmp`` and ``/dev/shm``; then it comes back to its own namespaces
+(a worker that cannot exits).
+
+The next reset's overlay is built ahead: after answering, the worker builds the overlay the request
+names as the next one (its layer's directories, the same testbed) and keeps it detached, so the next
+reset of that sandbox only swaps it in. Nothing can write to it meanwhile: it is mounted nowhere, and its
+directories are on the sandbox's tmpfs outside every path bound into the sandbox. It is dropped (and its
+directories removed) when the next reset asks for another one (a reset to another env's testbed), and
+closed when the sandbox's bwrap exits (a pidfd of it is watched), so a closed sandbox's tmpfs is not kept.
+"""
+
+from __future__ import annotations
+
+WORKER = r"""
+# -- reset in place (see reset.py and reset_worker.py). The helper never leaves its own namespaces: it forks
+# a worker that the caller talks to directly (a socket of the caller's), which joins a sandbox's namespaces
+# for each reset and then comes back to its own; one that cannot come back exits.
+CLONE_NEWNS, CLONE_NEWIPC, MNT_DETACH, AT_FDCWD = 0x00020000, 0x08000000, 2, -100
+FSCONFIG_SET_STRING, FSCONFIG_CMD_CREATE, MOVE_MOUNT_F_EMPTY_PATH = 1, 6, 4
+MOUNT_ATTR_NOSUID, MOUNT_ATTR_NODEV = 0x2, 0x4
+MSG_INFO, SHM_INFO, SEM_INFO = 12, 14, 19
+# one number on every architecture since Linux 5.2 (the unified table from 424 on)
+SYS_MOVE_MOUNT, SYS_FSOPEN, SYS_FSCONFIG, SYS_FSMOUNT = 429, 430, 431, 432
+libc.syscall.restype = ctypes.c_long
+_OCTAL = re.compile(r"\\([0-7]{3})")
+# bwrap pid -> the next overlay built ahead: (upper, work, lower, its detached mount's fd, a pidfd of bwrap)
+AHEAD = {}
+MAX_AHEAD = 1024  # sandboxes with one (two fds each); beyond, resets build their own
+
+def check(ret, what):
+    if ret < 0:
+        raise OSError(ctypes.get_errno(), f"{what}: {os.strerror(ctypes.get_errno())}")
+    return ret
+
+def reset_worker(conn):
+    # Serves one reset per line on ``conn`` until it closes, each answered with a line of JSON.
+    home = [os.open(f"/proc/self/ns/{ns}", os.O_RDONLY) for ns in ("ipc", "mnt")]
+    pending = b""
+    while True:
+        watched = {entry[4]: pid for pid, entry in AHEAD.items()}
+        poller = select.poll()
+        for fd in (conn.fileno(), *watched):
+            poller.register(fd, select.POLLIN)
+        ready = {fd for fd, _ in poller.poll()}
+        for fd in ready & watched.keys():  # that sandbox's bwrap has exited: its tmpfs must not be kept
+            drop(AHEAD.pop(watched[fd]))
+        if conn.fileno() not in ready:
+            continue
+        chunk = conn.recv(1 << 16)
+        if not chunk:
+            return
+        pending += chunk
+        while b"\n" in pending:
+            line, _, pending = pending.partition(b"\n")
+            if not serve_reset(conn, json.loads(line), home):
+                return
+
+def serve_reset(conn, req, home):
+    fds = []
+    try:
+        prebuilt, old = reset_in_sandbox(req, fds)
+        error = None
+    except BaseException as exc:
+        error, prebuilt, old = repr(exc) or "failed", False, None
+    stranded = not go_home(home)
+    conn.sendall(json.dumps({"error": error, "stranded": stranded, "prebuilt": prebuilt}).encode() + b"\n")
+    if old is not None:
+        os.close(old)  # the old overlay's last reference: it is torn down now, after the answer
+        fds.remove(old)
+    if not error and not stranded and req.get("next"):
+        build_ahead(req, fds[0])
+        stranded = not go_home(home)
+    for fd in fds:  # a handle on a namespace would keep it (and its mounts) alive
+        os.close(fd)
+    return not stranded
+
+def go_home(home):
+    # back to this process's namespaces, root and cwd (setns(mnt) resets both)
+    try:
+        check(libc.setns(home[0], CLONE_NEWIPC), "setns(ipc) back")
+        check(libc.setns(home[1], CLONE_NEWNS), "setns(mnt) back")
+        return True
+    except OSError:
+        return False
+
+def reset_in_sandbox(req, fds):
+    shell, bwrap, mnt, workdir = req["shell_pid"], req["bwrap_pid"], req["mountpoint"], req["workdir"]
+    # every handle first: once in the sandbox's mount namespace, /proc is the sandbox's
+    for path, flags in ((f"/proc/{bwrap}/ns/mnt", os.O_RDONLY), (f"/proc/{shell}/ns/mnt", os.O_RDONLY),
+                        (f"/proc/{shell}/ns/ipc", os.O_RDONLY), (f"/proc/{shell}/root", os.O_PATH | os.O_DIRECTORY)):
+        fds.append(os.open(path, flags | os.O_CLOEXEC))
+    outer, inner, ipc, root = fds
+    with open(f"/proc/{shell}/mountinfo") as f:
+        mounts = [unescape(line.split()[4]) for line in f]
+    with open(f"/proc/{shell}/stat") as f:
+        if int(f.read().rsplit(")", 1)[1].split()[19]) != req["shell_start"]:
+            raise OSError("the shell is not the one we were sent")
+    if mounts.count(workdir) != 1 or any(m.startswith(workdir.rstrip("/") + "/") for m in mounts):
+        raise OSError(f"unexpected mounts at {workdir}")
+    check(libc.setns(ipc, CLONE_NEWIPC), "setns(ipc)")
+    if sysv_in_use():
+        remove_sysv_ipc()
+    check(libc.setns(outer, CLONE_NEWNS), "setns(outer mnt)")
+    lower = lower_of(req)
+    ahead = AHEAD.pop(bwrap, None)
+    prebuilt = ahead is not None and ahead[:3] == (req["upper"], req["work"], lower) and alive(ahead[4])
+    if prebuilt:
+        fds.extend(ahead[3:])
+        layer = ahead[3]
+    else:
+        if ahead is not None:  # built for another testbed (or its bwrap is gone): its directories go too
+            drop(ahead, f"{mnt}/" if alive(ahead[4]) else None)
+        layer = new_overlay(mnt, lower, req["upper"], req["work"], req["uid"], fds)
+    check(libc.setns(inner, CLONE_NEWNS), "setns(sandbox mnt)")
+    os.fchdir(root)
+    os.chroot(".")
+    # held until after the answer: its teardown (the last reference's) is off the caller's path
+    fds.append(os.open(workdir, os.O_PATH | os.O_CLOEXEC))
+    old = fds[-1]
+    check(libc.umount2(workdir.encode(), MNT_DETACH), f"unmounting {workdir}")
+    check(libc.syscall(SYS_MOVE_MOUNT, layer, b"", AT_FDCWD, workdir.encode(), MOVE_MOUNT_F_EMPTY_PATH),
+          f"move_mount onto {workdir}")
+    for path in ("/tmp", "/dev/shm"):
+        wipe(path, set(mounts), req["uid"])
+    return prebuilt, old
+
+def lower_of(req):
+    return req.get("lower") or f"{req['mountpoint']}/b/testbed"
+
+def build_ahead(req, outer):
+    # The overlay of the layer ``req["next"]`` names, detached and kept for the sandbox's next reset, built in
+    # the mount namespace of its bwrap (``outer``: the one just reset, opened while it was alive).
+    mnt, (upper, work), bwrap = req["mountpoint"], req["next"], req["bwrap_pid"]
+    if len(AHEAD) >= MAX_AHEAD:
+        return
+    own = []
+    try:
+        check(libc.setns(outer, CLONE_NEWNS), "setns(outer mnt)")
+        own.append(os.pidfd_open(bwrap))
+        if os.stat(f"/proc/{bwrap}/ns/mnt").st_ino != os.stat("/proc/self/ns/mnt").st_ino:
+            raise OSError("its bwrap has exited")  # and the pid is another process's now
+        if any(os.path.lexists(f"{mnt}/{name}") for name in (upper, work)):
+            raise OSError("the next layer's directories exist")
+    except OSError:
+        for fd in own:
+            os.close(fd)
+        return
+    try:
+        layer = new_overlay(mnt, lower_of(req), upper, work, req["uid"], own)
+        AHEAD[bwrap] = (upper, work, lower_of(req), layer, own[0])
+        own = own[1:-1]  # fsopen's context is closed; the mount and the pidfd are kept
+    except OSError:  # the next reset builds its own (and fails where it would have)
+        for name in (upper, work):
+            with contextlib.suppress(OSError):
+                remove_tree(f"{mnt}/{name}")
+    for fd in own:
+        os.close(fd)
+
+def alive(pidfd):
+    poller = select.poll()
+    poller.register(pidfd, select.POLLIN)
+    return not poller.poll(0)
+
+def drop(ahead, parent=None):
+    # Close an overlay built ahead; with ``parent`` (its bwrap's tmpfs, seen from its mount namespace), remove
+    # its directories too.
+    os.close(ahead[3])
+    os.close(ahead[4])
+    for name in ahead[:2] if parent else ():
+        remove_tree(parent + name)
+
+def remove_tree(top):
+    for path, dirs, files in os.walk(top, topdown=False):
+        for name in files:
+            os.unlink(os.path.join(path, name))
+        for name in dirs:
+            os.rmdir(os.path.join(path, name))
+    os.rmdir(top)
+
+def unescape(path):
+    return _OCTAL.sub(lambda m: chr(int(m.group(1), 8)), path) if "\\" in path else path
+
+def new_overlay(mnt, lower, upper, work, uid, fds):
+    # A detached overlay of the testbed ``lower`` (the one bwrap bound, or another env's: a host path, which
+    # bwrap's mount namespace still sees) over a new, empty upper layer (fsopen/fsconfig/fsmount).
+    for sub in (upper, work):
+        os.mkdir(f"{mnt}/{sub}", 0o755)
+        os.chown(f"{mnt}/{sub}", uid, uid)
+    fs = check(libc.syscall(SYS_FSOPEN, b"overlay", 0), "fsopen(overlay)")
+    fds.append(fs)
+    options = {"lowerdir": lower, "upperdir": f"{mnt}/{upper}", "workdir": f"{mnt}/{work}",
+               "redirect_dir": "nofollow", "index": "off", "metacopy": "off"}
+    try:
+        for key, value in options.items():
+            check(libc.syscall(SYS_FSCONFIG, fs, FSCONFIG_SET_STRING, key.encode(), value.encode(), 0), key)
+        check(libc.syscall(SYS_FSCONFIG, fs, FSCONFIG_CMD_CREATE, None, None, 0), "creating the overlay")
+        fds.append(check(libc.syscall(SYS_FSMOUNT, fs, 0, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV), "fsmount"))
+        return fds[-1]
+    except OSError as exc:
+        log = b""
+        with contextlib.suppress(OSError):
+            log = os.read(fs, 4096)  # the kernel's own words on why
+        raise OSError(exc.errno, f"{exc.strerror} {log.decode(errors='replace').strip()}") from None
+
+def sysv_in_use():
+    # Whether the ipc namespace holds any System V object: the kernel's counts (SHM_INFO's used_ids,
+    # MSG_INFO's msgpool, SEM_INFO's semusz), three calls instead of reading three /proc files. A call that
+    # fails counts as in use (the files are read then).
+    buf = ctypes.create_string_buffer(256)
+    for call, index in ((lambda: libc.shmctl(0, SHM_INFO, buf), 0), (lambda: libc.msgctl(0, MSG_INFO, buf), 0),
+                        (lambda: libc.semctl(0, 0, SEM_INFO, buf), 7)):
+        ctypes.memset(buf, 0, len(buf))
+        if call() < 0 or ctypes.c_int.from_buffer(buf, 4 * index).value:
+            return True
+    return False
+
+def remove_sysv_ipc():
+    # Every System V shared memory segment, semaphore set and message queue of the ipc namespace.
+    for kind, rm in (("shm", lambda i: libc.shmctl(i, 0, None)), ("sem", lambda i: libc.semctl(i, 0, 0)),
+                     ("msg", lambda i: libc.msgctl(i, 0, None))):
+        with open(f"/proc/sysvipc/{kind}") as f:
+            ids = [int(line.split()[1]) for line in list(f)[1:] if line.strip()]
+        for ipc_id in ids:
+            check(rm(ipc_id), f"removing {kind} {ipc_id}")
+
+def wipe(top, mounts, uid):
+    # Empty ``top`` without crossing into a mount under it (nor removing a mount point's parents).
+    dev = os.lstat(top).st_dev
+    def walk(d):
+        kept = False
+        for entry in os.scandir(d):
+            st = entry.stat(follow_symlinks=False)
+            if entry.path in mounts or st.st_dev != dev:
+                kept = True
+            elif stat.S_ISDIR(st.st_mode):
+                if walk(entry.path):
+                    kept = True
+                else:
+                    os.rmdir(entry.path)
+            else:
+                os.unlink(entry.path)
+        return kept
+    walk(top)
+    os.chown(top, uid, uid)
+    os.chmod(top, 0o1777)
+    for name in os.listxattr(top, follow_symlinks=False):
+        os.removexattr(top, name, follow_symlinks=False)
+"""
