@@ -11,6 +11,7 @@ import ctypes
 import errno
 import os
 import signal
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -367,3 +368,24 @@ async def test_many_resets_in_place_stay_pristine(textkit_env, rounds):
             f"work.{rounds}",
             f"work.{rounds + 1}",
         ]
+
+
+def test_resets_from_loops_in_two_threads_share_the_worker(textkit_env):
+    """One reset worker per process, taken in turn by every event loop that resets (a trainer may run one
+    in a thread of its own): resets from two threads at once all happen in place and leave nothing."""
+    factory = available_factory("ns")
+
+    async def churn(rounds: int) -> list[str | None]:
+        async with _ns(await factory.create(textkit_env)) as box:
+            reasons = []
+            for i in range(rounds):
+                await box.exec(f"echo {i} >> README.md; echo {i} > /tmp/{i}; sleep 100 &", timeout=10)
+                await box.reset()
+                reasons.append(box.restart_reason)
+                left = await box.exec("git status --porcelain; ls -A /tmp | grep -c '^[0-9]'", timeout=10)
+                assert left.output.strip() == "0", left.output
+            return reasons
+
+    with ThreadPoolExecutor(2) as pool:
+        results = list(pool.map(lambda _: asyncio.run(churn(15)), range(2)))
+    assert results == [[None] * 15] * 2, results
