@@ -69,8 +69,8 @@ class SpawnedProcess:
 
     def child(self) -> tuple[int, int]:
         """The pid of its only child (bwrap's: the sandbox's shell) and when that started (clock ticks since
-        boot), read once; ProcessLookupError when there is none. :meth:`child_alive` says whether it still
-        runs (a pidfd of it: its pid cannot be another process's while it does)."""
+        boot), read once and kept with a pidfd of it; ProcessLookupError when there is none, or it has exited
+        since (its pid may be another process's then)."""
         if self._child is None:
             pid = only_child(self.pid)
             start = start_ticks(pid)
@@ -79,14 +79,9 @@ class SpawnedProcess:
                 os.close(pidfd)
                 raise ProcessLookupError(pid)
             self._child, self._child_pidfd = (pid, start), pidfd
+        if self._child_pidfd is None or select.select([self._child_pidfd], [], [], 0)[0]:
+            raise ProcessLookupError(self._child[0])
         return self._child
-
-    def child_alive(self) -> bool:
-        """Whether the child :meth:`child` named still runs."""
-        if self._child_pidfd is None:
-            return False
-        readable, _, _ = select.select([self._child_pidfd], [], [], 0)
-        return not readable
 
     def close(self) -> None:
         self.stdin.close()

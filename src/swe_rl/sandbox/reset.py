@@ -71,9 +71,7 @@ async def reset_in_place(
     ``keep``: pids (as the sandbox sees them) of processes left running besides the shell, treated as the
     shell is. ``lower``: the testbed the new overlay shows, as a host path (None: the one bwrap bound)."""
     keep = host_pids(cgroup, keep) if keep else set()
-    bwrap_pid, (shell_pid, shell_start) = bwrap.pid, bwrap.child()
-    if not bwrap.child_alive():
-        raise SandboxError("its shell has exited")
+    bwrap_pid, (shell_pid, shell_start) = bwrap.pid, bwrap.child()  # ProcessLookupError once it has exited
     pristine = _PRISTINE.get(bwrap) or _PRISTINE.setdefault(bwrap, _limits(bwrap_pid))
     if _limits(shell_pid) != pristine:
         raise SandboxError("a command changed the shell's resource limits")
