@@ -6,10 +6,12 @@ from __future__ import annotations
 import asyncio
 import itertools
 
+import pytest
 from tests.conftest import available_factory
 
+from swe_rl.errors import SandboxError
 from swe_rl.harness.grade import grade_in, grade_patch
-from swe_rl.harness.grader import Grader
+from swe_rl.harness.grader import Grader, Slot
 from swe_rl.sandbox.base import Limits
 
 # A conftest.py at the repo's root runs in every test run of its grading: it plants the task's fix for a
@@ -189,5 +191,26 @@ async def test_kept_sandboxes_beyond_the_limit_are_closed_oldest_first(tasks, en
             a.model_dump_json()
         ]
         assert grader.stats["created"] == 3
+    finally:
+        await grader.close()
+
+
+async def test_a_sandbox_whose_release_is_cancelled_is_closed(envs, tasks):
+    """A task cancelled while its sandbox is being reset for the next use (a rollout's deadline) leaves that
+    sandbox in no known state and on no shelf: it is closed, never left running unowned."""
+    env = envs.ensure(tasks[0])
+    grader = Grader(available_factory("ns"), idle=2)
+    try:
+        box = await grader.factory.create(env)
+        await box.exec("sleep 100 & echo busy > /tmp/x", timeout=30)  # the control: it runs
+        key = (repr(env.runtime()), "")
+        release = asyncio.ensure_future(grader._release(key, Slot(box, None, env.key), "agent"))
+        await asyncio.sleep(0)  # it runs to its first wait, inside the reset
+        release.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await release
+        assert grader._shelves["agent"].count == 0
+        with pytest.raises(SandboxError):
+            await box.exec("true", timeout=30)  # closed
     finally:
         await grader.close()

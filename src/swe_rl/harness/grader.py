@@ -209,8 +209,10 @@ class Grader:
         box: Any = slot.box
         try:  # the runner was alive at the last reset, and no command ran since
             await box.reset(keep=[slot.runner.pid] if slot.runner is not None else [], env=env)
-        except Exception:
+        except BaseException as exc:  # failed, or cancelled midway: nobody keeps it
             await _close(box)
+            if not isinstance(exc, Exception):
+                raise
             return None
         if box.restart_reason is not None:  # bwrap restarted: nothing was kept
             slot.runner = None
@@ -226,11 +228,13 @@ class Grader:
             await _close(slot.box)
             return
         box: Any = slot.box
-        keep = [slot.runner.pid] if slot.runner is not None and await slot.runner.alive(box) else []
         try:
+            keep = [slot.runner.pid] if slot.runner is not None and await slot.runner.alive(box) else []
             await box.reset(keep=keep)
-        except Exception:
+        except BaseException as exc:  # failed, or cancelled midway (a rollout's deadline): nobody keeps it
             await _close(box)
+            if not isinstance(exc, Exception):
+                raise
             return
         if getattr(box, "restart_reason", None) is not None or not keep:  # bwrap restarted: nothing was kept
             slot.runner = None
