@@ -23,7 +23,7 @@ import contextlib
 import time
 from collections import OrderedDict
 from collections.abc import AsyncIterator
-from typing import Any
+from typing import Any, Literal
 
 from swe_rl.harness import inventory, warm
 from swe_rl.harness.grade import DEFAULT_TEST_TIMEOUT, grade_in, grade_patch
@@ -56,6 +56,7 @@ def keeps_processes(box: Sandbox) -> bool:
 
 
 Key = tuple[str, str]  # an env's runtime and the sandbox's limits
+Use = Literal["grading", "agent"]  # the shelves: kept apart, so no agent gets a sandbox with a runner
 
 
 class _Shelf:
@@ -115,7 +116,7 @@ class Grader:
         self.factory = factory
         self.idle = idle
         self.reuse = reuse
-        self._shelves = {"grading": _Shelf(idle), "agent": _Shelf(idle)}
+        self._shelves: dict[Use, _Shelf] = {"grading": _Shelf(idle), "agent": _Shelf(idle)}
         self._no_runner: set[str] = set()  # env keys whose Python could not start a runner
         self._modules: dict[str, set[str]] = {}  # env key -> the module names its Python can import
         self.stats: dict[str, int] = {"created": 0, "reused": 0, "switched": 0, "runners": 0, "cold": 0}
@@ -169,7 +170,7 @@ class Grader:
 
     @contextlib.asynccontextmanager
     async def sandbox(
-        self, env: EnvSpec, limits: Limits | None = None, *, use: str = "grading"
+        self, env: EnvSpec, limits: Limits | None = None, *, use: Use = "grading"
     ) -> AsyncIterator[Slot]:
         """A pristine sandbox of ``env`` and its runner (None: its tests run cold), given back afterwards:
         reset in place and kept, or closed when the body raised or the backend cannot keep processes.
@@ -184,7 +185,7 @@ class Grader:
             raise
         await self._release(key, slot, use)
 
-    async def _acquire(self, key: Key, env: EnvSpec, limits: Limits | None, use: str) -> Slot:
+    async def _acquire(self, key: Key, env: EnvSpec, limits: Limits | None, use: Use) -> Slot:
         prefix = "agent_" if use == "agent" else ""
         slot = await self._kept(self._shelves[use].take(key, env.key), env)
         if slot is not None:
@@ -220,7 +221,7 @@ class Grader:
         self.stats["switched"] += 1
         return slot
 
-    async def _release(self, key: Key, slot: Slot, use: str) -> None:
+    async def _release(self, key: Key, slot: Slot, use: Use) -> None:
         """Reset ``slot`` in place (keeping its runner) and keep it, or close it."""
         self.stats["cold"] += slot.cold_runs
         slot.cold_runs = 0
