@@ -208,12 +208,8 @@ class Grader:
         if slot is None or slot.env_key == env.key:
             return slot
         box: Any = slot.box
-        try:  # the runner was alive at the last reset, and no command ran since
-            await box.reset(keep=[slot.runner.pid] if slot.runner is not None else [], env=env)
-        except BaseException as exc:  # failed, or cancelled midway: nobody keeps it
-            await _close(box)
-            if not isinstance(exc, Exception):
-                raise
+        # the runner was alive at the last reset, and no command ran since
+        if not await _reset_or_close(box, keep=[slot.runner.pid] if slot.runner is not None else [], env=env):
             return None
         if box.restart_reason is not None:  # bwrap restarted: nothing was kept
             slot.runner = None
@@ -231,11 +227,10 @@ class Grader:
         box: Any = slot.box
         try:
             keep = [slot.runner.pid] if slot.runner is not None and await slot.runner.alive(box) else []
-            await box.reset(keep=keep)
-        except BaseException as exc:  # failed, or cancelled midway (a rollout's deadline): nobody keeps it
+        except BaseException:  # cancelled (a rollout's deadline): nobody keeps it
             await _close(box)
-            if not isinstance(exc, Exception):
-                raise
+            raise
+        if not await _reset_or_close(box, keep=keep):
             return
         if getattr(box, "restart_reason", None) is not None or not keep:  # bwrap restarted: nothing was kept
             slot.runner = None
@@ -245,6 +240,21 @@ class Grader:
     async def close(self) -> None:
         slots = [s for shelf in self._shelves.values() for s in shelf.drain()]
         await asyncio.gather(*(_close(s.box) for s in slots))
+
+
+async def _reset_or_close(box: Any, **how: Any) -> bool:
+    """``box.reset(**how)``; False when it failed (the sandbox is closed). One cancelled midway (a rollout's
+    deadline) leaves the sandbox in no known state and nobody keeping it: closed too, and the cancellation
+    goes on."""
+    try:
+        await box.reset(**how)
+    except Exception:
+        await _close(box)
+        return False
+    except BaseException:
+        await _close(box)
+        raise
+    return True
 
 
 async def _close(box: Sandbox) -> None:

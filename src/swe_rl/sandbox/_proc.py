@@ -52,10 +52,7 @@ class SpawnedProcess:
 
     @property
     def alive(self) -> bool:
-        if self._pidfd is None:
-            return False
-        readable, _, _ = select.select([self._pidfd], [], [], 0)
-        return not readable
+        return self._pidfd is not None and not _exited(self._pidfd)
 
     def kill(self) -> None:
         if self._pidfd is not None and self.alive:
@@ -79,7 +76,7 @@ class SpawnedProcess:
                 os.close(pidfd)
                 raise ProcessLookupError(pid)
             self._child, self._child_pidfd = (pid, start), pidfd
-        if self._child_pidfd is None or select.select([self._child_pidfd], [], [], 0)[0]:
+        if self._child_pidfd is None or _exited(self._child_pidfd):
             raise ProcessLookupError(self._child[0])
         return self._child
 
@@ -89,6 +86,11 @@ class SpawnedProcess:
             if fd is not None:
                 os.close(fd)
         self._pidfd = self._child_pidfd = None
+
+
+def _exited(pidfd: int) -> bool:
+    """Whether the process of ``pidfd`` has exited (its pidfd is readable then)."""
+    return bool(select.select([pidfd], [], [], 0)[0])
 
 
 async def all_exited(pidfds: list[int], deadline: float) -> None:

@@ -106,12 +106,11 @@ def lowerdir_misread(path: str) -> str | None:
 def remove_layer(bwrap_pid: int, layer: int) -> None:
     """Step 3: the directories of a detached overlay, seen through bwrap's mount namespace (again while the
     overlay is not gone yet: the worker lets it go just after it answers)."""
+    paths = [f"/proc/{bwrap_pid}/root{MOUNTPOINT}/{name}" for name in layer_dirs(layer)]
     for _ in range(100):
-        for name in layer_dirs(layer):
-            shutil.rmtree(f"/proc/{bwrap_pid}/root{MOUNTPOINT}/{name}", ignore_errors=True)
-        if not any(
-            os.path.lexists(f"/proc/{bwrap_pid}/root{MOUNTPOINT}/{name}") for name in layer_dirs(layer)
-        ):
+        for path in paths:
+            shutil.rmtree(path, ignore_errors=True)
+        if not any(os.path.lexists(path) for path in paths):
             return
         time.sleep(0.01)
 

@@ -29,8 +29,11 @@ MSG_INFO, SHM_INFO, SEM_INFO = 12, 14, 19
 SYS_MOVE_MOUNT, SYS_FSOPEN, SYS_FSCONFIG, SYS_FSMOUNT = 429, 430, 431, 432
 libc.syscall.restype = ctypes.c_long
 _OCTAL = re.compile(r"\\([0-7]{3})")
-# bwrap pid -> the next overlay built ahead: (upper, work, lower, its detached mount's fd, a pidfd of bwrap)
+# bwrap pid -> the next overlay built ahead: (upper, work, lower, its detached mount's fd, a pidfd of bwrap);
+# each pidfd is in WATCHED (bwrap's exit lets its overlay go) from when it is kept until it is taken
 AHEAD = {}
+WATCHED = {}  # pidfd -> bwrap pid
+POLLER = select.poll()  # the caller's socket and WATCHED
 MAX_AHEAD = 1024  # sandboxes with one (two fds each); beyond, resets build their own
 
 def check(ret, what):
@@ -41,15 +44,12 @@ def check(ret, what):
 def reset_worker(conn):
     # Serves one reset per line on ``conn`` until it closes, each answered with a line of JSON.
     home = [os.open(f"/proc/self/ns/{ns}", os.O_RDONLY) for ns in ("ipc", "mnt")]
+    POLLER.register(conn.fileno(), select.POLLIN)
     pending = b""
     while True:
-        watched = {entry[4]: pid for pid, entry in AHEAD.items()}
-        poller = select.poll()
-        for fd in (conn.fileno(), *watched):
-            poller.register(fd, select.POLLIN)
-        ready = {fd for fd, _ in poller.poll()}
-        for fd in ready & watched.keys():  # that sandbox's bwrap has exited: its tmpfs must not be kept
-            drop(AHEAD.pop(watched[fd]))
+        ready = {fd for fd, _ in POLLER.poll()}
+        for fd in ready & WATCHED.keys():  # that sandbox's bwrap has exited: its tmpfs must not be kept
+            drop(take_ahead(WATCHED[fd]))
         if conn.fileno() not in ready:
             continue
         chunk = conn.recv(1 << 16)
@@ -108,7 +108,7 @@ def reset_in_sandbox(req, fds):
         remove_sysv_ipc()
     check(libc.setns(outer, CLONE_NEWNS), "setns(outer mnt)")
     lower = lower_of(req)
-    ahead = AHEAD.pop(bwrap, None)
+    ahead = take_ahead(bwrap)
     prebuilt = ahead is not None and ahead[:3] == (req["upper"], req["work"], lower) and alive(ahead[4])
     if prebuilt:
         fds.extend(ahead[3:])
@@ -151,16 +151,26 @@ def build_ahead(req, outer):
         for fd in own:
             os.close(fd)
         return
+    lower = lower_of(req)
     try:
-        layer = new_overlay(mnt, lower_of(req), upper, work, req["uid"], own)
-        AHEAD[bwrap] = (upper, work, lower_of(req), layer, own[0])
+        layer = new_overlay(mnt, lower, upper, work, req["uid"], own)
+        AHEAD[bwrap] = (upper, work, lower, layer, own[0])
+        WATCHED[own[0]] = bwrap
+        POLLER.register(own[0], select.POLLIN)
         own = own[1:-1]  # fsopen's context is closed; the mount and the pidfd are kept
     except OSError:  # the next reset builds its own (and fails where it would have)
         for name in (upper, work):
-            with contextlib.suppress(OSError):
-                remove_tree(f"{mnt}/{name}")
+            shutil.rmtree(f"{mnt}/{name}", ignore_errors=True)
     for fd in own:
         os.close(fd)
+
+def take_ahead(bwrap):
+    # The overlay built ahead for ``bwrap`` (None: none), no longer kept or watched: the caller closes it.
+    ahead = AHEAD.pop(bwrap, None)
+    if ahead is not None:
+        POLLER.unregister(ahead[4])
+        del WATCHED[ahead[4]]
+    return ahead
 
 def alive(pidfd):
     poller = select.poll()
@@ -173,15 +183,7 @@ def drop(ahead, parent=None):
     os.close(ahead[3])
     os.close(ahead[4])
     for name in ahead[:2] if parent else ():
-        remove_tree(parent + name)
-
-def remove_tree(top):
-    for path, dirs, files in os.walk(top, topdown=False):
-        for name in files:
-            os.unlink(os.path.join(path, name))
-        for name in dirs:
-            os.rmdir(os.path.join(path, name))
-    os.rmdir(top)
+        shutil.rmtree(parent + name)
 
 def unescape(path):
     return _OCTAL.sub(lambda m: chr(int(m.group(1), 8)), path) if "\\" in path else path

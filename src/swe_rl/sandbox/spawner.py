@@ -39,7 +39,7 @@ RESET_TIMEOUT = 20.0  # seconds a reset in place may take before the sandbox is 
 # Runs in the helper (python -S: no site, no swe_rl import). Kept dependency-free on purpose.
 _HELPER = (
     r"""
-import contextlib, ctypes, json, os, re, select, signal, socket, stat, sys
+import contextlib, ctypes, json, os, re, select, shutil, signal, socket, stat, sys
 libc = ctypes.CDLL(None, use_errno=True)
 # No PR_SET_PDEATHSIG: it fires when the *thread* that started us exits, not the process. We exit when
 # the socket reaches EOF instead, which is when the parent process is gone (or closed it on purpose).
