@@ -4,7 +4,7 @@ could differ, or a server a test run tampered with, falls back to the cold comma
 from __future__ import annotations
 
 import contextlib
-import dataclasses
+import copy
 import os
 import re
 import shlex
@@ -46,19 +46,27 @@ async def _started(box, **options) -> tuple[warm.WarmRunner, str]:  # type: igno
     """A runner started in ``box`` and the client command that stands for `python -m pytest`."""
     runner = await warm.start(box, box.env.workdir, **options)
     assert runner is not None, "the env's Python imports pytest: the server starts"
+    return runner, await _armed(runner)
+
+
+async def _armed(runner: warm.WarmRunner) -> str:
+    """The client command that stands for `python -m pytest`, for one run: the server armed for it."""
+    assert await runner.arm(), "armed for the coming run"
     command = warm.hook("python -m pytest", runner)
     assert command
-    return runner, command
+    return command
 
 
 @contextlib.asynccontextmanager
-async def _with_tests(task_by_id, envs, name: str, source: str) -> AsyncIterator[tuple[Sandbox, str]]:  # type: ignore[no-untyped-def]
-    """A textkit sandbox with a started runner and ``source`` as ``tests/<name>``: the box and the client
-    command that stands for `python -m pytest`."""
+async def _with_tests(
+    task_by_id, envs, name: str, source: str
+) -> AsyncIterator[tuple[Sandbox, warm.WarmRunner, str]]:  # type: ignore[no-untyped-def]
+    """A textkit sandbox with a started runner and ``source`` as ``tests/<name>``: the box, the runner and the
+    client command that stands for `python -m pytest` (for one run)."""
     async with await _textkit_box(task_by_id, envs) as box:
-        _runner, command = await _started(box)
+        runner, command = await _started(box)
         await box.write_file(f"tests/{name}", source.encode())
-        yield box, command
+        yield box, runner, command
 
 
 async def _both(task: Task, patch: str | None, envs, *, timeout: float = 120) -> tuple[Verdict, Verdict]:  # type: ignore[no-untyped-def]
@@ -70,6 +78,7 @@ async def _both(task: Task, patch: str | None, envs, *, timeout: float = 120) ->
     async with await factory.create(env) as box:
         runner = await warm.start(box, box.env.workdir)
         assert runner is not None, "the env's Python imports pytest: the server starts"
+        assert await runner.arm()
         hot = await grade_in(box, task, patch, timeout=timeout, runner=runner)
     return cold, hot
 
@@ -120,10 +129,11 @@ async def test_a_patch_that_shadows_a_preloaded_module_runs_cold(task_by_id, env
 async def test_another_start_up_setting_runs_cold(task_by_id, envs):
     """PYTHONHASHSEED (like every PYTHON*, LC_* and LANG variable) acts when an interpreter starts."""
     async with await _textkit_box(task_by_id, envs) as box:
-        _runner, command = await _started(box)
+        runner, command = await _started(box)
         probe = "-q -p no:cacheprovider tests >/dev/null; cat $swe_rl_runner_note"
         same = await box.exec(f"swe_rl_runner_note=/tmp/n; {command} {probe}", timeout=120)
         assert same.output.strip() == "forked", same.output
+        command = await _armed(runner)
         other = await box.exec(f"swe_rl_runner_note=/tmp/n; PYTHONHASHSEED=7 {command} {probe}", timeout=120)
         assert other.output.strip() == "cold start-up setting PYTHONHASHSEED differs", other.output
 
@@ -210,7 +220,7 @@ async def test_a_killed_or_impersonated_server_means_cold_runs(task_by_id, envs)
         assert parse_test_log(result.output), "the tests really ran, cold"
         # the positive control: a client told the impersonator's pid (and start time) believes it, and no
         # test runs
-        impostor = dataclasses.replace(runner, pid=fake_pid, start_ticks=await _start_ticks(box, fake_pid))
+        impostor = _told(runner, pid=fake_pid, start_ticks=await _start_ticks(box, fake_pid))
         believing = warm.hook("python -m pytest", impostor)
         assert believing
         result = await box.exec(f"swe_rl_runner_note=/tmp/n; {believing} {run}", timeout=120)
@@ -244,6 +254,7 @@ async def test_a_timed_out_run_is_killed_and_the_server_serves_on(task_by_id, en
         assert left.output.strip() == "", left.output
         assert await runner.alive(box)
         await box.exec("rm tests/test_hang.py", timeout=10)
+        assert await runner.arm(), "the server let go of the killed run's connection"
         task = task_by_id["swe-rl-builtin__textkit-3"]
         verdict = await grade_in(box, task, None, timeout=120, runner=runner)
         assert verdict.test_runner == "forked" and verdict.status == "unresolved"
@@ -252,7 +263,7 @@ async def test_a_timed_out_run_is_killed_and_the_server_serves_on(task_by_id, en
 @pytest.mark.parametrize("signum", [9, 11])
 async def test_a_run_killed_by_a_signal_exits_as_the_cold_one(signum, task_by_id, envs):
     suicide = f"import os\n\ndef test_die():\n    os.kill(os.getpid(), {signum})\n"
-    async with _with_tests(task_by_id, envs, "test_die.py", suicide) as (box, command):
+    async with _with_tests(task_by_id, envs, "test_die.py", suicide) as (box, _runner, command):
         run = "-p no:cacheprovider tests/test_die.py >/dev/null 2>&1; echo rc=$?"
         cold = await box.exec(f"python -m pytest {run}", timeout=60)
         hot = await box.exec(f"swe_rl_runner_note=/tmp/n; {command} {run}; cat /tmp/n", timeout=60)
@@ -282,7 +293,7 @@ def test_leaves_work_for_the_exit():
 
 
 async def test_a_forked_run_exits_as_the_cold_one_threads_atexit_and_buffers(task_by_id, envs):
-    async with _with_tests(task_by_id, envs, "test_at_exit.py", AT_EXIT) as (box, command):
+    async with _with_tests(task_by_id, envs, "test_at_exit.py", AT_EXIT) as (box, _runner, command):
         # the positive control: a process that only calls os._exit loses all three
         naive = await box.exec(
             'python -c \'import atexit, os, sys, threading, time; atexit.register(print, "ATEXIT-RAN"); '
@@ -328,12 +339,13 @@ def test_lower_its_limits():
 @pytest.mark.parametrize("attack", ["test_lower_its_priority", "test_lower_its_limits"])
 async def test_a_server_whose_limits_a_run_changed_runs_the_next_tests_cold(attack, task_by_id, envs):
     """A run may lower the server's niceness or limits (same uid); forked children would inherit them."""
-    async with _with_tests(task_by_id, envs, "test_tamper.py", TAMPER) as (box, command):
+    async with _with_tests(task_by_id, envs, "test_tamper.py", TAMPER) as (box, runner, command):
         await box.write_file("tests/test_lower.py", LOWER.encode())
         run = f"-rA -p no:cacheprovider tests/test_lower.py::{attack}; cat /tmp/n"
         first = await box.exec(f"swe_rl_runner_note=/tmp/n; {command} {run}", timeout=120)
         assert first.output.rstrip().endswith("forked")
         assert parse_test_log(first.output) == {f"tests/test_lower.py::{attack}": "PASSED"}, first.output
+        command = await _armed(runner)
         second = await box.exec(f"swe_rl_runner_note=/tmp/n; {command} {run}", timeout=120)
         assert second.output.rstrip().endswith("cold the server's limits or scheduling were changed")
 
@@ -355,7 +367,7 @@ async def test_a_server_that_imported_the_repositorys_own_code_runs_everything_c
         )
         assert stale.returncode == 0 and "patched" not in stale.output, stale.output
         runner = await warm.start(box, box.env.workdir, preload=["textkit"], env=on_path)
-        assert runner is not None
+        assert runner is not None and await runner.arm()
         command = warm.hook("python -m pytest", runner)
         result = await box.exec(
             f"swe_rl_runner_note=/tmp/n; {command} -q -p no:cacheprovider tests >/dev/null; cat /tmp/n",
@@ -365,7 +377,7 @@ async def test_a_server_that_imported_the_repositorys_own_code_runs_everything_c
         assert result.output.strip() == "cold the repository's own module textkit is preloaded", result.output
         # and without it, the same server start forks
         clean = await warm.start(box, box.env.workdir, env=on_path)
-        assert clean is not None
+        assert clean is not None and await clean.arm()
         command = warm.hook("python -m pytest", clean)
         result = await box.exec(
             f"swe_rl_runner_note=/tmp/n; {command} -q -p no:cacheprovider tests >/dev/null; cat /tmp/n",
@@ -396,7 +408,7 @@ def test_collections_still_collect():
 
 
 async def test_a_run_that_looks_through_the_collectors_objects_sees_what_a_cold_run_sees(task_by_id, envs):
-    async with _with_tests(task_by_id, envs, "test_gc_look.py", GC_LOOK) as (box, command):
+    async with _with_tests(task_by_id, envs, "test_gc_look.py", GC_LOOK) as (box, _runner, command):
         # the positive control: in this env's Python, a frozen object is missing from both lists
         frozen = await box.exec(
             "python -c 'import gc, pytest; gc.freeze(); "
@@ -458,6 +470,13 @@ while True:
 """
 
 
+def _told(runner: warm.WarmRunner, *, pid: int, start_ticks: int) -> warm.WarmRunner:
+    """``runner`` as a client told another process's pid and start time would take it (the same address)."""
+    told = copy.copy(runner)
+    told.pid, told.start_ticks = pid, start_ticks
+    return told
+
+
 async def _start_ticks(box, pid: int) -> int:  # type: ignore[no-untyped-def]
     """When ``pid`` (as ``box`` sees it) started, as WarmRunner records it."""
     found = await warm.process_state(box, pid)
@@ -497,7 +516,7 @@ async def test_a_process_that_took_the_dead_servers_pid_is_not_taken_for_it(task
         _set_last_pid(box, top - 100)
         taken = await box.exec(f"python /tmp/thief.py {runner.pid} {runner.address}", timeout=60)
         assert taken.output.strip() == "taken", taken.output
-        thief = dataclasses.replace(runner, start_ticks=await _start_ticks(box, runner.pid))
+        thief = _told(runner, pid=runner.pid, start_ticks=await _start_ticks(box, runner.pid))
         # the positive control: told the thief's start time, the runner's checks take it for the server
         assert await thief.alive(box)
         believing = warm.hook("python -m pytest", thief)

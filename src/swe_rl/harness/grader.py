@@ -10,10 +10,12 @@ runners. Where the backend cannot reset in place while keeping a process, it gra
 :func:`.grade.grade_patch` does. The agents' sandboxes are reused the same way, on a shelf of their own
 (:meth:`Grader.agent_sandbox`): an agent's run pays a reset (~2 ms) instead of a create (~20 ms).
 
-What a grading leaves behind cannot reach the next one: the reset ends every other process and drops
-every file change; the runner is not dumpable (no ptrace, no ``/proc/<pid>/mem``), checks its own limits
-and scheduling before each fork and runs the test cold when a command changed them, and is replaced when
-it was killed or stopped (:meth:`.warm.WarmRunner.alive`).
+What a grading leaves behind cannot reach the next one: the runner is armed for each grading with an
+address of its own and disarmed before the reset (:mod:`.warm`: it then holds nothing the grading gave it
+and serves nothing until the next arm), the reset ends every other process and drops every file change
+(:class:`.base.KeepsProcesses`); the runner is not dumpable (no ptrace, no ``/proc/<pid>/mem``), checks
+its own limits and scheduling before each fork and runs the test cold when a command changed them, and is
+not kept when it was killed or stopped (:meth:`.warm.WarmRunner.alive`) or missed an exchange's deadline.
 """
 
 from __future__ import annotations
@@ -23,12 +25,12 @@ import contextlib
 import time
 from collections import OrderedDict
 from collections.abc import AsyncIterator
-from typing import Any, Literal
+from typing import Literal
 
 from swe_rl.harness import inventory, warm
 from swe_rl.harness.grade import DEFAULT_TEST_TIMEOUT, grade_in, grade_patch
 from swe_rl.harness.verdict import GradingMode, Verdict
-from swe_rl.sandbox.base import EnvSpec, Limits, Sandbox, SandboxFactory
+from swe_rl.sandbox.base import EnvSpec, KeepsProcesses, Limits, Sandbox, SandboxFactory
 from swe_rl.tasks.model import Task
 
 
@@ -46,13 +48,13 @@ class Slot:
         runner is not kept (the next use starts a new one)."""
         if test_runner.startswith("cold"):
             self.cold_runs += 1
+            self.drop_runner()
+
+    def drop_runner(self) -> None:
+        """Not to be used again: its channel closed (it leaves; the next reset ends it in any case)."""
+        if self.runner is not None:
+            self.runner.close()
             self.runner = None
-
-
-def keeps_processes(box: Sandbox) -> bool:
-    """Whether ``box`` resets in place keeping named processes (``reset(keep=...)``) and to another env of
-    its runtime (``reset(env=...)``)."""
-    return bool(getattr(box, "KEEPS_PROCESSES", False))
 
 
 Key = tuple[str, str]  # an env's runtime and the sandbox's limits
@@ -181,7 +183,7 @@ class Grader:
         try:
             yield slot
         except BaseException:
-            await _close(slot.box)
+            await _close(slot)
             raise
         await self._release(key, slot, use)
 
@@ -191,12 +193,14 @@ class Grader:
         if slot is not None:
             self.stats[prefix + "reused"] += 1  # its runner was alive at the reset, and no command ran since
             wants_runner = use == "grading" and slot.runner is None and env.key not in self._no_runner
-            if wants_runner and keeps_processes(slot.box):
+            if wants_runner and isinstance(slot.box, KeepsProcesses):
                 # started on a sandbox's second use: an env graded once never pays pytest's import twice
                 slot.runner = await warm.start(slot.box, env.workdir)
                 self.stats["runners"] += slot.runner is not None
                 if slot.runner is None:  # e.g. no pytest in the env: its tests run cold, no second try
                     self._no_runner.add(env.key)
+            if slot.runner is not None and not await slot.runner.arm():  # this grading's address, or none
+                slot.drop_runner()
         else:
             slot = Slot(await self.factory.create(env, limits), None, env.key)
             self.stats[prefix + "created"] += 1
@@ -207,56 +211,66 @@ class Grader:
         env's. None when there is none, or the reset failed (the sandbox is closed)."""
         if slot is None or slot.env_key == env.key:
             return slot
-        box: Any = slot.box
-        # the runner was alive at the last reset, and no command ran since
-        if not await _reset_or_close(box, keep=[slot.runner.pid] if slot.runner is not None else [], env=env):
+        # kept sandboxes keep processes; the runner was alive and disarmed at the last reset, and no command
+        # ran since
+        keep = [slot.runner.pid] if slot.runner is not None else []
+        if not await _reset_or_close(slot, keep=keep, env=env):
             return None
-        if box.restart_reason is not None:  # bwrap restarted: nothing was kept
-            slot.runner = None
+        assert isinstance(slot.box, KeepsProcesses)
+        if slot.box.restart_reason is not None:  # bwrap restarted: nothing was kept
+            slot.drop_runner()
         slot.env_key = env.key
         self.stats["switched"] += 1
         return slot
 
     async def _release(self, key: Key, slot: Slot, use: Use) -> None:
-        """Reset ``slot`` in place (keeping its runner) and keep it, or close it."""
+        """Reset ``slot`` in place (keeping its runner, disarmed first) and keep it, or close it."""
         self.stats["cold"] += slot.cold_runs
         slot.cold_runs = 0
-        if not keeps_processes(slot.box):
-            await _close(slot.box)
+        box, runner = slot.box, slot.runner
+        if not isinstance(box, KeepsProcesses):
+            await _close(slot)
             return
-        box: Any = slot.box
-        try:
-            keep = [slot.runner.pid] if slot.runner is not None and await slot.runner.alive(box) else []
+        try:  # a runner that is not alive, or does not let go of this use in time, is not kept
+            keep = (
+                [runner.pid]
+                if runner is not None and await runner.alive(box) and await runner.disarm()
+                else []
+            )
         except BaseException:  # cancelled (a rollout's deadline): nobody keeps it
-            await _close(box)
+            await _close(slot)
             raise
-        if not await _reset_or_close(box, keep=keep):
+        if not keep:
+            slot.drop_runner()
+        if not await _reset_or_close(slot, keep=keep):
             return
-        if getattr(box, "restart_reason", None) is not None or not keep:  # bwrap restarted: nothing was kept
-            slot.runner = None
+        if box.restart_reason is not None:  # bwrap restarted: nothing was kept
+            slot.drop_runner()
         for evicted in self._shelves[use].put(key, slot):
-            await _close(evicted.box)
+            await _close(evicted)
 
     async def close(self) -> None:
         slots = [s for shelf in self._shelves.values() for s in shelf.drain()]
-        await asyncio.gather(*(_close(s.box) for s in slots))
+        await asyncio.gather(*(_close(s) for s in slots))
 
 
-async def _reset_or_close(box: Any, **how: Any) -> bool:
-    """``box.reset(**how)``; False when it failed (the sandbox is closed). One cancelled midway (a rollout's
-    deadline) leaves the sandbox in no known state and nobody keeping it: closed too, and the cancellation
-    goes on."""
+async def _reset_or_close(slot: Slot, *, keep: list[int], env: EnvSpec | None = None) -> bool:
+    """Reset ``slot``'s sandbox (one that keeps processes) in place; False when it failed (the slot is
+    closed). One cancelled midway (a rollout's deadline) leaves the sandbox in no known state and nobody
+    keeping it: closed too, and the cancellation goes on."""
+    assert isinstance(slot.box, KeepsProcesses)
     try:
-        await box.reset(**how)
+        await slot.box.reset(keep=keep, env=env)
     except Exception:
-        await _close(box)
+        await _close(slot)
         return False
     except BaseException:
-        await _close(box)
+        await _close(slot)
         raise
     return True
 
 
-async def _close(box: Sandbox) -> None:
+async def _close(slot: Slot) -> None:
+    slot.drop_runner()
     with contextlib.suppress(Exception):
-        await box.close()
+        await slot.box.close()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from pathlib import Path
 from typing import Protocol, Self, runtime_checkable
 
@@ -99,6 +100,50 @@ class Sandbox(Protocol):
     async def __aenter__(self) -> Self: ...
 
     async def __aexit__(self, *exc: object) -> None: ...
+
+
+class HelperChannel(Protocol):
+    """A private line channel to one process a sandbox keeps (sandbox/channel.py): nothing else in the
+    sandbox can open it once :meth:`seal` ran, and every read has a deadline."""
+
+    @property
+    def paths(self) -> str:
+        """What the helper opens, inside the sandbox, before :meth:`seal`."""
+        ...
+
+    def seal(self) -> None: ...
+
+    def send(self, line: str) -> None: ...
+
+    async def receive(self, timeout: float) -> str | None: ...
+
+    def close(self) -> None: ...
+
+
+@runtime_checkable
+class KeepsProcesses(Protocol):
+    """A sandbox whose reset in place can keep named processes running (harness/grader.py keeps a warm test
+    runner), and what a caller may rely on:
+
+    - ``reset(keep=pids)`` ends every other process of the sandbox (waited for), drops every file change,
+      empties /tmp, /dev/shm and IPC, and puts the kept processes' scheduling and I/O priority back; a kept
+      process whose resource limits a command changed is ended too. It restarts the sandbox instead where it
+      cannot (``restart_reason`` then says why, and nothing was kept). A kept process itself is the caller's
+      to quiesce before the reset: the reset cannot know what it holds (a warm runner is disarmed first);
+    - ``reset(env=...)`` makes another env of the same runtime the pristine one;
+    - ``process_state(pid)`` reads a process's state letter and start time from outside the sandbox;
+    - ``open_channel()`` gives a :class:`HelperChannel` to a process the caller starts in it.
+    """
+
+    restart_reason: str | None
+
+    async def reset(
+        self, *, in_place: bool = True, keep: Collection[int] = (), env: EnvSpec | None = None
+    ) -> None: ...
+
+    async def process_state(self, pid: int) -> tuple[str, int] | None: ...
+
+    async def open_channel(self) -> HelperChannel: ...
 
 
 class SandboxFactory(Protocol):

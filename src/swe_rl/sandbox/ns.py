@@ -19,7 +19,7 @@ process outlives it.
 The control channel is out of the commands' reach: the shell reads requests on its stdin and answers
 each with the exit status; a command's stdin is /dev/null, its output a file of its own (a random name)
 in ``/run/ctl``, host root's directory the sandbox can neither list nor create files in, read after the
-status and removed: no forged status, no cut or mixed output.
+status and removed: no forged status, no cut or mixed output. A kept helper's channel goes through it too.
 
 ``reset()`` works in place (reset.py): the same bwrap and shell over a new, empty overlay (of another env's
 testbed, where asked), every other process ended, /tmp, /dev/shm and IPC emptied; else bwrap restarts.
@@ -45,6 +45,7 @@ from swe_rl.sandbox._proc import SpawnedProcess, boot_ticks, kill_started_since
 from swe_rl.sandbox.base import EnvSpec, ExecResult, Limits
 from swe_rl.sandbox.bwrap import MOUNTPOINT, ns_unavailable_reason, start_bwrap
 from swe_rl.sandbox.cgroups import SandboxCgroup, reap_stale_cgroups
+from swe_rl.sandbox.channel import FifoChannel
 from swe_rl.sandbox.ctl_files import CTL, create_ctl_file, read_all, write_all
 from swe_rl.sandbox.identity import own_testbed
 from swe_rl.sandbox.reset import lowerdir_misread, process_state, remove_layer, reset_in_place
@@ -57,9 +58,6 @@ _STATUS = re.compile(rb"(\d{1,3})\n")
 
 class NsSandbox:
     """A bubblewrap sandbox with a persistent shell. Create with :meth:`NsFactory.create`."""
-
-    KEEPS_PROCESSES = True
-    """:meth:`reset` can keep named processes running (harness/grader.py keeps a warm test runner)."""
 
     def __init__(self, env: EnvSpec, limits: Limits) -> None:
         self.id = f"ns-{uuid.uuid4().hex[:12]}"
@@ -89,6 +87,13 @@ class NsSandbox:
         (reset.process_state: no command, no round trip); None when it is gone."""
         self._check_open()
         return process_state(self._cgroup, pid) if self._cgroup is not None else None
+
+    async def open_channel(self) -> FifoChannel:
+        """A private channel to a process this sandbox will keep (channel.py), through its ctl directory."""
+        self._check_open()
+        if self._ctl is None:
+            raise SandboxError(f"sandbox {self.id} has died{self._died_detail()}")
+        return FifoChannel(self._ctl)
 
     async def _start(self) -> None:
         if self._cgroup is None:  # reset() keeps the cgroup: only its processes are replaced
@@ -152,12 +157,9 @@ class NsSandbox:
     async def reset(
         self, *, in_place: bool = True, keep: Collection[int] = (), env: EnvSpec | None = None
     ) -> None:
-        """Back to the pristine env under the same id: in place when it can (reset.py: the same bwrap and
-        shell, a new upper layer), else (or ``in_place=False``) a fresh bwrap; :attr:`restart_reason` says why.
-        ``keep``: processes (pids as the sandbox sees them) a reset in place leaves running, scheduling put
-        back; one whose resource limits a command changed is ended (reset.py), a restart ends them all.
-        ``env``: another env of the same runtime (:meth:`EnvSpec.runtime`, else ValueError) to be the pristine
-        one from now on: its testbed is the new overlay's."""
+        """Back to the pristine env, same id: in place when it can (reset.py: the same bwrap and shell, a
+        new upper layer), else (or ``in_place=False``) a fresh bwrap; :attr:`restart_reason` says why.
+        ``keep`` and ``env``: as :class:`.base.KeepsProcesses` says (``env`` of another runtime: ValueError)."""
         self._check_open()
         target = self.env if env is None else env
         if target.runtime() != self.env.runtime():

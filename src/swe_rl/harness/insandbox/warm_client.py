@@ -2,9 +2,10 @@
 
 Never imported by swe-rl: the eval script runs this file's text with ``python -I -S -c CODE ADDRESS PID
 NOTE MODE WORD -- ARGS...``. It asks the server (``warm_server.py``, the process PID listening on the
-abstract socket ADDRESS) to fork a run of pytest with this process's stdin, stdout, stderr, directory,
+abstract socket ADDRESS, which the host armed it with for this one grading) to fork a run of pytest with this process's stdin, stdout, stderr, directory,
 environment and umask, waits for it and exits as it did (a signal's death included). Where the server
-is absent, is not PID (checked by the socket's peer credentials), or refuses, it replaces itself with
+is absent, is not PID (checked by the socket's peer credentials), does not answer within ANSWER_SECONDS
+or refuses, it replaces itself with
 the cold command, unchanged: ``WORD ARGS`` (MODE ``script``) or ``WORD -m pytest ARGS`` (``module``).
 Which of the two ran is written to the file NOTE.
 
@@ -24,6 +25,7 @@ ADDRESS, SERVER, NOTE, MODE, WORD = sys.argv[1:6]
 PID, _, START = SERVER.partition(":")  # the server's pid and start time (a pid can be handed out again)
 ARGS = sys.argv[7:]  # after "--"
 COLD = [WORD, *ARGS] if MODE == "script" else [WORD, "-m", "pytest", *ARGS]
+ANSWER_SECONDS = 60.0  # a server that has not answered by then (wedged, stopped) is given up: a cold run
 
 
 def note(text):
@@ -46,6 +48,7 @@ def which(name):
 
 def connect():
     conn = _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM)
+    conn.settimeout(ANSWER_SECONDS)
     conn.connect("\0" + ADDRESS)
     creds = conn.getsockopt(_socket.SOL_SOCKET, _socket.SO_PEERCRED, 12)
     if int.from_bytes(creds[:4], sys.byteorder) != int(PID) or started(PID) != START:
@@ -100,6 +103,7 @@ def main():
     if first.startswith("cold "):
         cold(first[5:])
     child = int(first.split()[1])
+    conn.settimeout(None)  # the run takes as long as its tests: the eval script's own timeout bounds it
     note("forked")
 
     def forward(signum, _frame):

@@ -16,6 +16,18 @@ run), its own limits or scheduling changed since it started, or it imported any 
 repository (pytest's own repository: a fork would test the unpatched code). The server is not
 dumpable, so a test run cannot ptrace or rewrite it.
 
+Reach. The server listens only while the host has armed it for one use (a grading), on an address
+the host chose for that use, and serves exactly one connection per arm: it closes the listener as soon as
+it has accepted one, before anything of the patch runs. The host arms and disarms it through a private
+channel (``SWE_RL_WARM_CHANNEL``: two FIFOs of the sandbox's ctl directory, which no command can list,
+unlinked once the server has opened them): ``arm GEN ADDRESS`` and ``disarm GEN``, each answered
+``armed GEN`` / ``disarmed GEN``. Either ends whatever the server holds first (its listener, its
+connection, the fds a request passed, the child forked for it, killed and reaped), so after the host's
+``disarm`` (which precedes the reset's kill loop) the server holds nothing a test run made and forks
+nothing until the next arm. A connection that has not sent its whole request within REQUEST_SECONDS is
+dropped; a request with more than three fds or over MAX_REQUEST bytes too. When the host's end closes,
+the server exits.
+
 Protocol (an abstract unix socket of the sandbox's network namespace): the client sends a 4-byte
 length and its NUL-separated request (``warm_client.py`` says its fields) with its fds 0-2 attached; the server answers ``cold <reason>`` or
 ``forked <pid>``, then ``exit <wait status>``. Written for Python 3.6: no newer syntax.
@@ -41,7 +53,7 @@ import struct  # noqa: E402
 import time  # noqa: E402
 
 STARTED = time.monotonic()
-ADDRESS = "\0" + os.environ.pop("SWE_RL_WARM_ADDRESS")
+CHANNEL = os.environ.pop("SWE_RL_WARM_CHANNEL")  # the host's FIFOs: "COMMANDS:ANSWERS"
 EXE = os.environ.pop("SWE_RL_WARM_EXE")  # the interpreter as the test command finds it on PATH
 SCRIPT = os.environ.pop("SWE_RL_WARM_SCRIPT", "")  # the pytest script, where the command runs it
 REPO = os.path.realpath(os.environ.pop("SWE_RL_WARM_REPO"))  # the repository a patch changes
@@ -155,32 +167,15 @@ def refusal(request):
     return None
 
 
-def receive(conn):
-    """A request (``warm_client.py`` says its format) and the fds that came with it."""
-    fds = []
-    head = b""
-    while len(head) < 4:
-        data, ancdata, _, _ = conn.recvmsg(4 - len(head), socket.CMSG_SPACE(3 * 4))
-        if not data:
-            raise EOFError("client left")
-        head += data
-        for level, kind, blob in ancdata:
-            if level == socket.SOL_SOCKET and kind == socket.SCM_RIGHTS:
-                fds.extend(struct.unpack(f"{len(blob) // 4}i", blob[: len(blob) - len(blob) % 4]))
-    size = int.from_bytes(head, "big")
-    body = b""
-    while len(body) < size:
-        data = conn.recv(size - len(body))
-        if not data:
-            raise EOFError("client left")
-        body += data
-    fields = [os.fsdecode(f) for f in body.split(b"\0")]
+def parse(data):
+    """A whole request's body (``warm_client.py`` says its format)."""
+    fields = [os.fsdecode(f) for f in data.split(b"\0")]
     mode, exe, script, cwd, umask, count = fields[:6]
     args = fields[6 : 6 + int(count)]
     env = dict(item.partition("=")[::2] for item in fields[6 + int(count) :] if "=" in item)
     request = {"mode": mode, "exe": exe, "script": script, "cwd": cwd, "umask": int(umask), "args": args}
     request["env"] = env
-    return request, fds
+    return request
 
 
 class Run:
@@ -269,49 +264,180 @@ def see_all_objects():
         setattr(gc, name, thawed)
 
 
-def serve(listener, wake):
-    """Answer requests until one is forked: in that child, return its Run (the server never returns)."""
-    while True:
-        conn, _ = listener.accept()
-        fds = []
+REQUEST_SECONDS = 10.0  # a connection that has not sent its whole request by then is dropped
+MAX_REQUEST = 1 << 24
+
+
+class Use:
+    """What the server holds for the current use: its listener, its one connection, the request read so
+    far with the fds that came with it, and the child forked for it."""
+
+    def __init__(self):
+        self.listener = self.conn = self.child = self.deadline = None
+        self.data = b""
+        self.fds = []
+
+    def listen(self, address):
+        self.listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.listener.bind("\0" + address)
+        self.listener.listen(1)
+
+    def accept(self):
+        """The one connection of this arm; nobody else can connect any more."""
+        self.conn, _ = self.listener.accept()
+        self.conn.setblocking(False)
+        self.listener.close()
+        self.listener = None
+        self.deadline = time.monotonic() + REQUEST_SECONDS
+
+    def read(self):
+        """More of the request; the whole request once it has come, else None. ValueError: drop it."""
+        data, ancdata, _, _ = self.conn.recvmsg(1 << 16, socket.CMSG_SPACE(3 * 4))
+        if not data:
+            raise ValueError("the client left")
+        for level, kind, blob in ancdata:
+            if level == socket.SOL_SOCKET and kind == socket.SCM_RIGHTS:
+                self.fds.extend(struct.unpack(f"{len(blob) // 4}i", blob[: len(blob) - len(blob) % 4]))
+        self.data += data
+        if len(self.fds) > 3 or len(self.data) > MAX_REQUEST + 4:
+            raise ValueError("too many fds or too long")
+        size = int.from_bytes(self.data[:4], "big") if len(self.data) >= 4 else None
+        if size is None or len(self.data) < 4 + size:
+            return None
+        return parse(self.data[4 : 4 + size])
+
+    def answer(self, text):
+        self.conn.settimeout(REQUEST_SECONDS)
+        self.conn.sendall(text.encode())
+        self.conn.setblocking(False)
+
+    def end(self):
+        """Let go of everything: the child killed and reaped, every socket and fd closed."""
+        if self.child is not None:
+            with contextlib.suppress(OSError):
+                os.kill(self.child, signal.SIGKILL)
+            with contextlib.suppress(OSError):
+                os.waitpid(self.child, 0)
+        for sock in (self.listener, self.conn):
+            if sock is not None:
+                sock.close()
+        for fd in self.fds:
+            with contextlib.suppress(OSError):
+                os.close(fd)
+        self.__init__()
+
+
+class Channel:
+    """The host's private channel: commands in, one answer each out."""
+
+    def __init__(self, paths):
+        commands, answers = paths.split(":")
+        self.commands = os.open(commands, os.O_RDONLY | os.O_NONBLOCK)
+        self.answers = os.open(answers, os.O_WRONLY | os.O_NONBLOCK)
+        self.buffer = b""
+
+    def lines(self):
+        """The whole commands that have come; None when the host has gone (its end closed)."""
         try:
-            request, fds = receive(conn)
-            reason = refusal(request) if len(fds) == 3 else "stdin, stdout and stderr were not passed"
-            if reason:
-                conn.sendall(("cold " + reason + "\n").encode())
-                continue
-            pid = os.fork()
-            if pid == 0:
-                listener.close()
-                os.close(wake)
-                signal.set_wakeup_fd(-1)
-                signal.signal(signal.SIGCHLD, signal.SIG_DFL)
-                mine, fds = fds, []  # the child's now: not closed below
-                return Run(request, mine)
-            conn.sendall(f"forked {pid}\n".encode())
-            conn.sendall(f"exit {wait_for(pid, conn, wake)}\n".encode())
-        except (OSError, EOFError, ValueError):
-            pass
-        finally:
-            for fd in fds:
-                with contextlib.suppress(OSError):
-                    os.close(fd)
-            conn.close()
+            data = os.read(self.commands, 4096)
+        except BlockingIOError:
+            return []
+        if not data:
+            return None
+        self.buffer += data
+        *whole, self.buffer = self.buffer.split(b"\n")
+        return [line.decode() for line in whole]
+
+    def say(self, text):
+        with contextlib.suppress(OSError):
+            os.write(self.answers, text.encode() + b"\n")
+
+    def close(self):
+        os.close(self.commands)
+        os.close(self.answers)
 
 
-def wait_for(pid, conn, wake):
-    """The child's wait status; if the client goes away first, the child is killed."""
+def obey(use, channel, command):
+    use.end()
+    verb, _, rest = command.partition(" ")
+    if verb == "arm":
+        generation, address = rest.split()
+        try:
+            use.listen(address)
+        except OSError as exc:  # the address is taken: the host runs the tests cold
+            channel.say("failed " + generation + " " + str(exc).replace("\n", " "))
+            return
+        channel.say("armed " + generation)
+    elif verb == "disarm":
+        channel.say("disarmed " + rest)
+
+
+def serve(channel, wake):
+    """Obey the host and answer the one request of each arm, until one is forked: in that child, return
+    its Run (the server never returns)."""
+    use = Use()
     while True:
-        done, status = os.waitpid(pid, os.WNOHANG)
-        if done:
-            return status
-        ready, _, _ = select.select([conn, wake], [], [])
-        if conn in ready and not conn.recv(1, socket.MSG_PEEK):
-            os.kill(pid, signal.SIGKILL)
-            return os.waitpid(pid, 0)[1]
+        watch = [channel.commands, wake] + [s for s in (use.listener, use.conn) if s is not None]
+        left = None if use.deadline is None else max(0.0, use.deadline - time.monotonic())
+        ready = select.select(watch, [], [], left)[0]
         if wake in ready:
             with contextlib.suppress(OSError):
                 os.read(wake, 512)
+        if use.child is not None:
+            done, status = os.waitpid(use.child, os.WNOHANG)
+            if done:
+                use.child = None
+                with contextlib.suppress(OSError):
+                    use.answer(f"exit {status}\n")
+                use.end()
+                continue
+        if channel.commands in ready:
+            commands = channel.lines()
+            if commands is None:  # the host let the server go
+                use.end()
+                os._exit(0)
+            for command in commands:
+                obey(use, channel, command)
+            continue
+        if use.listener is not None and use.listener in ready:
+            use.accept()
+        elif use.conn is not None and use.conn in ready:
+            run = step(use, channel, wake)
+            if run is not None:
+                return run
+        if use.child is None and use.deadline is not None and time.monotonic() >= use.deadline:
+            use.end()  # a request that did not come whole in time (a trickle of bytes included)
+
+
+def step(use, channel, wake):
+    """The connection has something: more of the request (then answer it), or, while its run goes on,
+    the client leaving (then the run is killed)."""
+    try:
+        if use.child is not None:
+            if not use.conn.recv(4096):
+                use.end()
+            return None
+        request = use.read()
+        if request is None:
+            return None
+        reason = refusal(request) if len(use.fds) == 3 else "stdin, stdout and stderr were not passed"
+        if reason:
+            use.answer("cold " + reason + "\n")
+            use.end()
+            return None
+        pid = os.fork()
+        if pid == 0:
+            channel.close()
+            os.close(wake)
+            signal.set_wakeup_fd(-1)
+            signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+            use.conn.close()
+            return Run(request, use.fds)
+        use.child, use.deadline = pid, None
+        use.answer(f"forked {pid}\n")
+    except (OSError, ValueError, EOFError):
+        use.end()
+    return None
 
 
 def main():
@@ -326,11 +452,8 @@ def main():
         os._exit(0)
     os.close(ready_r)
     os.setsid()
-    ctypes.CDLL(None).prctl(4, 0, 0, 0, 0)  # PR_SET_DUMPABLE 0: no ptrace, no /proc/<pid>/mem
-    # made here, not before the fork: the socket's peer credentials name the process that listens
-    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    listener.bind(ADDRESS)
-    listener.listen(16)
+    ctypes.CDLL(None).prctl(4, 0, 0, 0, 0)  # PR_SET_DUMPABLE 0: no ptrace, no /proc/<pid>/mem, no fds
+    channel = Channel(CHANNEL)  # before the host unlinks their names
     wake_r, wake_w = os.pipe()
     os.set_blocking(wake_w, False)
     signal.set_wakeup_fd(wake_w)
@@ -345,7 +468,7 @@ def main():
     freeze()
     os.write(ready_w, b"1")
     os.close(ready_w)
-    return serve(listener, wake_r)
+    return serve(channel, wake_r)
 
 
 LIMITS = None
