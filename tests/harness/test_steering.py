@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from swe_rl.harness.inventory import _changes, _numstat_paths
+from swe_rl.harness.inventory import _base_packages, _changes, _numstat_paths
 from swe_rl.harness.steering import REFUSE, action_for, patch_path_rule, path_rule, shadow_names
 
 PACKAGES = {"textkit", "textkit/sub"}
@@ -13,7 +13,12 @@ PACKAGES = {"textkit", "textkit/sub"}
 
 def rule(path: str, *, new: bool = True, test_files: tuple[str, ...] = ("tests/test_wrap.py",)) -> str | None:
     return path_rule(
-        path, test_files=test_files, new=new, package_dirs=PACKAGES, shadow=shadow_names({"numpy"})
+        path,
+        test_files=test_files,
+        new=new,
+        package_dirs=PACKAGES,
+        base_packages=PACKAGES,
+        shadow=shadow_names({"numpy"}),
     )
 
 
@@ -22,6 +27,9 @@ def rule(path: str, *, new: bool = True, test_files: tuple[str, ...] = ("tests/t
     [
         ("conftest.py", "conftest"),
         ("textkit/sub/conftest.py", "conftest"),
+        ("pytest.toml", "runner_config"),
+        (".pytest.toml", "runner_config"),
+        ("tests/pytest.toml", "runner_config"),
         ("pytest.ini", "runner_config"),
         ("tests/.pytest.ini", "runner_config"),
         ("tox.ini", "runner_config"),
@@ -72,22 +80,88 @@ def test_shadow_modules_need_a_sys_path_root():
     does not, and neither does an existing file the patch edits (the repo's own module)."""
     packages = PACKAGES | {"pluggy", "_pytest"}
     for path in ("pluggy/__init__.py", "pluggy/hooks.py", "_pytest/runner.py"):
-        assert path_rule(path, test_files=(), new=True, package_dirs=packages, shadow=shadow_names()) == (
-            "shadow_module"
+        found = path_rule(
+            path,
+            test_files=(),
+            new=True,
+            package_dirs=packages,
+            base_packages=PACKAGES,
+            shadow=shadow_names(),
         )
+        assert found == "shadow_module"
     assert rule("textkit/inspect.py") is None
     assert rule("textkit/sub/pytest.py") is None
     assert rule("pytest.py", new=False) is None
     assert rule("textkit/wrap.py") is None
-    assert rule("newmodule.py") is None
 
 
 @pytest.mark.parametrize(
-    "path", ["textkit/wrap.py", "README.md", "docs/usage.rst", "textkit/testing_utils.py", "CHANGES.txt"]
+    "path", ["textkit/wrap.py", "README.md", "docs/usage.rst", "CHANGES.txt", "bin/tool"]
 )
-def test_ordinary_files_are_not_steering(path):
-    assert rule(path) is None
+def test_edits_to_existing_files_that_are_not_tests_or_configuration_are_kept(path):
     assert rule(path, new=False) is None
+
+
+@pytest.mark.parametrize("path", ["textkit/helpers.py", "textkit/sub/data.json", "textkit/testing_utils.py"])
+def test_new_files_inside_an_existing_package_are_kept(path):
+    assert rule(path) is None
+
+
+@pytest.mark.parametrize(
+    "path",
+    [
+        "newmodule.py",  # a new top-level module of an innocuous name
+        "org/python/core.py",  # the stdlib's copy and pickle try `org.python.core` (Python <= 3.11)
+        "org/__init__.py",
+        "plug.py",
+        "README.md",
+        "docs/usage.rst",
+        "src/newpkg/__init__.py",
+        "textkit/newsub/mod.py",  # a new directory inside a package: not a package before the patch
+        "textkit/newsub/__init__.py",
+        "__init__.py",
+        ".flake8",
+    ],
+)
+def test_new_files_outside_the_base_packages_are_not_kept(path):
+    assert rule(path) == "outside_package"
+
+
+def test_a_package_that_the_patch_makes_does_not_count():
+    """The allow-list reads the packages before the patch: a new ``__init__.py`` makes nothing an
+    existing package, and the root is never one (it is a sys.path root whatever it holds)."""
+    after = PACKAGES | {"org", "org/python", ""}
+
+    def new_rule(path: str) -> str | None:
+        return path_rule(
+            path, test_files=(), new=True, package_dirs=after, base_packages=PACKAGES | {""}, shadow=()
+        )
+
+    assert new_rule("org/python/core.py") == "outside_package"
+    assert new_rule("newmodule.py") == "outside_package"
+    assert new_rule("textkit/ok.py") is None
+
+
+@pytest.mark.parametrize(
+    "path,expected",
+    [
+        (".flake8", "dotfile"),
+        (".github/workflows/ci.yml", "dotfile"),
+        ("textkit/.hidden", "dotfile"),
+        ("mypy.ini", "tool_config"),
+        ("docs/setup.toml", "tool_config"),
+        ("noxfile.py", "tool_config"),
+        ("textkit/pylintrc", "tool_config"),
+        ("MANIFEST.in", "tool_config"),
+    ],
+)
+def test_edits_to_existing_configuration_are_not_kept(path, expected):
+    assert rule(path, new=False) == expected
+
+
+def test_package_data_in_config_formats_is_code_not_configuration():
+    assert rule("textkit/sub/defaults.toml", new=False) is None
+    assert rule("textkit/sub/defaults.cfg") is None
 
 
 def test_patch_paths_are_checked_for_refusals_only():
@@ -115,3 +189,13 @@ def test_git_outputs_are_parsed_with_renames_and_binary():
         ("conftest.py", True, "100644"),
         ("tests/test_wrap.py", False, "120000"),
     ]
+
+
+def test_the_packages_before_the_patch_come_from_those_after_it_and_its_changes():
+    changes = _changes(
+        ":000000 100644 0000000 1111111 A\0org/__init__.py\0"
+        ":100644 000000 2222222 0000000 D\0textkit/old/__init__.py\0"
+        ":000000 100644 0000000 3333333 A\0textkit/new.py\0"
+    )
+    after = {"org", "textkit"}
+    assert _base_packages(after, changes) == {"textkit", "textkit/old"}

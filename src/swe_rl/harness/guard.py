@@ -82,6 +82,7 @@ class Guard:
                     test_files=test_files,
                     new=change.new,
                     package_dirs=self._inventory.package_dirs,
+                    base_packages=self._inventory.base_packages,
                     shadow=shadow,
                 )
             if rule:

@@ -132,6 +132,9 @@ class Inventory(BaseModel):
     patch_paths: list[str] = Field(default_factory=list, description="git apply --numstat's paths.")
     changes: list[Change] = Field(default_factory=list)
     package_dirs: set[str] = Field(default_factory=set, description="Directories with an __init__.py.")
+    base_packages: set[str] = Field(
+        default_factory=set, description="Directories with an __init__.py before the patch."
+    )
     installed: set[str] = Field(default_factory=set, description="Module names the env's Python has.")
     gitdir_changed: bool = False
     problem: str | None = None
@@ -164,7 +167,7 @@ async def before(box: Sandbox, setup: str = "", installed: set[str] | None = Non
 async def after(box: Sandbox, inventory: Inventory) -> Inventory:
     """The changes the applied patch made."""
     result = await box.exec(AFTER, timeout=300)
-    found = inventory.model_copy(update={"changes": [], "package_dirs": set()})
+    found = inventory.model_copy(update={"changes": [], "package_dirs": set(), "base_packages": set()})
     if "gitdir-changed" in result.output:
         found.gitdir_changed = True
     elif "snapshot-failed" in result.output or result.returncode != 0:
@@ -173,6 +176,7 @@ async def after(box: Sandbox, inventory: Inventory) -> Inventory:
         parts = await _shown(box, result, "changes", "packages")
         found.changes = _changes(parts.get("changes", ""))
         found.package_dirs = {_parent(p) for p in _split(parts.get("packages", ""))}
+        found.base_packages = _base_packages(found.package_dirs, found.changes)
     return found
 
 
@@ -229,6 +233,15 @@ def _split(data: str) -> list[str]:
 
 def _parent(path: str) -> str:
     return path.rpartition("/")[0]
+
+
+def _base_packages(package_dirs: set[str], changes: list[Change]) -> set[str]:
+    """The package directories before the patch: those after it, less the ``__init__.py`` files it added,
+    plus those it deleted."""
+    inits = [c for c in changes if c.path == "__init__.py" or c.path.endswith("/__init__.py")]
+    added = {_parent(c.path) for c in inits if c.new}
+    deleted = {_parent(c.path) for c in inits if c.new_mode == ABSENT}
+    return (package_dirs - added) | deleted
 
 
 def _numstat_paths(data: str) -> list[str]:
