@@ -31,6 +31,7 @@ for name, args in (("setup", (425, 4, params)), ("enter", (426, -1, 0, 0, 0, Non
         os.close(ret)
 """
 EPERM, ENOSYS = 1, 38
+KEEP = "setsid sleep 1000 >/dev/null 2>&1 < /dev/null & echo $!"  # a process reset(keep=...) can keep
 
 
 def _calls(output: str) -> dict[str, tuple[int, int]]:
@@ -71,3 +72,18 @@ def _ns(box: object) -> NsSandbox:
 
 
 _ = (asyncio, pytest)
+
+
+async def test_a_lowered_io_priority_is_put_back(textkit_env):
+    """ioprio_set is allowed on a process of the same uid: a command can put the shell (and a kept process)
+    in the idle I/O class, and every later command inherits it."""
+    async with await available_factory("ns").create(textkit_env) as box:
+        kept = int((await box.exec(KEEP, timeout=10)).output.split()[-1])
+        pristine = (await box.exec(f"ionice -p 1 {kept}; ionice", timeout=10)).output
+        lowered = await box.exec(f"ionice -c 3 -p 1 {kept} && ionice -p 1 {kept}", timeout=10)
+        # the control: lowered, and inherited by the next command when nothing puts it back
+        assert lowered.returncode == 0 and lowered.output == "idle\nidle\n", lowered.output
+        assert (await box.exec("ionice", timeout=10)).output == "idle\n"
+        await box.reset(keep=[kept])
+        assert box.restart_reason is None
+        assert (await box.exec(f"ionice -p 1 {kept}; ionice", timeout=10)).output == pristine
