@@ -6,12 +6,15 @@ missing on this kernel."""
 from __future__ import annotations
 
 import asyncio
+import errno
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 from tests.conftest import available_factory
 
+from swe_rl.sandbox.bwrap import MOUNTPOINT
 from swe_rl.sandbox.ns import NsSandbox
 
 # Calls each io_uring system call (425-427 on every architecture: the unified table) and prints
@@ -30,7 +33,7 @@ for name, args in (("setup", (425, 4, params)), ("enter", (426, -1, 0, 0, 0, Non
     if ret >= 0 and name == "setup":
         os.close(ret)
 """
-EPERM, ENOSYS = 1, 38
+EPERM, ENOSYS = errno.EPERM, errno.ENOSYS
 KEEP = "setsid sleep 1000 >/dev/null 2>&1 < /dev/null & echo $!"  # a process reset(keep=...) can keep
 
 
@@ -71,9 +74,6 @@ def _ns(box: object) -> NsSandbox:
     return box
 
 
-_ = (asyncio, pytest)
-
-
 async def test_a_lowered_io_priority_is_put_back(textkit_env):
     """ioprio_set is allowed on a process of the same uid: a command can put the shell (and a kept process)
     in the idle I/O class, and every later command inherits it."""
@@ -87,3 +87,47 @@ async def test_a_lowered_io_priority_is_put_back(textkit_env):
         await box.reset(keep=[kept])
         assert box.restart_reason is None
         assert (await box.exec(f"ionice -p 1 {kept}; ionice", timeout=10)).output == pristine
+
+
+# A directory tree 1500 levels deep, each named argv[1], under each path given after it: deeper than Python's
+# recursion limit; named "deep", its paths (7,500 characters) are longer than PATH_MAX too, so only a walk
+# that neither recurses nor names whole paths removes it.
+DEEP = r"""
+import os, sys
+for top in sys.argv[2:]:
+    os.chdir(top)
+    for _ in range(1500):
+        os.mkdir(sys.argv[1])
+        os.chdir(sys.argv[1])
+    open("leaf", "w").close()
+"""
+
+
+@pytest.mark.parametrize("name", ["d", "deep"])
+async def test_a_deep_tree_is_removed_by_a_reset_in_place(textkit_env, name):
+    async with await available_factory("ns").create(textkit_env) as box:
+        box = _ns(box)
+        await box.reset()  # the reset worker is up, and the next layer built ahead
+        made = await box.exec(
+            f"python3 - {name} /tmp /testbed <<'EOF'\n{DEEP}EOF\nfind /tmp/{name} | wc -l", timeout=60
+        )
+        assert made.returncode == 0 and made.output.split() == ["1501"], (
+            made.output
+        )  # the control: it is there
+        old = _tmpfs(box) / f"upper.{box.generation}"
+        assert (old / name).is_dir()
+        await box.reset()
+        assert box.restart_reason is None
+        left = await box.exec(f"ls -d /tmp/{name} /testbed/{name}; git status --porcelain", timeout=30)
+        gone = "".join(
+            f"ls: cannot access '{top}/{name}': No such file or directory\n" for top in ("/tmp", "/testbed")
+        )
+        assert left.output == gone, left.output
+        if box._old_layer is not None:
+            await box._old_layer
+        assert not old.exists(), "the old layer's directories are removed"
+
+
+def _tmpfs(box: NsSandbox) -> Path:
+    """The sandbox's private tmpfs, seen from the host through bwrap's mount namespace."""
+    return Path(f"/proc/{box.bwrap_pid}/root{MOUNTPOINT}")

@@ -39,10 +39,10 @@ restarts bubblewrap instead.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import ctypes
 import functools
 import os
-import shutil
 import time
 import weakref
 from collections.abc import Collection
@@ -54,6 +54,7 @@ from swe_rl.sandbox.bwrap import MOUNTPOINT
 from swe_rl.sandbox.cgroups import SandboxCgroup
 from swe_rl.sandbox.identity import SANDBOX_UID
 from swe_rl.sandbox.spawner import spawner
+from swe_rl.sandbox.tree import remove_tree
 
 
 def layer_dirs(layer: int) -> tuple[str, str]:
@@ -111,7 +112,8 @@ def remove_layer(bwrap_pid: int, layer: int) -> None:
     paths = [f"/proc/{bwrap_pid}/root{MOUNTPOINT}/{name}" for name in layer_dirs(layer)]
     for _ in range(100):
         for path in paths:
-            shutil.rmtree(path, ignore_errors=True)
+            with contextlib.suppress(OSError):
+                remove_tree(path)  # however deep (tree.py)
         if not any(os.path.lexists(path) for path in paths):
             return
         time.sleep(0.01)
