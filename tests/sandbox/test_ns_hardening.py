@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 from tests.conftest import available_factory
 
+from swe_rl.sandbox.base import Limits
 from swe_rl.sandbox.bwrap import MOUNTPOINT
 from swe_rl.sandbox.ns import NsSandbox
 
@@ -131,3 +132,35 @@ async def test_a_deep_tree_is_removed_by_a_reset_in_place(textkit_env, name):
 def _tmpfs(box: NsSandbox) -> Path:
     """The sandbox's private tmpfs, seen from the host through bwrap's mount namespace."""
     return Path(f"/proc/{box.bwrap_pid}/root{MOUNTPOINT}")
+
+
+# Creates empty files in /tmp/many until one fails or ``argv[1]`` exist; prints how many, the errno of the
+# failure (0: none), and the tmpfs's free inodes and free bytes then.
+MANY = r"""
+import errno, os, sys
+os.mkdir("/tmp/many")
+made, err = 0, 0
+try:
+    while made < int(sys.argv[1]):
+        os.close(os.open(f"/tmp/many/{made}", os.O_CREAT | os.O_WRONLY, 0o600))
+        made += 1
+except OSError as exc:
+    err = exc.errno
+vfs = os.statvfs("/tmp")
+print(made, err, vfs.f_ffree, vfs.f_bavail * vfs.f_frsize)
+"""
+
+
+@pytest.mark.parametrize("backend", ["ns", "docker"])
+async def test_the_file_count_is_bounded_by_the_disk_size(backend, textkit_env):
+    """Empty files cost no disk, but ~1 KiB of kernel memory each (an inode and its dentry), charged to the
+    memory cgroup: without a bound on inodes, a sandbox's disk limit does not bound its file count."""
+    limits = Limits(disk_mb=16)
+    bound = limits.inodes
+    async with await available_factory(backend).create(textkit_env, limits) as box:
+        ran = await box.exec(f"python3 - {bound + 1000} <<'EOF'\n{MANY}EOF", timeout=120)
+        made, err, free_inodes, free_bytes = map(int, ran.output.split())
+        assert err == errno.ENOSPC and made <= bound, ran.output
+        # the control: the bound stopped it, not the space, which has room for a thousand more
+        assert free_inodes == 0 and free_bytes > 1000 * 4096, ran.output
+        assert (await box.exec("rm -rf /tmp/many && touch /tmp/one && echo ok", timeout=60)).output == "ok\n"
