@@ -41,6 +41,16 @@ class Limits(BaseModel):
     disk_mb: int = Field(default=2048, ge=16, description="Size of the writable layer.")
     network: bool = Field(default=False, description="Loopback inside the sandbox only when false.")
 
+    @property
+    def inodes(self) -> int:
+        """Files and directories the writable space holds at most (its tmpfs's ``nr_inodes``): one per 16 KiB
+        of ``disk_mb``, the ratio mke2fs gives ext4 by default; 131,072 for the default 2 GiB. An empty file
+        costs no space but ~1 KiB of kernel memory (its inode and dentry), charged to the sandbox's memory:
+        without a bound (the kernel's default is one inode per two pages of RAM), 300,000 empty files took
+        ~275 MiB of the memory limit and nothing of the disk's. Past it, creating a file fails with ENOSPC,
+        as on a full disk."""
+        return self.disk_mb * 1024 * 1024 // 16384
+
 
 class EnvSpec(BaseModel):
     """A built environment: what a backend needs to start a sandbox of it."""

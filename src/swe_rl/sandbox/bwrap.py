@@ -77,7 +77,7 @@ def start_bwrap(
             [in_r, out_w, err_w, bpf_r],
             cgroup_procs=[p.decode() for p in cgroup_procs],
             mountpoint=str(MOUNTPOINT),
-            tmpfs_opts=f"size={limits.disk_mb}m,mode=0755",
+            tmpfs_opts=f"size={limits.disk_mb}m,nr_inodes={limits.inodes},mode=0755",
             ctl_tmpfs_opts=f"size={CTL_BYTES},mode=0711",
             uid=SANDBOX_UID,
             binds=binds,

@@ -103,6 +103,9 @@ def reap_leftovers(client: Any) -> int:
     return removed
 
 
+_SHM = f"size=64m,nr_inodes={Limits(disk_mb=64).inodes}"
+
+
 class DockerSandbox(ShellFileOps):
     """A container serving the Sandbox protocol. Each exec is a ``docker exec`` of ``bash -c``."""
 
@@ -152,7 +155,7 @@ class DockerSandbox(ShellFileOps):
             nano_cpus=int(limits.cpus * 1e9),
             cap_drop=["ALL"],
             security_opt=["no-new-privileges"],
-            tmpfs={"/tmp": f"size={limits.disk_mb}m", "/dev/shm": "size=64m"},
+            tmpfs={"/tmp": f"size={limits.disk_mb}m,nr_inodes={limits.inodes}", "/dev/shm": _SHM},
         )
         self._container = container
         if env.image is None:

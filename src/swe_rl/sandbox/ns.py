@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import os
 import re
 import secrets
@@ -48,6 +49,7 @@ from swe_rl.sandbox.cgroups import SandboxCgroup, reap_stale_cgroups
 from swe_rl.sandbox.channel import FifoChannel
 from swe_rl.sandbox.ctl_files import CTL, create_ctl_file, read_all, write_all
 from swe_rl.sandbox.identity import own_testbed
+from swe_rl.sandbox.reply import await_status
 from swe_rl.sandbox.reset import lowerdir_misread, process_state, remove_layer, reset_in_place
 from swe_rl.sandbox.shell import FILE_CAP, diff_command
 
@@ -271,11 +273,13 @@ class NsSandbox:
         running = self._cgroup.members() if self._cgroup is not None else frozenset()
         try:
             proc.stdin.write(f"{out}\n".encode() + snippet.encode("utf-8", "surrogateescape") + b"\0")
-            await proc.stdin.drain()
-            try:
-                return await asyncio.wait_for(self._read_status(proc), timeout), False
-            except TimeoutError:
-                return await self._interrupt(proc, since, running), True
+            # timed out or cancelled, the command is stopped and its status read before the lock is let go
+            stop = functools.partial(self._stop, proc, since, running)
+            read = functools.partial(self._read_status, proc)
+            unusable = functools.partial(setattr, self, "_broken")
+            return await await_status(
+                proc.stdin.drain, read, stop, timeout=timeout, grace=KILL_GRACE, unusable=unusable
+            )
         except (ConnectionError, OSError) as exc:
             self._broken = f"shell pipe failed: {exc}"
             raise SandboxError(f"sandbox {self.id} died during a command{self._died_detail()}") from None
@@ -294,18 +298,13 @@ class NsSandbox:
             raise SandboxError(f"sandbox {self.id}: {self._broken}")
         return int(match.group(1))
 
-    async def _interrupt(self, proc: SpawnedProcess, since: int, running: frozenset[int]) -> int:
-        """Kill the timed-out command: its process group (via the shell's trap), and every process
-        started since it began (``running``: those there before it), so that a ``setsid`` child does not
-        outlive it. The sandbox stays usable."""
+    async def _stop(self, proc: SpawnedProcess, since: int, running: frozenset[int]) -> None:
+        """Kill the running command (timed out or cancelled, reply.py): its process group (via the shell's trap),
+        and every process started since it began (``running``: those there before it), so that a ``setsid``
+        child does not outlive it. The sandbox stays usable."""
         with contextlib.suppress(ProcessLookupError):
             os.kill(self._shell_pid(proc), signal.SIGUSR1)
         await asyncio.to_thread(self._kill_started_since, proc, since, running)
-        try:
-            await asyncio.wait_for(self._read_status(proc), KILL_GRACE)
-        except TimeoutError:
-            self._broken = "a timed-out command could not be stopped"
-        return 124
 
     def _kill_started_since(self, proc: SpawnedProcess, since: int, running: frozenset[int]) -> None:
         if self._cgroup is None:

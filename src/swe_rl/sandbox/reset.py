@@ -9,7 +9,7 @@ have changed goes:
    until none is left; the shell reaps those that were its children (orphans are, it is pid 1) as their
    SIGCHLD arrives. A command runs as the shell's uid, so it may lower the shell's (and a kept process's)
    scheduling and resource limits, which every later command would inherit: the scheduling (nice, policy,
-   CPU affinity) is copied back from bwrap's, which no command can reach; resource limits cannot be put
+   CPU affinity, I/O priority) is copied back from bwrap's, which no command can reach; resource limits cannot be put
    back (raising a hard limit needs CAP_SYS_RESOURCE, which root on these machines lacks), so a shell
    whose limits differ from bwrap's makes the reset restart bubblewrap, and a kept process whose limits
    differ is ended with the rest;
@@ -39,8 +39,10 @@ restarts bubblewrap instead.
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import ctypes
+import functools
 import os
-import shutil
 import time
 import weakref
 from collections.abc import Collection
@@ -52,6 +54,7 @@ from swe_rl.sandbox.bwrap import MOUNTPOINT
 from swe_rl.sandbox.cgroups import SandboxCgroup
 from swe_rl.sandbox.identity import SANDBOX_UID
 from swe_rl.sandbox.spawner import spawner
+from swe_rl.sandbox.tree import remove_tree
 
 
 def layer_dirs(layer: int) -> tuple[str, str]:
@@ -109,7 +112,8 @@ def remove_layer(bwrap_pid: int, layer: int) -> None:
     paths = [f"/proc/{bwrap_pid}/root{MOUNTPOINT}/{name}" for name in layer_dirs(layer)]
     for _ in range(100):
         for path in paths:
-            shutil.rmtree(path, ignore_errors=True)
+            with contextlib.suppress(OSError):
+                remove_tree(path)  # however deep (tree.py)
         if not any(os.path.lexists(path) for path in paths):
             return
         time.sleep(0.01)
@@ -176,6 +180,44 @@ def _copy_scheduling(source: int, target: int) -> None:
     os.sched_setscheduler(target, os.sched_getscheduler(source), os.sched_param(0))
     os.setpriority(os.PRIO_PROCESS, target, os.getpriority(os.PRIO_PROCESS, source))
     os.sched_setaffinity(target, os.sched_getaffinity(source))
+    _copy_io_priority(source, target)  # after the nice level: the I/O priority of class "none" follows it
+
+
+# (ioprio_get, ioprio_set): os has neither, and their numbers differ between architectures
+_IOPRIO_CALLS = {"x86_64": (252, 251), "aarch64": (31, 30)}
+_IOPRIO_WHO_PROCESS = 1
+
+
+def _copy_io_priority(source: int, target: int) -> None:
+    """Give ``target`` the I/O priority ``source`` reads as (a command may lower its own shell's: ``ionice -c 3
+    -p 1``, and every later command inherits it). Class "none" (a fresh process's, which follows the nice
+    level) is tried first, so an untouched bwrap's is copied as itself, not as the value it reads as."""
+    calls = _IOPRIO_CALLS.get(os.uname().machine)
+    if calls is None:  # OSError: the reset restarts bubblewrap, which cannot leave a lowered priority
+        raise OSError(f"cannot put I/O priorities back on {os.uname().machine}")
+    get, put = calls
+    want = _ioprio(get, source)
+    for value in (0, want):
+        if _ioprio(get, target) == want:
+            return
+        _ioprio(put, target, value)
+    if _ioprio(get, target) != want:
+        raise OSError(f"the I/O priority of process {target} could not be put back")
+
+
+@functools.cache
+def _libc() -> ctypes.CDLL:
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.syscall.restype = ctypes.c_long
+    return libc
+
+
+def _ioprio(call: int, pid: int, *value: int) -> int:
+    ret = int(_libc().syscall(ctypes.c_long(call), _IOPRIO_WHO_PROCESS, pid, *value))
+    if ret < 0:
+        err = ctypes.get_errno()
+        raise OSError(err, f"ioprio of process {pid}: {os.strerror(err)}")
+    return ret
 
 
 __all__ = ["host_pids", "layer_dirs", "lowerdir_misread", "process_state", "remove_layer", "reset_in_place"]

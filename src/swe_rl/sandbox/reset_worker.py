@@ -17,6 +17,8 @@ closed when the sandbox's bwrap exits (a pidfd of it is watched), so a closed sa
 
 from __future__ import annotations
 
+from swe_rl.sandbox.tree import worker_source
+
 WORKER = r"""
 # -- reset in place (see reset.py and reset_worker.py). The helper never leaves its own namespaces: it forks
 # a worker that the caller talks to directly (a socket of the caller's), which joins a sandbox's namespaces
@@ -232,25 +234,15 @@ def remove_sysv_ipc():
             check(rm(ipc_id), f"removing {kind} {ipc_id}")
 
 def wipe(top, mounts, uid):
-    # Empty ``top`` without crossing into a mount under it (nor removing a mount point's parents).
-    dev = os.lstat(top).st_dev
-    def walk(d):
-        kept = False
-        for entry in os.scandir(d):
-            st = entry.stat(follow_symlinks=False)
-            if entry.path in mounts or st.st_dev != dev:
-                kept = True
-            elif stat.S_ISDIR(st.st_mode):
-                if walk(entry.path):
-                    kept = True
-                else:
-                    os.rmdir(entry.path)
-            else:
-                os.unlink(entry.path)
-        return kept
-    walk(top)
+    # Empty ``top`` without crossing into a mount under it (nor removing a mount point's parents), however
+    # deep its tree (tree.py's empty_tree, whose source follows).
+    fd = os.open(top, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    try:
+        empty_tree(fd, top, frozenset(mounts))
+    finally:
+        os.close(fd)
     os.chown(top, uid, uid)
     os.chmod(top, 0o1777)
     for name in os.listxattr(top, follow_symlinks=False):
         os.removexattr(top, name, follow_symlinks=False)
-"""
+""" + worker_source()

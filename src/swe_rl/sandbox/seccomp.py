@@ -56,6 +56,10 @@ DENIED: dict[str, str] = {
     "lookup_dcookie": "kernel profiling interface",
     "nfsservctl": "kernel NFS server",
     "personality": "no switching off ASLR",
+    "io_uring_setup": "operations submitted through an io_uring ring are not system calls: seccomp never "
+    "sees them (openat, connect, ... would pass every rule here), and io_uring is a large kernel attack surface",
+    "io_uring_enter": "io_uring (see io_uring_setup)",
+    "io_uring_register": "io_uring (see io_uring_setup)",
     "mq_open": "POSIX message queues live in the ipc namespace's own filesystem, which a reset in place "
     "does not empty (System V IPC it does; see reset.py)",
 }
