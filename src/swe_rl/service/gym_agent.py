@@ -138,7 +138,9 @@ def gym_response(result: RolloutResult, instance_id: str, gym: GymRunRequest) ->
             "tool_choice": "auto",
             "tools": [],
         },
-        "reward": result.reward or 0.0,  # Gym's is a float; an infra_error scores nothing and says so below
+        # NeMo-Gym's SWE agents' reward (swe_agents and mini_swe_agent app.py: 1.0 if resolved else 0.0),
+        # not swe-rl's OutcomeReward (-1.0 unresolved); an infra_error scores nothing and says so below
+        "reward": 1.0 if result.resolved and not infra else 0.0,
         # NeMo-Gym 0.7's own words for "this reward measures the infrastructure, not the policy": its scoring
         # leaves a masked sample out (miles reads info.exit_status instead)
         "mask_sample": infra,
