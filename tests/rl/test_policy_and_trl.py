@@ -131,7 +131,7 @@ async def test_rollout_output_for_trl_masks_observations_and_failures(task_by_id
     sample = ok.samples[0]
     assert out["prompt_ids"][0] + out["completion_ids"][0] == sample.tokens
     assert out["env_mask"][0] == sample.loss_mask and 0 in sample.loss_mask and 1 in sample.loss_mask
-    assert out["swe_reward"] == [1.0, 1.0]  # the failure takes its group's mean: it moves no advantage
+    assert out["swe_reward"] == [1.0, None]  # unscorable for TRL: out of its group's mean and std
     assert out["env_mask"][1] == [0] and out["swe_status"][1] == "infra_error"
 
 

@@ -44,7 +44,7 @@ from pydantic import ValidationError
 
 from swe_rl.executors.base import RolloutRequest
 from swe_rl.llm.fake_server import FakeLLMServer
-from swe_rl.llm.scripted import oracle_policy
+from swe_rl.llm.scripted import SUBMIT, bash_reply, oracle_policy
 from tests.conftest import available_factory
 from tests.service.servers import Server, free_port, serve_in_thread
 
@@ -419,3 +419,26 @@ async def test_controls_nemo_gym_models_refuse_a_wrong_answer(rollout_server, po
     for reason, body in wrong.items():
         with pytest.raises(ValidationError, match=reason):
             verify(body)
+
+
+async def test_an_unresolved_patch_is_rewarded_as_nemo_gyms_swe_agents_reward_it(
+    rollout_server, tok, tasks, gym
+):
+    """NeMo-Gym's own SWE agents reward 1.0 resolved, 0.0 otherwise (``responses_api_agents/swe_agents/app.py``:
+    ``reward=1.0 if metrics.resolved else 0.0``; ``mini_swe_agent/app.py`` likewise): an agent that submits
+    without fixing anything gets 0.0 in the Gym answer, as docs/SERVICE.md says, never swe-rl's own -1.0
+    (which swe-rl's own answer still carries: the control)."""
+    give_up = FakeLLMServer(lambda _messages: bash_reply("Nothing to do.", SUBMIT), tokenizer=tok)
+    async with give_up:
+        task = tasks[0]
+        url = rollout_server.url + "/run"
+        answer = await miles_post(
+            url, gym_request(gym, miles_metadata(task.model_dump(mode="json")), _router(give_up))
+        )
+        own = await miles_post(
+            url, {"task": task.instance_id, "policy": {"url": give_up.url}, "sampling": {"max_tokens": 512}}
+        )
+    verified = gym.app.MiniSWEAgentVerifyResponse.model_validate(answer)
+    assert answer["info"]["exit_status"] == "Submitted" and answer["metadata"]["resolved"] is False
+    assert (verified.reward, verified.mask_sample, verified.failure_kind) == (0.0, False, None)
+    assert (own["status"], own["resolved"], own["reward"]) == ("completed", False, -1.0)

@@ -112,3 +112,34 @@ async def reward_func(args: Any, samples: Any) -> Any:
     if isinstance(samples, list):
         return [s.reward if s.reward is not None else empty for s in samples]
     return samples.reward if samples.reward is not None else empty
+
+
+def reward_post_process(args: Any, samples: Any) -> tuple[list[float], list[float]]:
+    """slime/miles ``--custom-reward-post-process-path``: group-normalized rewards where an
+    infrastructure failure (``remove_sample``) takes no part in its group's mean and std.
+
+    slime's own post-process zeroes a removed sample's loss but counts its reward in the group statistics,
+    and reshapes by position (wrong once a rollout fans out into step samples). Here a group is the
+    samples' ``group_index`` (else the instance id), each trajectory counts once, and its advantage goes
+    to every sample it produced; a removed sample's reward is 0.0.
+    """
+    from swe_rl.rl.advantages import healthy_group_advantages
+
+    flat = [s for group in samples for s in group] if samples and isinstance(samples[0], list) else samples
+    raw = [float(s.get_reward_value(args)) for s in flat]
+    estimator = getattr(args, "advantage_estimator", "grpo")
+    if estimator not in ("grpo", "gspo", "reinforce_plus_plus_baseline") or not getattr(
+        args, "rewards_normalization", True
+    ):
+        return raw, list(raw)
+    trajectories: dict[Any, tuple[float, Any, bool]] = {}
+    for s, reward in zip(flat, raw, strict=True):
+        meta = s.metadata or {}
+        group = s.group_index if s.group_index is not None else meta.get("instance_id")
+        trajectories.setdefault(meta.get("trajectory_id", id(s)), (reward, group, not s.remove_sample))
+    keys = list(trajectories)
+    rewards, groups, healthy = zip(*trajectories.values(), strict=True) if keys else ((), (), ())
+    scale = estimator in ("grpo", "gspo") and getattr(args, "grpo_std_normalization", True)
+    adv = healthy_group_advantages(rewards, groups, healthy, scale=scale, single_mean=None)
+    by_key = dict(zip(keys, adv, strict=True))
+    return raw, [by_key[(s.metadata or {}).get("trajectory_id", id(s))] for s in flat]

@@ -9,8 +9,10 @@ are 0) and the rollout logprobs. The reward is the outcome reward (resolved or n
 advantages are per episode, groups being TRL's ``num_generations`` episodes of one task.
 
 An infrastructure failure cannot leave TRL's fixed-size batch, so its episode carries no loss (mask all
-0) and the mean reward of its group's healthy episodes (it shifts no advantage); it is counted in the
-run's metrics and never scored as a wrong answer.
+0) and no reward (None): TRL (>= 1.x, ``_generate_and_score_completions``) marks a completion every reward
+function left None unscorable, keeps it out of its group's nan-aware mean and std, and sets its advantage
+to 0, so the others get the advantages of the group without it. It is counted in the run's metrics and
+never scored as a wrong answer.
 
 The trainer around it, with its run directory, is ``swe-rl train rl`` (train/grpo.py).
 """
@@ -25,7 +27,7 @@ from typing import Any, Protocol
 from swe_rl.agent.config import AgentConfig
 from swe_rl.envs.cache import EnvCache
 from swe_rl.errors import ConfigError
-from swe_rl.integrations.common import episode_metrics, healthy_group_means, trajectory_span
+from swe_rl.integrations.common import episode_metrics, trajectory_span
 from swe_rl.llm.base import SamplingParams
 from swe_rl.rl.rewards import OutcomeReward
 from swe_rl.rl.rollout import RolloutResult, run_rollout
@@ -120,7 +122,6 @@ class SweRolloutFunc:
     def to_trl(self, ids: list[str], results: list[RolloutResult], tokenizer: Any) -> dict[str, list[Any]]:
         """TRL's rollout output: prompt/completion ids, logprobs, env_mask, and the rewards as extra fields."""
         spans = [trajectory_span(r) for r in results]
-        means = healthy_group_means(spans, ids)
         eos = tokenizer.convert_tokens_to_ids(tokenizer.eos_token)
         out: dict[str, list[Any]] = {
             k: []
@@ -133,7 +134,7 @@ class SweRolloutFunc:
                 out["completion_ids"].append([eos])
                 out["logprobs"].append([0.0])
                 out["env_mask"].append([0])  # no loss: an infrastructure failure is not an answer
-                out["swe_reward"].append(means[instance_id])
+                out["swe_reward"].append(None)  # unscorable: out of its group's statistics
                 out["swe_status"].append("infra_error")
                 continue
             if span.dropped_spans:
@@ -147,6 +148,6 @@ class SweRolloutFunc:
         return out
 
 
-def swe_reward(completions: list[Any], swe_reward: list[float], **_: Any) -> list[float | None]:
-    """TRL reward function: the episode's outcome reward, set by the rollout function."""
+def swe_reward(completions: list[Any], swe_reward: list[float | None], **_: Any) -> list[float | None]:
+    """TRL reward function: the episode's outcome reward, set by the rollout function (None: unscorable)."""
     return list(swe_reward)

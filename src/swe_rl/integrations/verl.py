@@ -19,8 +19,10 @@ not called). A response longer than ``rollout.response_length`` is cut to it (th
 Not trained on, not scored as wrong: an infrastructure failure, or a first prompt longer than
 ``rollout.prompt_length`` (verl would left-truncate it, training on a context the model never saw), gives a
 one-token output with ``response_mask`` 0 and ``extra_fields["swe_rl_status"]`` saying why. verl's agent
-loop cannot drop a row, and a reward is required, so such a row gets reward 0.0, which takes part in its
-group's GRPO mean and std (it adds no loss of its own).
+loop cannot drop a row, and a reward is required, so such a row gets reward 0.0; verl's own ``grpo`` counts
+it in its group's mean and std. ``algorithm.adv_estimator=swe_rl_grpo`` (registered here) is verl's GRPO
+with those rows left out of the statistics (a row whose ``response_mask`` is all 0 is not an answer):
+the others get the advantages of the group without it.
 """
 
 from __future__ import annotations
@@ -41,16 +43,45 @@ from swe_rl.llm.base import SamplingParams
 from swe_rl.rl.rollout import RolloutResult
 
 try:
+    import numpy as np
+    import torch
     from verl.experimental.agent_loop.agent_loop import (
         AgentLoopBase,
         AgentLoopMetrics,
         AgentLoopOutput,
         register,
     )
+    from verl.trainer.ppo.core_algos import register_adv_est
 except ImportError as exc:  # verl and its imports (ray, hydra, omegaconf, tensordict, torch, PIL)
     raise MissingExtraError((exc.name or "verl").split(".")[0], "verl", "the verl agent loop") from None
 
 AGENT_NAME = "swe_rl"
+ADV_ESTIMATOR = "swe_rl_grpo"
+
+
+@register_adv_est(ADV_ESTIMATOR)
+def healthy_grpo_advantage(
+    token_level_rewards: Any,
+    response_mask: Any,
+    index: Any,
+    epsilon: float = 1e-6,
+    norm_adv_by_std_in_grpo: bool = True,
+    config: Any = None,
+    **_: Any,
+) -> tuple[Any, Any]:
+    """verl's GRPO outcome advantage, with rows that carry no loss (an infrastructure failure, a prompt
+    too long: ``response_mask`` all 0) left out of their group's mean and std; their advantage is 0."""
+    from swe_rl.rl.advantages import healthy_group_advantages
+
+    if config is not None:
+        norm_adv_by_std_in_grpo = bool(config.get("norm_adv_by_std_in_grpo", norm_adv_by_std_in_grpo))
+    scores = token_level_rewards.sum(dim=-1).tolist()
+    healthy = (response_mask.sum(dim=-1) > 0).tolist()
+    adv = healthy_group_advantages(
+        scores, list(np.asarray(index)), healthy, scale=norm_adv_by_std_in_grpo, eps=epsilon
+    )
+    out = torch.tensor(adv, dtype=token_level_rewards.dtype).unsqueeze(-1) * response_mask
+    return out, out
 
 
 def to_agent_loop_output(
@@ -119,4 +150,4 @@ class SweRlAgentLoop(AgentLoopBase):
         )
 
 
-__all__ = ["AGENT_NAME", "SweRlAgentLoop", "to_agent_loop_output"]
+__all__ = ["ADV_ESTIMATOR", "AGENT_NAME", "SweRlAgentLoop", "healthy_grpo_advantage", "to_agent_loop_output"]

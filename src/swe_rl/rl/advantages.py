@@ -34,3 +34,40 @@ def grpo_advantages(
         assert s.reward is not None
         s.advantage = (s.reward - mean) / (std + eps) if scale else s.reward - mean
     return kept
+
+
+def healthy_group_advantages(
+    rewards: Sequence[float],
+    groups: Sequence[object],
+    healthy: Sequence[bool],
+    *,
+    scale: bool = True,
+    eps: float = 1e-6,
+    unbiased: bool = True,
+    single_mean: float | None = 0.0,
+) -> list[float]:
+    """Group-normalized advantages where only healthy entries make the statistics; the rest get 0.0.
+
+    For trainers whose own group statistics would count an infrastructure failure's placeholder reward:
+    each group's mean and std are over its healthy entries only, so a group with a failed entry gives
+    the others exactly the advantages of the group without it. ``unbiased`` is torch.std's default (what
+    slime/miles and verl use); a group with one healthy entry has mean ``single_mean`` and std 1 (verl's
+    rule; None: its own reward, advantage 0).
+    """
+    members: dict[object, list[float]] = {}
+    for reward, group, ok in zip(rewards, groups, healthy, strict=True):
+        if ok:
+            members.setdefault(group, []).append(reward)
+    out = []
+    for reward, group, ok in zip(rewards, groups, healthy, strict=True):
+        if not ok:
+            out.append(0.0)
+            continue
+        values = members[group]
+        if len(values) == 1:
+            mean, std = (values[0] if single_mean is None else single_mean), 1.0
+        else:
+            mean = statistics.fmean(values)
+            std = statistics.stdev(values) if unbiased else statistics.pstdev(values)
+        out.append((reward - mean) / (std + eps) if scale else reward - mean)
+    return out

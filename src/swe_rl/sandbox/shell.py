@@ -32,14 +32,32 @@ def base_environment(env: EnvSpec, *, home: str, tmpdir: str = "/tmp") -> dict[s
 
 
 def diff_command(base_commit: str) -> str:
-    """Everything changed since ``base_commit``, new files included, as one patch."""
+    """Everything changed since ``base_commit``, new files included, as one patch.
+
+    Bounded in what it hashes: before ``git add -A`` reads anything, each new or changed file's apparent
+    size is checked (``git ls-files`` compares stat data, it reads no content), and one larger than
+    FILE_CAP (a sparse ``truncate -s 100G`` included) ends the command at once with DIFF_TOO_LARGE and a
+    line naming it: no patch with it could be under the cap. The agent's doing, so its outcome (the
+    backends raise OutputLimitError or SandboxError, never an infrastructure error).
+    """
     return (
-        f"git add -A >/dev/null && git -c core.quotepath=false diff --cached --no-color --binary "
-        f"{shlex.quote(base_commit)}"
+        f"{_BIG_FILE_CHECK} && git add -A >/dev/null && "
+        f"git -c core.quotepath=false diff --cached --no-color --binary {shlex.quote(base_commit)}"
     )
 
 
 FILE_CAP = 64 * 1024 * 1024  # read_file, write_file and diff; over it: OutputLimitError
+DIFF_TOO_LARGE = 91  # diff_command's exit status for a file over FILE_CAP
+# The sizes of new and modified files (NUL-separated names, so any name works); a missing stat or xargs
+# or awk (a minimal image) skips the check, and the command's own timeout bounds the diff as before.
+_BIG_FILE_CHECK = (
+    "{ ! command -v stat >/dev/null || ! command -v xargs >/dev/null || ! command -v awk >/dev/null || "
+    "git ls-files -z --others --modified --exclude-standard "
+    "| { xargs -0 -r stat -c '%s %n' -- 2>/dev/null || true; } "
+    f'| awk -v cap={FILE_CAP} \'$1 > cap {{ sub(/^[0-9]+ /, ""); '
+    f'printf "swe-rl: %s is larger than %d bytes: no patch with it fits the cap\\n", $0, cap; '
+    f"bad = 1; exit }} END {{ exit bad ? {DIFF_TOO_LARGE} : 0 }}'; }}"
+)
 
 
 class ShellFileOps:
@@ -93,12 +111,14 @@ class ShellFileOps:
         diff = diff_command(self.env.base_commit)
         command = (
             f"set -o pipefail\n{_HAS_COREUTILS} || {{ {diff}; exit; }}\n"  # without them: capped by the buffer
-            f'n=$({diff} | wc -c) || exit 1\n[ "$n" -le {FILE_CAP} ] || exit {_TOO_LARGE}\n'
+            f'n=$({diff} | wc -c) || exit\n[ "$n" -le {FILE_CAP} ] || exit {_TOO_LARGE}\n'
             f"{diff} | head -c {FILE_CAP + 1}"
         )
         result = await self._run(command, timeout=300, cwd=None, env=None, cap=FILE_CAP + 1)
         if result.returncode == _TOO_LARGE or result.output_bytes > FILE_CAP:
             raise OutputLimitError(f"{self.id}: the patch is larger than {FILE_CAP} bytes")
+        if result.returncode == DIFF_TOO_LARGE:
+            raise OutputLimitError(f"{self.id}: {result.output.strip()[-2000:]}")
         if result.returncode != 0:
             raise SandboxError(f"git diff failed in {self.id}: {result.output[-2000:]}")
         return result.output

@@ -32,6 +32,12 @@ EXIT_STATUS = {"submitted": "Submitted", "limits_exceeded": "LimitsExceeded", "t
 (format_error_limit, agent_error, infra_error) keep swe-rl's name, which miles reads as ABORTED."""
 
 
+GYM_REWARD = "1.0 resolved, else 0.0"
+"""The reward NeMo-Gym's own SWE agents give (nemo-gym 0.7.0 ``responses_api_agents/swe_agents/app.py`` and
+``mini_swe_agent/app.py``), not swe-rl's OutcomeReward (-1.0 unresolved); an infra_error scores 0.0 and is
+masked (``mask_sample``)."""
+
+
 class ResponsesCreateParams(BaseModel):
     """The OpenAI Responses create params Gym's run request carries; miles sends ``{"input": []}``."""
 
@@ -138,7 +144,7 @@ def gym_response(result: RolloutResult, instance_id: str, gym: GymRunRequest) ->
             "tool_choice": "auto",
             "tools": [],
         },
-        "reward": result.reward or 0.0,  # Gym's is a float; an infra_error scores nothing and says so below
+        "reward": 1.0 if result.resolved and not infra else 0.0,  # as NeMo-Gym's SWE agents (see GYM_REWARD)
         # NeMo-Gym 0.7's own words for "this reward measures the infrastructure, not the policy": its scoring
         # leaves a masked sample out (miles reads info.exit_status instead)
         "mask_sample": infra,

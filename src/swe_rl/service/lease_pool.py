@@ -130,7 +130,18 @@ class LeasePool:
                 node.url + path, json=body, headers=headers, timeout=aiohttp.ClientTimeout(total=timeout)
             ) as resp:
                 return resp.status, await resp.read()
-        except (aiohttp.ClientError, OSError, TimeoutError) as exc:
+        except TimeoutError as exc:
+            if isinstance(exc, aiohttp.ConnectionTimeoutError):  # a connect timeout: the node is unreachable
+                self._mark_down(node, f"{type(exc).__name__}: {exc}")
+                raise ServiceError(
+                    "node_down", f"node {node.url} unreachable: {type(exc).__name__}"
+                ) from None
+            # the node took the call and is slow on it (an agent's huge diff, say): that call's error, not the
+            # node's; whether the node is down is its health check's to say, never one lease's slow call
+            raise ServiceError(
+                "sandbox_error", f"node {node.url} did not answer {path} within {timeout:.0f} s"
+            ) from None
+        except (aiohttp.ClientError, OSError) as exc:
             self._mark_down(node, f"{type(exc).__name__}: {exc}")
             raise ServiceError("node_down", f"node {node.url} unreachable: {type(exc).__name__}") from None
 
@@ -145,8 +156,9 @@ class LeasePool:
     async def check(self, node: Node) -> None:
         try:
             status, body = await self.call(node, "/healthz", None, None, timeout=5)
-        except ServiceError:
+        except ServiceError as exc:
             node.failures += 1
+            self._mark_down(node, str(exc))  # a health check that times out is a node down
             return
         if status != 200:
             self._mark_down(node, f"healthz HTTP {status}")
