@@ -34,6 +34,7 @@ from swe_rl.sandbox.base import HelperChannel, KeepsProcesses, Sandbox
 
 _HERE = Path(__file__).with_name("insandbox")
 SERVER = (_HERE / "warm_server.py").read_text()
+SERVING = (_HERE / "warm_serving.py").read_text()  # the server's loop, shipped beside it
 CLIENT = (_HERE / "warm_client.py").read_text()
 RUNNER_MARK = ">>>>> swe-rl test runner:"
 _PYTEST = re.compile(r"^(?:(?P<word>python3?(?:\.\d+)?) -m pytest|(?P<script>pytest))(?=\s|$)")
@@ -131,7 +132,7 @@ async def start(
         f"SWE_RL_WARM_PRELOAD={shlex.quote(','.join(preload))} "
         'exec python -c "$SWE_RL_WARM_SERVER" </dev/null 2>&1'
     )
-    variables = {**(env or {}), "SWE_RL_WARM_SERVER": SERVER}
+    variables = {**(env or {}), "SWE_RL_WARM_SERVER": SERVER, "SWE_RL_WARM_SERVING": SERVING}
     try:
         result = await box.exec(f"cd / && {command}", timeout=timeout, env=variables)
     except BaseException:
