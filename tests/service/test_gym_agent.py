@@ -385,11 +385,8 @@ def _without_ids(items: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return [{k: v for k, v in item.items() if k != "id"} for item in items]
 
 
-async def test_controls_nemo_gym_models_refuse_a_wrong_answer(rollout_server, policy, tasks, gym):
-    """Positive controls for the test above: the same nemo-gym models that accept the answer refuse swe-rl's
-    own answer, a response without a field the Responses API requires, a turn with part of its token
-    metadata, an output item without its type, and create params with a field the Responses API lacks."""
-    task = tasks[0]
+async def _gym_and_own_answers(rollout_server, gym, task, policy) -> tuple[dict[str, Any], dict[str, Any]]:  # type: ignore[no-untyped-def]
+    """The rollout server's answers for one run of ``task`` with ``policy``: the Gym request's and swe-rl's own."""
     url = rollout_server.url + "/run"
     answer = await miles_post(
         url, gym_request(gym, miles_metadata(task.model_dump(mode="json")), _router(policy))
@@ -397,6 +394,14 @@ async def test_controls_nemo_gym_models_refuse_a_wrong_answer(rollout_server, po
     own = await miles_post(
         url, {"task": task.instance_id, "policy": {"url": policy.url}, "sampling": {"max_tokens": 512}}
     )
+    return answer, own
+
+
+async def test_controls_nemo_gym_models_refuse_a_wrong_answer(rollout_server, policy, tasks, gym):
+    """Positive controls for the test above: the same nemo-gym models that accept the answer refuse swe-rl's
+    own answer, a response without a field the Responses API requires, a turn with part of its token
+    metadata, an output item without its type, and create params with a field the Responses API lacks."""
+    answer, own = await _gym_and_own_answers(rollout_server, gym, tasks[0], policy)
     assert own["status"] == "completed" and own["reward"] == 1.0
     verify = gym.app.MiniSWEAgentVerifyResponse.model_validate
     verify(answer)  # unchanged, it passes
@@ -430,14 +435,7 @@ async def test_an_unresolved_patch_is_rewarded_as_nemo_gyms_swe_agents_reward_it
     (which swe-rl's own answer still carries: the control)."""
     give_up = FakeLLMServer(lambda _messages: bash_reply("Nothing to do.", SUBMIT), tokenizer=tok)
     async with give_up:
-        task = tasks[0]
-        url = rollout_server.url + "/run"
-        answer = await miles_post(
-            url, gym_request(gym, miles_metadata(task.model_dump(mode="json")), _router(give_up))
-        )
-        own = await miles_post(
-            url, {"task": task.instance_id, "policy": {"url": give_up.url}, "sampling": {"max_tokens": 512}}
-        )
+        answer, own = await _gym_and_own_answers(rollout_server, gym, tasks[0], give_up)
     verified = gym.app.MiniSWEAgentVerifyResponse.model_validate(answer)
     assert answer["info"]["exit_status"] == "Submitted" and answer["metadata"]["resolved"] is False
     assert (verified.reward, verified.mask_sample, verified.failure_kind) == (0.0, False, None)
