@@ -96,6 +96,35 @@ def test_shadow_modules_need_a_sys_path_root():
 
 
 @pytest.mark.parametrize(
+    "path,installed",
+    [
+        ("src/_pytest/newmodule.py", ()),  # the pytest repository's own package: a runner name
+        ("src/_pytest/config/helpers.py", ()),
+        ("astroid/brain/brain_new.py", ("astroid",)),  # `setup.py develop` lists astroid.egg-link
+    ],
+)
+def test_a_new_file_in_a_package_the_repository_had_is_no_shadow(path, installed):
+    """A gold patch may add a module to its own package even when the package's name is the runner's or
+    the env lists it (a legacy editable install): the name was the repository's before the patch. A new
+    package of that name is still a shadow, and a new directory inside is still outside the packages."""
+    base = {"src/_pytest", "src/_pytest/config", "astroid", "astroid/brain"}
+
+    def new_rule(path: str, base_packages: set[str] = base) -> str | None:
+        return path_rule(
+            path,
+            test_files=(),
+            new=True,
+            package_dirs=base | {"src/_pytest/fresh"},
+            base_packages=base_packages,
+            shadow=shadow_names(installed),
+        )
+
+    assert new_rule(path) is None
+    assert new_rule(path, base_packages=set()) == "shadow_module"
+    assert new_rule("src/_pytest/fresh/__init__.py") == "outside_package"
+
+
+@pytest.mark.parametrize(
     "path", ["textkit/wrap.py", "README.md", "docs/usage.rst", "CHANGES.txt", "bin/tool"]
 )
 def test_edits_to_existing_files_that_are_not_tests_or_configuration_are_kept(path):

@@ -161,7 +161,7 @@ def path_rule(
         return "package_metadata"
     if path in test_files or _looks_like_test(parts):
         return "test_file"
-    if new and _shadows(parts, package_dirs, shadow):
+    if new and _shadows(parts, package_dirs, base_packages, shadow):
         return "shadow_module"
     return _allowed(parts, new=new, base_packages=base_packages)
 
@@ -188,9 +188,16 @@ def _looks_like_test(parts: tuple[str, ...]) -> bool:
     )
 
 
-def _shadows(parts: tuple[str, ...], package_dirs: Collection[str], shadow: Collection[str]) -> bool:
+def _shadows(
+    parts: tuple[str, ...],
+    package_dirs: Collection[str],
+    base_packages: Collection[str],
+    shadow: Collection[str],
+) -> bool:
     """A module file, or a file of a package, whose importable name at a sys.path root (a directory
-    that is not a package) is in ``shadow``."""
+    that is not a package) is in ``shadow``. A package that was there before the patch is the repository's
+    own (pytest's ``src/_pytest``; a repo installed by ``setup.py develop`` lists its own name in
+    site-packages): a new file inside it takes no name, so the allow-list judges it."""
     for depth in range(len(parts)):
         parent = "/".join(parts[:depth])
         if parent in package_dirs:
@@ -200,7 +207,7 @@ def _shadows(parts: tuple[str, ...], package_dirs: Collection[str], shadow: Coll
             module = next((head[: -len(s)] for s in MODULE_SUFFIXES if head.endswith(s)), None)
             return module is not None and module.split(".")[0] in shadow
         package = "/".join(parts[: depth + 1])
-        if package in package_dirs and head in shadow:
+        if package in package_dirs and head in shadow and package not in base_packages:
             return True
     return False
 
