@@ -23,11 +23,12 @@ MOUNTPOINT = Path("/tmp/.swe-rl-ns")  # an empty host dir; each sandbox mounts i
 _PROC_READ_ONLY = ("/proc/sys", "/proc/sysrq-trigger", "/proc/irq", "/proc/bus", "/proc/fs")
 
 # The persistent shell. A request is the name of the command's output file on one line, then the
-# command, NUL-terminated; the reply is one line, its exit status. SIGUSR1 kills the running command's
-# process group (job control gives each command its own group).
+# command, NUL-terminated; the reply is one line, its exit status. Job control gives each command its own
+# process group. It has no signal handler: as the sandbox's pid 1 it then ignores every signal sent from
+# inside, and a command that must be stopped is killed from the host (ns.py), never through the shell (a
+# trapped signal that came while it read or replied could end it: seen under load).
 SERVE = r"""
 set -m
-trap 'kill -KILL -- -"$pid" 2>/dev/null' USR1
 echo ready
 while IFS= read -r out; do
   IFS= read -r -d '' snippet

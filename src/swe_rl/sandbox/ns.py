@@ -34,7 +34,6 @@ import os
 import re
 import secrets
 import shlex
-import signal
 import time
 import uuid
 from collections.abc import AsyncIterator, Collection
@@ -299,11 +298,9 @@ class NsSandbox:
         return int(match.group(1))
 
     async def _stop(self, proc: SpawnedProcess, since: int, running: frozenset[int]) -> None:
-        """Kill the running command (timed out or cancelled, reply.py): its process group (via the shell's trap),
-        and every process started since it began (``running``: those there before it), so that a ``setsid``
-        child does not outlive it. The sandbox stays usable."""
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(self._shell_pid(proc), signal.SIGUSR1)
+        """Kill the running command (timed out or cancelled, reply.py): every process started since it began
+        (``running``: those there before it), ``setsid`` ones included, from the host; the shell is never
+        signalled (one sent while it reads or replies could end it). The sandbox stays usable."""
         await asyncio.to_thread(self._kill_started_since, proc, since, running)
 
     def _kill_started_since(self, proc: SpawnedProcess, since: int, running: frozenset[int]) -> None:
