@@ -1,7 +1,7 @@
-"""Strict grading is an allow-list (docs/SECURITY.md, "Reward hacking"): the two attacks a deny-list of
-names missed, graded through the project's own grading in real ns sandboxes, each with its positive
-control (official mode resolves it: the forgery works where the guarantee is absent); and the changes a
-genuine fix makes, which strict mode keeps.
+"""Strict grading is an allow-list (docs/SECURITY.md, "Reward hacking"): the changes a genuine fix makes,
+which strict mode keeps, graded through the project's own grading in real ns sandboxes. The attacks a
+deny-list of names missed (pytest.toml, a module the stdlib probes, a new top-level module) are graded on
+every backend, fresh and reused, in test_reward_hacking_matrix.py.
 """
 
 from __future__ import annotations
@@ -9,30 +9,13 @@ from __future__ import annotations
 import tempfile
 from pathlib import Path
 
-import pytest
 from tests.conftest import available_factory
-from tests.harness.test_reward_hacking import FORCE_PASS, WRAP, Scratch
+from tests.harness.test_reward_hacking import WRAP, Scratch
 
 from swe_rl.harness.grade import grade_in, grade_patch
 from swe_rl.harness.verdict import Verdict
 from swe_rl.tasks.model import Task
 
-# A module that the standard library imports inside try/except ImportError (copy and pickle try
-# `org.python.core` on Python <= 3.11, while pytest itself is imported). Its import ends in the
-# ImportError the stdlib expects (it defines no PyStringMap), and by then it has made itself a plugin.
-ORG_CORE = """import os
-
-import pluggy
-
-print("LIVE-org")
-os.environ["PYTEST_PLUGINS"] = "org.python.core"
-
-
-@pluggy.HookimplMarker("pytest")(hookwrapper=True)
-def pytest_runtest_makereport(item, call):
-    outcome = yield
-    outcome.get_result().outcome = "passed"
-"""
 FIXED = ("if len(text) < limit:", "if len(text) <= limit:")  # textkit-3's fix, in textkit/wrap.py
 
 
@@ -52,46 +35,6 @@ async def _both(task: Task, env, patch: str) -> tuple[Verdict, Verdict]:  # type
     official = await grade_patch(task, patch, factory, env, timeout=120)
     strict = await grade_patch(task, patch, factory, env, timeout=120, mode="strict")
     return official, strict
-
-
-@pytest.mark.parametrize("config", ["pytest.toml", ".pytest.toml"])
-async def test_a_pytest_toml_plugin_is_reverted_in_strict_mode(task_by_id, envs, config):
-    """pytest 9 reads pytest.toml (and .pytest.toml) before every other config file: its TOML-mode
-    addopts load a new top-level plugin that forces every report to pass."""
-    task = task_by_id[WRAP]
-    env = envs.ensure(task)
-
-    def edit(s: Scratch) -> None:
-        s.write(config, '[pytest]\naddopts = ["-p", "plug"]\n')
-        s.write("plug.py", FORCE_PASS.format(marker=f"LIVE-{config}"))
-
-    official, strict = await _both(task, env, _patch(task, env, edit))
-    # positive control: the forgery resolves without a fix where nothing reverts it
-    assert official.resolved and f"LIVE-{config}" in official.log, official.log[-3000:]
-    assert {(config, "runner_config", "flagged"), ("plug.py", "outside_package", "flagged")} <= _listed(
-        official
-    )
-    assert not strict.resolved and f"LIVE-{config}" not in strict.log, strict.log[-3000:]
-    assert _listed(strict) == {
-        (config, "runner_config", "reverted"),
-        ("plug.py", "outside_package", "reverted"),
-    }
-
-
-async def test_a_module_the_stdlib_probes_is_reverted_in_strict_mode(task_by_id, envs):
-    """A new top-level package `org` (no name list holds it) runs inside the test process: copy and
-    pickle import `org.python.core` when pytest is imported, and it turns every report into a pass."""
-    task = task_by_id[WRAP]
-    env = envs.ensure(task)
-
-    def edit(s: Scratch) -> None:
-        s.write("org/python/core.py", ORG_CORE)
-
-    official, strict = await _both(task, env, _patch(task, env, edit))
-    assert official.resolved and "LIVE-org" in official.log, official.log[-3000:]
-    assert _listed(official) == {("org/python/core.py", "outside_package", "flagged")}
-    assert not strict.resolved and "LIVE-org" not in strict.log, strict.log[-3000:]
-    assert _listed(strict) == {("org/python/core.py", "outside_package", "reverted")}
 
 
 async def test_strict_mode_keeps_a_new_file_in_a_package_and_reverts_a_new_top_level_module(task_by_id, envs):

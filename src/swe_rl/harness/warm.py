@@ -1,7 +1,7 @@
 """The warm test runner: pytest imported once per sandbox, forked for each test run.
 
-A cold grading run starts an interpreter and imports pytest (two thirds of a small suite's run on
-these machines: BENCHMARKS.md); a sandbox that grades many patches (reset in place between them) can pay
+A cold grading run starts an interpreter and imports pytest (most of a small suite's run on these
+machines: docs/experiments/benchmark-notes.md); a sandbox that grades many patches (reset in place between them) can pay
 that once. :func:`start` launches the server (``insandbox/warm_server.py``) in a sandbox that keeps
 processes (:class:`.base.KeepsProcesses`) with the env's Python; :func:`hook` rewrites a test command that
 runs pytest (``pytest ...``, ``python -m pytest ...``) into the client (``insandbox/warm_client.py``),

@@ -51,7 +51,7 @@ from swe_rl.sandbox.ctl_files import CTL, create_ctl_file, read_all, write_all
 from swe_rl.sandbox.identity import own_testbed
 from swe_rl.sandbox.reply import await_status
 from swe_rl.sandbox.reset import lowerdir_misread, process_state, remove_layer, reset_in_place
-from swe_rl.sandbox.shell import FILE_CAP, diff_command
+from swe_rl.sandbox.shell import DIFF_TOO_LARGE, FILE_CAP, diff_command
 
 START_TIMEOUT = 30.0
 KILL_GRACE = 5.0
@@ -331,7 +331,8 @@ class NsSandbox:
                 raise OutputLimitError(f"{self.id}: {what} gave more than {FILE_CAP} bytes")
             if status != 0 or timed_out:
                 tail = CappedBuffer.from_file(out, 4096).text().strip()
-                raise OSError(f"{self.id}: {what} failed{' (timed out)' if timed_out else ''}: {tail}")
+                kind = OutputLimitError if status == DIFF_TOO_LARGE else OSError  # a file over the cap
+                raise kind(f"{self.id}: {what} failed{' (timed out)' if timed_out else ''}: {tail}")
             return await asyncio.to_thread(read_all, out, size)
 
     async def read_file(self, path: str) -> bytes:

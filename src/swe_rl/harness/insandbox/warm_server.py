@@ -10,11 +10,13 @@ and ``import pytest``; a child starts where they ended.
 
 A run is refused (the client then runs the command cold, unchanged) when it could differ from a cold
 one: another interpreter, another ``PYTHON*``/locale/``TZ`` setting than the server started with (they
-act at interpreter start-up), or a module the server preloaded that the cold run would import from
+act at interpreter start-up), a module the server preloaded that the cold run would import from
 elsewhere (a file the patch added on ``sys.path``, e.g. ``pytest.py`` at the root of a ``python -m``
-run), its own limits or scheduling changed since it started, or it imported any module from the
-repository (pytest's own repository: a fork would test the unpatched code). The server is not
-dumpable, so a test run cannot ptrace or rewrite it.
+run), a module a preloaded one tried to import and could not that the run would now find (the cold run
+would import the patch's file: ``org/python/core.py``, which ``copy`` tries), its own limits or
+scheduling changed since it started, or it imported any module from the repository (pytest's own
+repository: a fork would test the unpatched code). The server is not dumpable, so a test run cannot
+ptrace or rewrite it.
 
 Reach. The server listens only while the host has armed it for one use (a grading), on an address
 the host chose for that use, and serves exactly one connection per arm: it closes the listener as soon as
@@ -60,6 +62,22 @@ START_ENV = dict(os.environ)
 # with every PYTHON* and LC_* variable: read at start-up, or cached by a module the server imported
 STARTUP_KEYS = ("LANG", "TZ", "TMPDIR", "HOME")
 
+
+class Missing:
+    """Asked last by every import while the server preloads: the top-level names no finder found. A
+    preloaded module may have cached such a failure (``copy`` and ``pickle`` try ``org.python.core`` on
+    Python <= 3.11, ``subprocess`` tries ``msvcrt``): a run that would find one now is cold."""
+
+    names = set()
+
+    @classmethod
+    def find_spec(cls, name, path=None, target=None):
+        if path is None:
+            cls.names.add(name)
+        return None
+
+
+sys.meta_path.append(Missing)
 import pytest  # noqa: E402,F401
 
 try:  # pytest's builtin plugins, which every run loads
@@ -79,6 +97,8 @@ for _name in ["pdb", "faulthandler", "sysconfig", *EXTRA]:
     except Exception:  # not importable here: the run imports it itself, or fails as cold
         continue
 
+sys.meta_path.remove(Missing)
+MISSING = sorted(Missing.names - set(sys.modules))
 PRELOADED = {
     name.partition(".")[0]
     for name, module in list(sys.modules.items())
@@ -156,6 +176,9 @@ def refusal(request):
         for name in sorted(PRELOADED):
             if name in sys.modules and find(name) != loaded(name):
                 return "module " + name + " would load from elsewhere"
+        for name in MISSING:
+            if find(name) is not None:
+                return "module " + name + ", which the server could not import, would load"
         for name in NEVER_LOADED:
             if find(name) is not None:
                 return name + " would run at start-up"
