@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from pathlib import Path
 
 from swe_rl.envs.cache import EnvCache
 
@@ -108,3 +109,10 @@ def test_venv_is_byte_compiled_at_build_so_sandboxed_runs_do_not_recompile(textk
     sources = [p for p in (site / "_pytest").rglob("*.py")]
     compiled = list((site / "_pytest").rglob("__pycache__/*.pyc"))
     assert sources and len(compiled) >= len(sources)
+
+
+def test_a_relative_cache_dir_is_made_absolute(tmp_path, monkeypatch):
+    """`--cache-dir envs` once failed every uv install: uv ran in the testbed and looked for
+    `envs/.tmp/<key>/out/bin/python` there ("No virtual environment ... found")."""
+    monkeypatch.chdir(tmp_path)
+    assert EnvCache(Path("envs")).root == tmp_path / "envs"

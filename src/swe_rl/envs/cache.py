@@ -79,7 +79,8 @@ class EnvCache:
         allow_network: bool = False,
         options: InstallOptions | None = None,
     ) -> None:
-        self.root = (root or cache_dir() / "envs").expanduser()
+        # absolute: installers run in the testbed and read the venv path from their own working directory
+        self.root = (root or cache_dir() / "envs").expanduser().absolute()
         self.repo_cache = repo_cache
         self.allow_network = allow_network
         self.options = options or InstallOptions()
