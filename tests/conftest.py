@@ -66,6 +66,13 @@ def clean_tmp() -> Iterator[Path]:
         yield Path(d)
 
 
+async def readme_patch(factory, env) -> str:  # type: ignore[no-untyped-def]
+    """A patch that changes nothing the tests see (a line added to README.md): a non-fix to grade."""
+    async with await factory.create(env) as box:
+        await box.exec("echo 'Looked at it.' >> README.md", timeout=10)
+        return await box.diff()
+
+
 def available_factory(backend: str):  # type: ignore[no-untyped-def]
     """The factory of ``backend``; skips when it cannot run here, except in CI where that is a failure."""
     from swe_rl.errors import SandboxUnavailableError

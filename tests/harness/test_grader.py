@@ -7,7 +7,7 @@ import asyncio
 import itertools
 
 import pytest
-from tests.conftest import available_factory
+from tests.conftest import available_factory, readme_patch
 
 from swe_rl.errors import SandboxError
 from swe_rl.harness.grade import grade_in, grade_patch
@@ -86,7 +86,7 @@ async def test_one_grading_cannot_reach_the_next(task_by_id, envs):
     async with await factory.create(env) as box:
         fixed = await box.exec(f"git apply - <<'EOF'\n{task.patch}EOF\ncat {path}", timeout=30)
     fix = fixed.output
-    readme = await _readme_patch(factory, env)
+    readme = await readme_patch(factory, env)
     attack = _new_file("conftest.py", ATTACK.format(fix=fix, path=path))
     probe = _new_file("conftest.py", PROBE)
 
@@ -136,7 +136,7 @@ async def test_one_grading_cannot_reach_the_next_in_another_env(task_by_id, envs
     (path,) = {line[6:] for line in second.patch.splitlines() if line.startswith("+++ b/")}
     async with await factory.create(env2) as box:
         fix = (await box.exec(f"git apply - <<'EOF'\n{second.patch}EOF\ncat {path}", timeout=30)).output
-    readme = await _readme_patch(factory, env2)
+    readme = await readme_patch(factory, env2)
     attack = _new_file("conftest.py", LATE_FIX.format(fix=fix, path=f"{env2.workdir}/{path}"))
 
     # the positive control: the daemon, kept through the reset to statkit's env, lands the fix there
@@ -160,13 +160,6 @@ async def test_one_grading_cannot_reach_the_next_in_another_env(task_by_id, envs
         assert grader.stats["created"] == 1 and grader.stats["switched"] == 1
     finally:
         await grader.close()
-
-
-async def _readme_patch(factory, env) -> str:  # type: ignore[no-untyped-def]
-    """A patch that changes nothing the tests see."""
-    async with await factory.create(env) as box:
-        await box.exec("echo 'Looked at it.' >> README.md", timeout=10)
-        return await box.diff()
 
 
 async def test_kept_sandboxes_beyond_the_limit_are_closed_oldest_first(tasks, envs):

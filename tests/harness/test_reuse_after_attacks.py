@@ -8,7 +8,7 @@ import tempfile
 from pathlib import Path
 
 import pytest
-from tests.conftest import available_factory
+from tests.conftest import available_factory, readme_patch
 from tests.harness.test_reward_hacking import BY_NAME, Scratch
 
 from swe_rl.harness.grade import grade_in, grade_patch
@@ -20,20 +20,13 @@ def _key(verdict: Verdict) -> tuple[str, dict[str, str]]:
     return verdict.status, verdict.tests_status
 
 
-async def _readme_patch(factory, env) -> str:  # type: ignore[no-untyped-def]
-    """A patch that changes nothing the tests see."""
-    async with await factory.create(env) as box:
-        await box.exec("echo 'Looked at it.' >> README.md", timeout=10)
-        return await box.diff()
-
-
 @pytest.mark.parametrize("mode", ["official", "strict"])
 async def test_no_attack_reaches_the_next_gradings_in_a_reused_sandbox(mode: GradingMode, task_by_id, envs):
     factory = available_factory("ns")
     instances = sorted({a.instance for a in BY_NAME.values()})
     tasks = {name: task_by_id[name] for name in instances}
     built = {name: envs.ensure(task) for name, task in tasks.items()}
-    readme = {name: await _readme_patch(factory, built[name]) for name in instances}
+    readme = {name: await readme_patch(factory, built[name]) for name in instances}
     fresh = {}
     for name, task in tasks.items():
         for label, patch in (("readme", readme[name]), ("gold", task.patch)):

@@ -14,7 +14,7 @@ from __future__ import annotations
 import asyncio
 
 import pytest
-from tests.conftest import available_factory
+from tests.conftest import available_factory, readme_patch
 
 from swe_rl.harness.grade import grade_in, grade_patch
 from swe_rl.harness.grader import Grader
@@ -88,13 +88,6 @@ for address in found:
 """
 
 
-async def _readme_patch(factory, env) -> str:  # type: ignore[no-untyped-def]
-    """A patch that changes nothing the tests see."""
-    async with await factory.create(env) as box:
-        await box.exec("echo 'Looked at it.' >> README.md", timeout=10)
-        return await box.diff()
-
-
 def _attack(mode: str) -> bytes:
     return f"MODE = {mode!r}\nDAEMON = {DAEMON!r}\nFORGE = {FORGE!r}\n{ATTACK}".encode()
 
@@ -104,7 +97,7 @@ async def test_requests_queued_on_the_runner_in_one_use_are_not_served_in_the_ne
     task = task_by_id["swe-rl-builtin__textkit-3"]
     env = envs.ensure(task)
     factory = available_factory("ns")
-    readme = await _readme_patch(factory, env)
+    readme = await readme_patch(factory, env)
     fresh = await grade_patch(task, readme, factory, env, timeout=60, mode=mode)
     assert not fresh.resolved and fresh.status == "unresolved"
     grader = Grader(factory, idle=1)
@@ -173,7 +166,7 @@ async def test_an_attack_from_the_patched_module_reaches_nothing_of_the_next_gra
         runs = "import subprocess, sys\nsubprocess.run([sys.executable, '-c', " + repr(code) + "])\n"
         await box.write_file(path, (runs + source).encode())
         attack = await box.diff()
-    readme = await _readme_patch(factory, env)
+    readme = await readme_patch(factory, env)
     fresh = await grade_patch(task, readme, factory, env, timeout=60, mode=mode)
     grader = Grader(factory, idle=1)
     try:
