@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import errno
+import shlex
 import subprocess
 import sys
 from pathlib import Path
@@ -164,3 +165,23 @@ async def test_the_file_count_is_bounded_by_the_disk_size(backend, textkit_env):
         # the control: the bound stopped it, not the space, which has room for a thousand more
         assert free_inodes == 0 and free_bytes > 1000 * 4096, ran.output
         assert (await box.exec("rm -rf /tmp/many && touch /tmp/one && echo ok", timeout=60)).output == "ok\n"
+
+
+# A process with every signal's default action (a background job of a non-interactive shell ignores INT and QUIT)
+DEFAULT_AND_WAIT = "import signal, time; [signal.signal(s, signal.SIG_DFL) for s in signal.valid_signals() if s not in (signal.SIGKILL, signal.SIGSTOP)]; time.sleep(30)"
+
+
+async def test_a_command_cannot_end_the_shell_with_a_signal(textkit_env):
+    """The shell is the sandbox's pid 1 and has no signal handler, so it ignores every signal a command sends
+    it (commands are stopped from the host, ns.py): the sandbox stays usable. Control: the same signals end
+    an ordinary process of the sandbox."""
+    signals = ["INT", "TERM", "HUP", "USR1", "USR2", "QUIT", "ALRM"]
+    async with await available_factory("ns").create(textkit_env) as box:
+        for name in signals:
+            ended = await box.exec(
+                f"python -c {shlex.quote(DEFAULT_AND_WAIT)} & p=$!; sleep 0.3; kill -{name} $p; wait $p; echo $?",
+                timeout=30,
+            )
+            assert int(ended.output.split()[-1]) > 128, (name, ended.output)  # the control
+            await box.exec(f"kill -{name} 1", timeout=10)
+            assert (await box.exec("echo alive", timeout=10)).output == "alive\n", name
