@@ -4,8 +4,8 @@ Every attack is graded in both modes on each backend. Its positive control, in t
 is not a no-op: official mode resolves it where the SWE-bench harness would accept it, or its mechanism
 is seen to run (a marker line it prints in the test log, or a probe that runs it where an env's layout
 makes it live). Then: strict mode never resolves an attack, and official mode flags every attack it
-resolves. The known limit (a fix's own module forging the log) is an xfail(strict=True) that fails the
-day it is stopped. docs/SECURITY.md ("Reward hacking") has the rule and the table of outcomes.
+resolves. A fix's own module forging the log, which no rule over paths can see, is stopped in strict mode
+by the sealed results (harness/seal.py). docs/SECURITY.md ("Reward hacking") has the rule and the table of outcomes.
 """
 
 from __future__ import annotations
@@ -668,14 +668,13 @@ def test_the_apply_log_is_not_parsed(graded, task_by_id):
         assert official_report(task, outcome.patch, str(whole))["resolved"] is True
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="known limit (docs/SECURITY.md): code in the fix's own module can forge the runner's output",
-)
 def test_log_forging_from_the_fixed_module(graded):
+    """The fix's own module forges the log: the log alone (official mode) resolves it, unflagged; strict
+    mode's sealed results (harness/seal.py; tests/harness/test_sealed_results.py has more) do not pass
+    the failing test."""
     outcome = graded["log_forging"]
     assert outcome.official.resolved and not outcome.official.steering_files  # it works, unflagged
-    assert not outcome.strict.resolved
+    assert (outcome.strict.resolved, outcome.strict.seal) == (False, "contradicted")
 
 
 def test_strict_mode_resolves_every_gold_patch(graded, tasks, envs, request):
@@ -702,6 +701,8 @@ def test_strict_mode_resolves_every_gold_patch(graded, tasks, envs, request):
     verdicts = asyncio.run(gold())
     assert [(v.instance_id, v.status) for v in verdicts] == [(t.instance_id, "resolved") for t in tasks]
     assert all(v.steering_files == [] and v.grading == "strict" for v in verdicts)
+    # every builtin task runs pytest: its results are sealed, and the seal passes what the log passes
+    assert [v.seal for v in verdicts] == ["confirmed"] * len(verdicts)
     # a fix that only GNU patch applies (its context drifted): git's failed attempts leave .git as it was
     task = next(t for t in tasks if t.instance_id == WRAP)
     drifted = task.patch.replace(' """``text`` cut to', ' """The ``text`` cut to')

@@ -15,6 +15,7 @@ import shlex
 from swe_rl.errors import ConfigError
 from swe_rl.harness import warm
 from swe_rl.harness.official import END_TEST_OUTPUT, START_TEST_OUTPUT, TEST_EXIT_CODE
+from swe_rl.harness.seal import Seal, seals
 from swe_rl.tasks.model import Task
 from swe_rl.tasks.rowspec import row_eval_setup, row_spec
 from swe_rl.tasks.specs import spec_for, test_directives
@@ -42,7 +43,33 @@ def runnable(files: list[str]) -> list[str]:
 _IMAGE_BOUND = ("/opt/miniconda3", "conda activate")
 
 
-def eval_script(task: Task, *, image_env: bool = False, runner: warm.WarmRunner | None = None) -> str:
+def composed_test_cmd(task: Task, *, image_env: bool = False) -> str | None:
+    """The test command of the script :func:`eval_script` composes; None where it runs the row's own."""
+    spec = row_spec(task) or spec_for(task)
+    if task.eval_script and (image_env or spec is None or not image_bound(task.eval_script)):
+        return None
+    test_cmd = task.test_cmd or (spec.test_cmd if spec else None)
+    if not test_cmd:
+        raise ConfigError(
+            f"{task.instance_id}: the record has neither 'eval_script' nor 'test_cmd', and swe-rl's spec "
+            "table does not know its repo and version; cannot run its tests"
+        )
+    return test_cmd
+
+
+def sealable(task: Task, *, image_env: bool = False) -> bool:
+    """Whether the task's tests run by a command the seal plugin can join (harness/seal.py)."""
+    test_cmd = composed_test_cmd(task, image_env=image_env)
+    return test_cmd is not None and seals(test_cmd)
+
+
+def eval_script(
+    task: Task,
+    *,
+    image_env: bool = False,
+    runner: warm.WarmRunner | None = None,
+    seal: Seal | None = None,
+) -> str:
     """The bash script whose output is the test log.
 
     A row's own ``eval_script`` (swebench 5) is used as written, except where it was written for the official
@@ -51,24 +78,24 @@ def eval_script(task: Task, *, image_env: bool = False, runner: warm.WarmRunner 
 
     ``runner``: a warm test runner in the sandbox; a composed script whose test command runs pytest sends
     the run to it (:mod:`.warm`) and prints which way it ran as its last line. A row's own script runs as
-    written.
+    written. ``seal``: the composed pytest command also loads the seal plugin (:func:`sealable` says where).
     """
+    test_cmd = composed_test_cmd(task, image_env=image_env)
+    if test_cmd is None:
+        return task.eval_script or ""
     spec = row_spec(task) or spec_for(task)
-    if task.eval_script and (image_env or spec is None or not image_bound(task.eval_script)):
-        return task.eval_script
-    test_cmd = task.test_cmd or (spec.test_cmd if spec else None)
-    if not test_cmd:
-        raise ConfigError(
-            f"{task.instance_id}: the record has neither 'eval_script' nor 'test_cmd', and swe-rl's spec "
-            "table does not know its repo and version; cannot run its tests"
-        )
     base = shlex.quote(task.base_commit)
     files = " ".join(shlex.quote(f) for f in task.test_files)
     directives = " ".join(shlex.quote(d) for d in test_directives(spec, runnable(task.test_files)))
     # each file on its own: one the base lacks (new with the test patch) fails alone (git says so before the
     # log's start marker) and is left as it is
     reset = f'for f in {files}; do git checkout -q {base} -- "$f"; done' if files else ":"
+    if seal is not None:
+        test_cmd = seal.plugged(test_cmd)
     hooked = warm.hook(test_cmd, runner)
+    run = hooked or test_cmd
+    if seal is not None:
+        run = f"{seal.variables(cold=not hooked)} {run}"
     return "\n".join(
         [
             "#!/bin/bash",
@@ -79,7 +106,7 @@ def eval_script(task: Task, *, image_env: bool = False, runner: warm.WarmRunner 
             *(spec.eval_commands if spec else ()),
             *row_eval_setup(task),
             f"echo '{START_TEST_OUTPUT}'",
-            f"{hooked or test_cmd} {directives}",
+            f"{run} {directives}",
             "swe_rl_rc=$?",
             f"echo '{END_TEST_OUTPUT}'",
             f"echo '{TEST_EXIT_CODE}: '$swe_rl_rc",

@@ -22,7 +22,14 @@ from pathlib import Path
 from typing import Any
 
 from swe_rl.errors import BackendLostError, OutputLimitError, SandboxError
-from swe_rl.harness.evalscript import CANDIDATE_PATCH, EVAL_SCRIPT, SCRATCH, TEST_PATCH, eval_script
+from swe_rl.harness.evalscript import (
+    CANDIDATE_PATCH,
+    EVAL_SCRIPT,
+    SCRATCH,
+    TEST_PATCH,
+    eval_script,
+    sealable,
+)
 from swe_rl.harness.guard import STEERING_MARK, Guard
 from swe_rl.harness.official import (
     APPLY_PATCH_FAIL,
@@ -31,6 +38,7 @@ from swe_rl.harness.official import (
     parse_test_log,
     parser_name,
 )
+from swe_rl.harness.seal import Seal
 from swe_rl.harness.staging import stage
 from swe_rl.harness.verdict import ApplyMethod, GradeStatus, GradingMode, Verdict
 from swe_rl.harness.warm import WarmRunner, runner_of
@@ -148,13 +156,12 @@ async def grade_in(
         if guard.refusal:
             return grading.refused()
     grading.applied_at = time.monotonic()
-    staged = await stage(
-        box,
-        {
-            TEST_PATCH: task.test_patch.encode(),
-            EVAL_SCRIPT: eval_script(task, image_env=image_env, runner=runner).encode(),
-        },
-    )
+    if mode == "strict" and patch is not None and sealable(task, image_env=image_env):
+        grading.seal = Seal.new(SCRATCH)
+        await grading.seal.put_key(box)
+    script = eval_script(task, image_env=image_env, runner=runner, seal=grading.seal)
+    files = {TEST_PATCH: task.test_patch.encode(), EVAL_SCRIPT: script.encode()}
+    staged = await stage(box, {**files, **(grading.seal.files() if grading.seal else {})})
     try:
         result = await box.exec(f"{staged}bash {EVAL_SCRIPT}", timeout=timeout)
     except BackendLostError:
@@ -167,6 +174,8 @@ async def grade_in(
         grading.log.append(f"the sandbox broke while the patched code's tests ran: {exc}")
         return grading.broken()
     output, grading.runner = runner_of(result.output)
+    if grading.seal is not None:
+        grading.sealed = await grading.seal.read(box)
     return grading.verdict(output, timeout_hit=result.timed_out)
 
 
@@ -198,6 +207,9 @@ class _Grading:
         self.method: ApplyMethod | None = None
         self.guard: Guard | None = None
         self.runner = ""
+        self.seal: Seal | None = None  # strict mode's, where the tests run by pytest
+        self.sealed: bytes | None = None  # what the run left as its sealed results
+        self.seal_state = ""
         self.started = self.applied_at = time.monotonic()
 
     def refused(self) -> Verdict:
@@ -227,6 +239,8 @@ class _Grading:
             log_path = Path(tmp) / "test_output.txt"
             log_path.write_text(parsed, encoding="utf-8")
             report = official_report(self.task, self.patch if self.patch is not None else "", str(log_path))
+        if self.seal is not None and self.method is not None:
+            self._confirm(report)
         resolved = bool(report.get("resolved"))
         status: GradeStatus
         if self.method is None and self.patch is not None:
@@ -238,6 +252,19 @@ class _Grading:
         else:
             status = "resolved" if resolved else "unresolved"
         return self._make(status, resolved, report, test_output)
+
+    def _confirm(self, report: dict[str, Any]) -> None:
+        """Strict mode: a test the log passes counts only where the sealed results pass it too."""
+        assert self.seal is not None
+        check = self.seal.check(self.sealed, report, parser_name(self.task))
+        self.seal_state = check.state
+        if not check.holds and report.get("resolved"):
+            report["resolved"] = False
+            shown = ", ".join(check.unconfirmed[:5]) + (" ..." if len(check.unconfirmed) > 5 else "")
+            self.log.append(
+                f"{STEERING_MARK} ({self.mode}): not resolved: the sealed test results ({check.state}) do not "
+                f"pass {len(check.unconfirmed)} test(s) the log passes: {shown}"
+            )
 
     def _make(self, status: GradeStatus, resolved: bool, report: dict[str, Any], test_output: str) -> Verdict:
         done = time.monotonic()
@@ -261,5 +288,6 @@ class _Grading:
             },
             grading=self.mode,
             test_runner=self.runner,
+            seal=self.seal_state,
             steering_files=list(self.guard.files) if self.guard else [],
         )

@@ -64,6 +64,12 @@ class Verdict(BaseModel):
         description="How the tests ran where a warm runner was offered (harness/warm.py): 'forked' (from the "
         "sandbox's pytest server) or 'cold <reason>'; '' when they ran as the eval script wrote them.",
     )
+    seal: str = Field(
+        default="",
+        description="Strict mode, tests run by pytest (harness/seal.py): 'confirmed' (the sealed results pass "
+        "every test the log passes), 'contradicted' or 'missing or not signed ...' (then not resolved), "
+        "'nothing to confirm'; '' where the results were not sealed.",
+    )
     steering_files: list[SteeringFile] = Field(
         default_factory=list,
         description="Files the patch touches that steer the test run without being the fix (docs/SECURITY.md):"

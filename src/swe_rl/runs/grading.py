@@ -119,6 +119,7 @@ def _write_instance(folder: Path, pred: Prediction, verdict: Verdict, timeout: f
         "status": verdict.status,
         "grading": verdict.grading,
         "steering_files": [f.model_dump() for f in verdict.steering_files],
+        **({"seal": verdict.seal} if verdict.seal else {}),
     }
     log = [
         f"Grading {pred.instance_id} ({verdict.grading} grading)",

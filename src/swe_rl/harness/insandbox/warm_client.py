@@ -35,6 +35,10 @@ def note(text):
 
 def cold(reason):
     note("cold " + reason)
+    seal = os.environ.get("SWE_RL_SEAL")
+    if seal:  # the seal plugin (harness/seal.py), which the server finds itself: a cold run finds it here
+        path = os.environ.get("PYTHONPATH")
+        os.environ["PYTHONPATH"] = os.path.dirname(seal) + (":" + path if path else "")
     os.execvp(COLD[0], COLD)
 
 

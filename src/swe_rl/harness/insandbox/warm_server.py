@@ -150,7 +150,8 @@ def loaded(name):
 
 def child_path(request):
     first = request["cwd"] if request["mode"] == "module" else os.path.dirname(os.path.realpath(SCRIPT))
-    return [first, *sys.path]
+    seal = request["env"].get("SWE_RL_SEAL")  # the seal plugin's folder, which a cold run has on PYTHONPATH
+    return [first, *([os.path.dirname(seal)] if seal else []), *sys.path]
 
 
 def refusal(request):

@@ -1,0 +1,144 @@
+"""Sealed test results: what a strict grading's passing test needs besides a ``PASSED`` line in the log.
+
+The test log is the test process's output, and code of the patch runs in that process: it can print
+``PASSED`` lines for every test and leave (``os._exit``) before pytest's real results, or after them, or
+rewrite pytest's reports as they are made. The official harness, which reads the log alone, resolves all of
+these (docs/SECURITY.md, ``log_forging``). A strict grading of a pytest test command therefore also runs a
+plugin (``insandbox/seal_plugin.py``) that hands back, in a file, the tests whose results count as passing,
+signed with a key made for this one grading; a test the log passes is passing only if those sealed results
+pass it too.
+
+The key never appears in a command line, an environment variable or the log: it is written as a file of
+its own (``Sandbox.write_file``) that the plugin reads and unlinks when pytest imports it, before any
+conftest or module of the repository is imported. What a patch's code can still do, and why, is in
+docs/SECURITY.md ("Sealed results").
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+import re
+import secrets
+import shlex
+import zlib
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from swe_rl.errors import OutputLimitError, SandboxError
+from swe_rl.harness.official import parse_test_log
+from swe_rl.sandbox.base import Sandbox
+
+PLUGIN = (Path(__file__).with_name("insandbox") / "seal_plugin.py").read_text()
+MODULE = "swe_rl_seal"
+ENV = "SWE_RL_SEAL"  # the path prefix of the key (.key) and of the sealed results (.out)
+_PYTEST = re.compile(r"^(?:python3?(?:\.\d+)? -m pytest|pytest)(?=\s|$)")
+SUCCESS = ("PASSED", "XFAIL")  # swebench's test_passed
+
+
+def seals(test_cmd: str) -> bool:
+    """Whether a test command runs pytest directly (``pytest ...``, ``python -m pytest ...``): the runs the
+    plugin can seal. Other runners (django's ``runtests.py``, sympy's ``bin/test``) are graded from the
+    log alone."""
+    return _PYTEST.match(test_cmd) is not None
+
+
+@dataclass
+class Seal:
+    """One grading's key and where its files go (``scratch``: the grading files' directory, relative to the
+    repository's root, where the eval script runs)."""
+
+    scratch: str
+    key: bytes
+
+    @classmethod
+    def new(cls, scratch: str) -> Seal:
+        return cls(scratch, secrets.token_hex(32).encode())
+
+    @property
+    def prefix(self) -> str:
+        return f"{self.scratch}/seal"
+
+    def files(self) -> dict[str, bytes]:
+        """The plugin, staged with the eval script (the key goes apart: :meth:`put_key`)."""
+        return {f"{self.scratch}/{MODULE}.py": PLUGIN.encode()}
+
+    async def put_key(self, box: Sandbox) -> None:
+        await box.write_file(f"{self.prefix}.key", self.key)
+
+    def plugged(self, test_cmd: str) -> str:
+        """``test_cmd`` (a pytest command: :func:`seals`) loading the plugin."""
+        match = _PYTEST.match(test_cmd)
+        if match is None:
+            raise ValueError(f"not a pytest command: {test_cmd!r}")
+        return f"{match.group(0)} -p {MODULE}{test_cmd[match.end() :]}"
+
+    def variables(self, *, cold: bool) -> str:
+        """The assignments the plugged command runs with: ``SWE_RL_SEAL`` (an absolute path: a test may
+        change directory) and, for a cold run, ``PYTHONPATH`` to find the plugin (the warm runner's client
+        sends no such setting to its server, which finds the plugin itself, and sets it where it runs cold)."""
+        folder = shlex.quote(self.scratch)
+        found = f' PYTHONPATH="$PWD/{folder}${{PYTHONPATH:+:$PYTHONPATH}}"' if cold else ""
+        return f'{ENV}="$PWD/{shlex.quote(self.prefix)}"{found}'
+
+    async def read(self, box: Sandbox) -> bytes | None:
+        """The sealed results the run left; None where it left none (or more than a sandbox file may hold)."""
+        try:
+            return await box.read_file(f"{self.prefix}.out")
+        except OutputLimitError:
+            return None
+        except SandboxError:
+            raise
+        except OSError:
+            return None
+
+    def check(self, data: bytes | None, report: dict[str, Any], parser: str) -> SealCheck:
+        """Whether every test that swebench's ``report`` counts as passing is passed by the sealed results
+        ``data``, read with the same parser as the log (so a name means what it means there)."""
+        passing = [name for name in _success(report) if "::" in name]  # not a test id: nothing to seal
+        if not passing:
+            return SealCheck("nothing to confirm", [])
+        sealed = self._open(data)
+        if sealed is None:
+            return SealCheck("missing or not signed with this grading's key", passing)
+        lines = "\n".join(f"PASSED {name}" for name in sealed)
+        confirmed = {k for k, v in parse_test_log(lines, parser).items() if v in SUCCESS}
+        unconfirmed = [name for name in passing if name not in confirmed]
+        return SealCheck("confirmed" if not unconfirmed else "contradicted", unconfirmed)
+
+    def _open(self, data: bytes | None) -> list[str] | None:
+        if not data or b"\n" not in data:
+            return None
+        mac, _, payload = data.partition(b"\n")
+        expected = hmac.new(self.key, payload, hashlib.sha256).hexdigest().encode()
+        if not hmac.compare_digest(mac, expected):
+            return None
+        try:
+            names = json.loads(zlib.decompress(payload))["passing"]
+        except (ValueError, KeyError, TypeError, zlib.error):
+            return None
+        return [n for n in names if isinstance(n, str)] if isinstance(names, list) else None
+
+
+@dataclass
+class SealCheck:
+    """``state``: 'confirmed', 'contradicted', 'missing or not signed ...', or 'nothing to confirm';
+    ``unconfirmed``: the tests the log passes that the sealed results do not."""
+
+    state: str
+    unconfirmed: list[str]
+
+    @property
+    def holds(self) -> bool:
+        return not self.unconfirmed
+
+
+def _success(report: dict[str, Any]) -> list[str]:
+    status = report.get("tests_status") or {}
+    return [
+        name
+        for kind in ("FAIL_TO_PASS", "PASS_TO_PASS")
+        for name in (status.get(kind) or {}).get("success", [])
+    ]
