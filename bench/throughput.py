@@ -1,6 +1,6 @@
 """Rollouts per core where RL spends them: the scripted oracle's episodes, graded cold and warm, side by side.
 
-    python bench/throughput.py [--jobs 1,2,4] [--rounds 3] [--samples 2] [--synth 30] [--out FILE]
+    python bench/throughput.py [--jobs 1,2,4] [--rounds 3] [--samples 2] [--synth 30] [--grading MODE] [--out FILE]
 
 Each episode is what ``swe-rl eval --llm scripted:oracle`` runs (episode/run.py: the env, the agent in a
 sandbox, its patch graded in another): no model time, so what is left is the sandbox, the harness and the
@@ -43,10 +43,10 @@ def _synth_tasks(n: int, where: Path) -> Path:
 
 
 async def _run(
-    tasks: list[Any], samples: int, jobs: int, warm: bool, cache: Any, factory: Any
+    tasks: list[Any], samples: int, jobs: int, warm: bool, cache: Any, factory: Any, grading: str
 ) -> dict[str, Any]:
     from swe_rl.agent.config import load_agent_config
-    from swe_rl.episode.run import run_episode
+    from swe_rl.episode.run import EpisodeSettings, run_episode
     from swe_rl.harness.grader import Grader
     from swe_rl.llm.base import SamplingParams
     from swe_rl.llm.scripted import scripted_for
@@ -65,6 +65,7 @@ async def _run(
                 factory=factory,
                 agent=agent,
                 params=SamplingParams(),
+                settings=EpisodeSettings(grading=grading),
                 grader=grader,
             )
             verdict = episode.verdict
@@ -74,7 +75,7 @@ async def _run(
             rows.append({
                 "id": f"{task.instance_id}#{sample}", "status": verdict.status, "tests_status": verdict.tests_status,
                 "total": episode.total_s, "grading": episode.grade_s, "tests": timings.get("tests", 0.0),
-                "sandbox": timings.get("sandbox", 0.0), "runner": verdict.test_runner,
+                "sandbox": timings.get("sandbox", 0.0), "runner": verdict.test_runner, "seal": verdict.seal,
             })  # fmt: skip
 
     started = time.perf_counter()
@@ -113,6 +114,7 @@ def _summary(runs: list[dict[str, Any]], cores: int) -> dict[str, Any]:
         },
         "forked": sum(r["runner"] == "forked" for r in rows),
         "cold fallbacks": sum(r["runner"].startswith("cold") for r in rows),
+        "sealed (strict)": sum(r["seal"] == "confirmed" for r in rows),
     }
 
 
@@ -136,6 +138,7 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
     result: dict[str, Any] = {
         "command": " ".join(["python", "bench/throughput.py", *sys.argv[1:]]),
         "cores": cores,
+        "grading": args.grading,
         "sets": {},
     }
     for name, tasks in sets.items():
@@ -143,7 +146,9 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
             runs: dict[str, list[dict[str, Any]]] = {"cold": [], "warm": []}
             for r in range(args.rounds):
                 for mode in ("cold", "warm") if r % 2 == 0 else ("warm", "cold"):
-                    runs[mode].append(await _run(tasks, args.samples, jobs, mode == "warm", cache, factory))
+                    runs[mode].append(
+                        await _run(tasks, args.samples, jobs, mode == "warm", cache, factory, args.grading)
+                    )
             same = {
                 row["id"]: (row["status"], row["tests_status"]) for run in runs["cold"] for row in run["rows"]
             } == {
@@ -179,6 +184,12 @@ if __name__ == "__main__":
     )
     parser.add_argument(
         "--work", type=Path, default=Path("/tmp/swe-rl-throughput"), help="Synthesized tasks go here."
+    )
+    parser.add_argument(
+        "--grading",
+        choices=["official", "strict"],
+        default="official",
+        help="Grading mode (strict: training rewards, with the steering rule and sealed results).",
     )
     parser.add_argument("--out", type=Path, default=RESULTS)
     parsed = parser.parse_args()

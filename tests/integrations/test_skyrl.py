@@ -225,6 +225,19 @@ async def test_infra_failures_are_never_scored(task_by_id, envs, tok):
         check_generator_output(out, 2, step_wise=True)
         assert {t.repetition_id for t in out["trajectory_ids"]} == {0}  # the failed trajectory is left out
 
+        # a group whose every trajectory failed keeps one placeholder step: SkyRL's trainer asserts that
+        # every prompt of the batch is there (compute_prompt_mini_batch_boundaries: one uid per prompt)
+        out = await step_wise.generate(_batch([good, bad, bad], ["g", "h", "h"]))
+        check_generator_output(out, 3, step_wise=True)
+        assert [t.instance_id for t in out["trajectory_ids"]][-1] == "h"
+        assert {t.instance_id for t in out["trajectory_ids"]} == {"g", "h"}
+        assert (out["loss_masks"][-1], out["rewards"][-1], out["stop_reasons"][-1]) == (
+            [0],
+            0.0,
+            "infra_error",
+        )
+        assert out["is_last_step"][-1] is True and out["rollout_metrics"]["swe_rl/infra_errors"] == 2.0
+
         with pytest.raises(InfraError, match="infrastructure"):
             await step_wise.generate(_batch([bad], ["g"]))
 

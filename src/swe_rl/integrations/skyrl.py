@@ -15,7 +15,8 @@ Two shapes, as SkyRL's ``generator.step_wise_trajectories`` chooses:
   the advantage on each trajectory's last step and broadcasts it to all of its steps.
 
 Infrastructure failures are never scored. Step-wise, their trajectories are left out of the batch (SkyRL
-allows any number of step outputs). Per trajectory, SkyRL needs one output per prompt, so a failed one
+allows any number of step outputs), except that a group whose every trajectory failed keeps one placeholder
+step (loss mask 0, reward 0.0): SkyRL's trainer asserts that every prompt of the batch is there. Per trajectory, SkyRL needs one output per prompt, so a failed one
 becomes a one-token placeholder with loss mask 0 and, as its reward, the mean reward of its group's
 healthy trajectories (its group's mean is unchanged), ``stop_reasons`` ``"infra_error"``.
 """
@@ -120,11 +121,10 @@ class SkyRLGenerator:
             tid if tid is not None else f"{_name(t)}_{i}"
             for i, (tid, t) in enumerate(zip(ids, tasks, strict=True))
         ]
+        groups = [_group(tid, t) for tid, t in zip(ids, tasks, strict=True)]
         if self.step_wise:
-            return self._step_outputs(results, traj_ids)
-        return self._trajectory_outputs(
-            results, traj_ids, [_group(tid, t) for tid, t in zip(ids, tasks, strict=True)]
-        )
+            return self._step_outputs(results, traj_ids, groups)
+        return self._trajectory_outputs(results, traj_ids, groups)
 
     def _trajectory_outputs(
         self, results: Sequence[RolloutResult], traj_ids: list[Any], groups: list[str]
@@ -133,33 +133,49 @@ class SkyRLGenerator:
         means = healthy_group_means(spans, groups)
         out = _empty()
         for span, group in zip(spans, groups, strict=True):
-            if span is None:  # not scored: no loss, and a reward that leaves its group's mean where it is
-                span = Span(
-                    prompt_ids=[self.filler_id],
-                    response_ids=[self.filler_id],
-                    loss_mask=[0],
-                    logprobs=[0.0],
-                    reward=means[group],
-                    status="infra_error",
-                    turns=0,
-                )
-            _append(out, span)
+            # not scored: no loss, and a reward that leaves its group's mean where it is
+            _append(out, span if span is not None else self._placeholder(means[group]))
         out["trajectory_ids"] = traj_ids
         out["rollout_metrics"] = _metrics(results, spans)
         return out
 
-    def _step_outputs(self, results: Sequence[RolloutResult], traj_ids: list[Any]) -> dict[str, Any]:
+    def _placeholder(self, reward: float) -> Span:
+        """An output for a trajectory that infrastructure failed: one filler token, no loss."""
+        filler = [self.filler_id]
+        return Span(
+            prompt_ids=filler,
+            response_ids=filler,
+            loss_mask=[0],
+            logprobs=[0.0],
+            reward=reward,
+            status="infra_error",
+            turns=0,
+        )
+
+    def _step_outputs(
+        self, results: Sequence[RolloutResult], traj_ids: list[Any], groups: list[str]
+    ) -> dict[str, Any]:
         out = _empty()
         out["trajectory_ids"], out["is_last_step"] = [], []
-        for result, tid in zip(results, traj_ids, strict=True):
+        healthy = {g for g, r in zip(groups, results, strict=True) if r.status != "infra_error" and r.samples}
+        kept: set[str] = set()
+        for result, tid, group in zip(results, traj_ids, groups, strict=True):
             if result.status == "infra_error" or not result.samples:
-                continue  # left out of the batch: not trained on, not scored
+                # left out of the batch: not trained on, not scored. Only where its whole group failed does
+                # one placeholder stay: SkyRL asserts every prompt of the batch is there (its uids), and a
+                # group of one placeholder is a group of its own, with no loss
+                if group not in healthy and group not in kept:
+                    kept.add(group)
+                    _append(out, self._placeholder(0.0))
+                    out["trajectory_ids"].append(tid)
+                    out["is_last_step"].append(True)
+                continue
             turns = len(result.trajectory.steps) if result.trajectory else len(result.samples)
             for j, sample in enumerate(result.samples):
                 _append(out, Span.of(sample, turns=turns))
                 out["trajectory_ids"].append(tid)
                 out["is_last_step"].append(j == len(result.samples) - 1)
-        if not out["response_ids"]:
+        if not healthy:
             raise InfraError(f"all {len(results)} rollouts of the batch failed on infrastructure")
         out["rollout_metrics"] = _metrics(results, [])
         return out
