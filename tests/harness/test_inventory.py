@@ -79,3 +79,23 @@ async def test_the_gitdir_digest_sees_each_change_and_nothing_else(textkit_env: 
             assert found.gitdir_changed == bool(change), change
             if change == GITDIR_CHANGES[0]:  # the attack kept what a listing shows: size and mtime
                 assert (await box.exec(size, timeout=30)).output == pristine
+
+
+async def test_the_env_s_module_names_include_its_venv_s_packages(textkit_env: EnvSpec) -> None:
+    """A new top-level module named like one the env installs is a ``shadow_module``. Envs are venvs, whose
+    site-packages the isolated interpreter (-I -S) does not put on its own paths. A venv made in the sandbox
+    holds a package that no other site-packages has."""
+    make = (
+        "python -m venv --without-pip /tmp/v && site=$(/tmp/v/bin/python -c 'import sysconfig; "
+        'print(sysconfig.get_paths()["purelib"])\') && mkdir -p $site/only_in_this_venv && '
+        "touch $site/only_in_this_venv/__init__.py && /tmp/v/bin/python -c 'import only_in_this_venv'"
+    )
+    isolated = "/tmp/v/bin/python -I -S -c 'import sysconfig; print(sysconfig.get_paths()[\"purelib\"])'"
+    async with await available_factory("ns").create(textkit_env) as box:
+        made = await box.exec(make, timeout=120)
+        assert made.returncode == 0, made.output
+        # the control: without `site`, the interpreter's own paths are its base's, which lack the package
+        assert "/tmp/v/" not in (await box.exec(isolated, timeout=60)).output
+        listed = await box.exec(f"PATH=/tmp/v/bin:$PATH {inventory._LIST_MODULES}", timeout=120)
+    assert listed.returncode == 0, listed.output
+    assert {"only_in_this_venv", "os", "json"} <= set(listed.output.split())

@@ -46,12 +46,17 @@ show() {{  # each file base64 on a line of its own after the mark (one round tri
 }}
 """
 # Module names importable from the env (stdlib and site-packages), by its own interpreter, isolated
-# from the repository (-I -S): a new top-level module must not take one of them. Python 3.5 syntax.
+# from the repository (-I -S): a new top-level module must not take one of them. Without `site`, sys.prefix
+# is the base interpreter's, so a venv's own site-packages is found from its pyvenv.cfg. Python 3.5 syntax.
 _MODULES = r"""
 import os, sys, sysconfig
 names = set(sys.builtin_module_names)
 paths = sysconfig.get_paths()
 dirs = [paths.get(k) for k in ("stdlib", "platstdlib", "purelib", "platlib")]
+venv = os.path.dirname(os.path.dirname(os.path.abspath(sys.executable)))
+if os.path.isfile(os.path.join(venv, "pyvenv.cfg")):
+    own = sysconfig.get_paths(vars={"base": venv, "platbase": venv})
+    dirs += [own.get("purelib"), own.get("platlib")]
 dirs += [os.path.join(d, "lib-dynload") for d in dirs if d]
 for d in dirs:
     try:
