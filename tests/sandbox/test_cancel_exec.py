@@ -1,4 +1,4 @@
-"""Issue #38 item 5: a caller that cancels ``NsSandbox.exec`` (its own ``asyncio.wait_for``) must not leave the
+"""Issue #38 item 5, and a create cancelled midway. A caller that cancels ``NsSandbox.exec`` (its own ``asyncio.wait_for``) must not leave the
 sandbox out of step. Before the fix the command ran on, the lock was released, and its status was read as the
 next command's: that one got the old exit code and empty output, every later one the status before it."""
 
@@ -95,3 +95,44 @@ async def test_a_stop_that_missed_is_sent_again():
 
     result = await await_status(_nothing, lambda: reply, stop, timeout=0.05, grace=5, unusable=print)
     assert result == (124, True) and stops == 2
+
+
+def _own_cgroups() -> set[str]:
+    """The sandbox cgroups of this process (named for it: cgroups.py), in every hierarchy."""
+    from swe_rl.sandbox import cgroups
+
+    parents = (
+        [cgroups.ROOT / cgroups.PARENT]
+        if cgroups.cgroup_version() == 2
+        else [cgroups.ROOT / c / cgroups.PARENT for c in ("memory", "pids", "cpu")]
+    )
+    return {
+        str(child)
+        for p in parents
+        if p.is_dir()
+        for child in p.iterdir()
+        if child.name.endswith(cgroups._OWNER)
+    }
+
+
+async def test_a_cancelled_create_leaves_no_process_or_cgroup(textkit_env):
+    """A create cancelled at any point (the cgroup being made, bwrap starting in the spawner, its greeting
+    awaited) leaves nothing: before the fix, a cancellation during the threads lost what they made."""
+    rng = random.Random(25)
+    factory = available_factory("ns")
+    before = _own_cgroups()
+    cancelled = 0
+    for _ in range(ROUNDS):
+        creating = asyncio.ensure_future(factory.create(textkit_env))
+        await asyncio.sleep(rng.uniform(0, 0.03))
+        creating.cancel()
+        try:
+            box = await creating
+        except asyncio.CancelledError:
+            cancelled += 1
+            continue
+        await box.close()  # it was made before the cancellation came
+    await asyncio.sleep(0.2)  # what a teardown shielded from the cancellation finishes
+    assert _own_cgroups() == before
+    # the control: most cancellations came while the sandbox was being made
+    assert cancelled >= ROUNDS // 2, cancelled

@@ -8,8 +8,31 @@ import os
 import select
 import signal
 import time
-from collections.abc import Iterable
+from collections.abc import Awaitable, Callable, Iterable
 from pathlib import Path
+from typing import Any, TypeVar
+
+T = TypeVar("T")
+
+
+async def finish_in_thread(
+    call: Callable[..., T], *args: Any, adopt: Callable[[T], Awaitable[None] | None]
+) -> T:
+    """``call(*args)`` in a thread. A thread cannot be stopped: cancelled, this waits for it to end (however
+    often it is cancelled meanwhile), hands what it made to ``adopt`` (whose owner then undoes it, as on
+    any failure) and raises the cancellation. So a cancelled caller knows everything the call made."""
+    task = asyncio.ensure_future(asyncio.to_thread(call, *args))
+    try:
+        return await asyncio.shield(task)
+    except asyncio.CancelledError:
+        while not task.done():
+            with contextlib.suppress(asyncio.CancelledError):
+                await asyncio.shield(task)
+        if not task.cancelled() and task.exception() is None:
+            adopted = adopt(task.result())
+            if adopted is not None:
+                await adopted
+        raise
 
 
 class SpawnedProcess:

@@ -41,7 +41,7 @@ from typing import Self
 
 from swe_rl.errors import OutputLimitError, SandboxError, SandboxUnavailableError
 from swe_rl.sandbox._output import CappedBuffer
-from swe_rl.sandbox._proc import SpawnedProcess, boot_ticks, kill_started_since
+from swe_rl.sandbox._proc import SpawnedProcess, boot_ticks, finish_in_thread, kill_started_since
 from swe_rl.sandbox.base import EnvSpec, ExecResult, Limits
 from swe_rl.sandbox.bwrap import MOUNTPOINT, ns_unavailable_reason, start_bwrap
 from swe_rl.sandbox.cgroups import SandboxCgroup, reap_stale_cgroups
@@ -97,32 +97,36 @@ class NsSandbox:
         return FifoChannel(self._ctl)
 
     async def _start(self) -> None:
-        if self._cgroup is None:  # reset() keeps the cgroup: only its processes are replaced
-            self._cgroup = await asyncio.to_thread(SandboxCgroup, self.id, self.limits)
-        self._layer = 0
-        self._lower = None
         try:
-            started = await asyncio.to_thread(
-                start_bwrap, self.id, self.env, self.limits, self._cgroup.procs_files
-            )
-        except BaseException:
-            await self._teardown()
+            cgroup = self._cgroup  # reset() keeps the cgroup: only its processes are replaced
+            if cgroup is None:
+                own = functools.partial(setattr, self, "_cgroup")
+                made: SandboxCgroup = await finish_in_thread(SandboxCgroup, self.id, self.limits, adopt=own)
+                cgroup = self._cgroup = made
+            self._layer, self._lower = 0, None
+            args = (self.id, self.env, self.limits, cgroup.procs_files)
+            await self._attach(await finish_in_thread(start_bwrap, *args, adopt=self._attach))
+            await self._greeted()
+        except BaseException:  # a cancellation at any point too: all it made goes (finish_in_thread)
+            await asyncio.shield(self._teardown())
             raise
-        pid, in_w, out_r, err_r = started
-        self._proc = await SpawnedProcess.attach(pid, in_w, out_r, err_r)
+
+    async def _attach(self, started: tuple[int, int, int, int]) -> None:
+        self._proc = await SpawnedProcess.attach(*started)
         self._stderr_task = asyncio.ensure_future(self._drain_stderr())
+
+    async def _greeted(self) -> None:
+        assert self._proc is not None
         try:
             line = await asyncio.wait_for(self._proc.stdout.readline(), START_TIMEOUT)
             if line != b"ready\n":
                 raise SandboxError(f"unexpected greeting {line[:80]!r}")
             # bwrap's own process stays in the spawner's mount namespace, where the tmpfs is
-            self._ctl = os.open(
-                f"/proc/{pid}/root{MOUNTPOINT}/ctl", os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC
-            )
+            ctl = f"/proc/{self._proc.pid}/root{MOUNTPOINT}/ctl"
+            self._ctl = os.open(ctl, os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
         except (TimeoutError, SandboxError, OSError) as exc:
             await asyncio.sleep(0.01)  # let the drain task collect bwrap's message
             detail = self._stderr_tail.decode(errors="replace").strip()
-            await self._teardown()
             raise SandboxError(f"sandbox {self.id} did not start: {detail or exc}") from None
 
     async def _drain_stderr(self) -> None:
