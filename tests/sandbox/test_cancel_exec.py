@@ -1,6 +1,7 @@
-"""Issue #38 item 5, and a create cancelled midway. A caller that cancels ``NsSandbox.exec`` (its own ``asyncio.wait_for``) must not leave the
-sandbox out of step. Before the fix the command ran on, the lock was released, and its status was read as the
-next command's: that one got the old exit code and empty output, every later one the status before it."""
+"""Issue #38 item 5, and a create cancelled midway. A caller that cancels ``NsSandbox.exec`` (its own
+``asyncio.wait_for``) must not leave the sandbox out of step. Before the fix the command ran on, the lock was
+released, and its status was read as the next command's: that one got the old exit code and empty output,
+every later one the status before it."""
 
 from __future__ import annotations
 
