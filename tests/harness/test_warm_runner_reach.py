@@ -117,7 +117,11 @@ async def test_requests_queued_on_the_runner_in_one_use_are_not_served_in_the_ne
                     break
                 await asyncio.sleep(0.1)
             forged = await grade_in(slot.box, task, readme, timeout=60, mode=mode)
-            assert forged.resolved, forged.test_output[-2000:]
+            if mode == "official":
+                assert forged.resolved, forged.test_output[-2000:]
+            else:  # the log passes every test (the steering line says so), the sealed results do not
+                assert (forged.resolved, forged.seal) == (False, "contradicted"), forged.log[-2000:]
+                assert "sealed test results" in forged.log
         await asyncio.sleep(1)
         after = await grader.grade(task, readme, env, timeout=60, mode=mode)
         assert (after.status, after.tests_status) == (fresh.status, fresh.tests_status), after.test_output[
