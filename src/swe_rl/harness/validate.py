@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 
 from swe_rl.harness.grade import DEFAULT_TEST_TIMEOUT, grade_patch, run_tests
 from swe_rl.harness.verdict import Verdict
@@ -14,6 +14,7 @@ class TaskValidation(BaseModel):
     instance_id: str
     valid: bool
     problems: list[str]
+    notes: list[str] = Field(default_factory=list, description="What is odd but does not make it invalid.")
     gold: Verdict
     empty: Verdict
 
@@ -21,7 +22,13 @@ class TaskValidation(BaseModel):
 async def validate_task(
     task: Task, factory: SandboxFactory, env: EnvSpec, *, timeout: float = DEFAULT_TEST_TIMEOUT
 ) -> TaskValidation:
-    """Grade the gold patch and the untouched base commit; list what is wrong with the task."""
+    """Grade the gold patch and the untouched base commit; list what is wrong with the task.
+
+    Valid as the official grading sees it: the gold patch resolves and the unchanged base does not. A
+    FAIL_TO_PASS name that the base's log reports as passing does not make it invalid while the base is
+    unresolved: swebench's parsers keep the last status of a name the log reports more than once (two tests
+    of one name, django-16429), so such a name can read as passing where one of its tests fails. It is
+    noted (``notes``)."""
     gold = await grade_patch(task, task.patch, factory, env, timeout=timeout)
     empty = await run_tests(task, factory, env, timeout=timeout)
     problems = []
@@ -38,8 +45,17 @@ async def validate_task(
     if empty.resolved:
         problems.append("the unchanged base commit already resolves the task")
     passing_at_base = empty.tests_status.get("FAIL_TO_PASS", {}).get("success", [])
+    notes = []
     if passing_at_base:
-        problems.append(f"FAIL_TO_PASS tests pass without the fix: {', '.join(passing_at_base[:5])}")
+        notes.append(
+            f"FAIL_TO_PASS names the base's log reports as passing: {', '.join(passing_at_base[:5])}"
+            + ("" if empty.resolved else " (the base is still unresolved, as the official grading reads it)")
+        )
     return TaskValidation(
-        instance_id=task.instance_id, valid=not problems, problems=problems, gold=gold, empty=empty
+        instance_id=task.instance_id,
+        valid=not problems,
+        problems=problems,
+        notes=notes,
+        gold=gold,
+        empty=empty,
     )

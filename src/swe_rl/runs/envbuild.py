@@ -37,6 +37,7 @@ class BuildEntry(BaseModel):
     python: str | None = Field(default=None, description="Interpreter the env's venv is based on.")
     seconds: float = 0.0
     reason: str | None = Field(default=None, description="Why it failed or is invalid.")
+    notes: list[str] = Field(default_factory=list, description="What validation found odd, valid or not.")
     gold: str | None = Field(default=None, description="Gold patch verdict summary.")
     empty: str | None = Field(default=None, description="Empty patch (unchanged base) verdict summary.")
 
@@ -160,6 +161,7 @@ async def _build_one(
         update={
             "status": "valid" if checked.valid else "invalid",
             "reason": "; ".join(checked.problems) or None,
+            "notes": checked.notes,
             "gold": checked.gold.summary(),
             "empty": checked.empty.summary(),
             "seconds": round(time.monotonic() - started, 2),
