@@ -44,19 +44,7 @@ def _calls(output: str) -> dict[str, tuple[int, int]]:
     return {name: (int(ret), int(err)) for name, ret, err in lines}
 
 
-@pytest.mark.parametrize(
-    "backend",
-    [
-        "ns",
-        pytest.param(
-            "docker",
-            marks=pytest.mark.xfail(
-                reason="known gap: the docker backend runs under the engine's default seccomp profile, which "
-                "allows io_uring up to Docker 24 (this machine's engine is 20.10); Docker 25 denies it"
-            ),
-        ),
-    ],
-)
+@pytest.mark.parametrize("backend", ["ns", "docker"])
 async def test_io_uring_is_denied(backend, textkit_env):
     ran = await asyncio.to_thread(
         subprocess.run, [sys.executable, "-c", IO_URING], capture_output=True, text=True

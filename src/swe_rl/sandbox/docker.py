@@ -4,9 +4,10 @@ Containers run an official evaluation image when the env names one (``EnvSpec.im
 ``swebench/sweb.eval.x86_64.<id>:latest``), else a tiny base image that swe-rl imports itself (a minimal
 /etc and the merged-/usr symlinks; the host's /usr, the env's interpreter prefix and venv are bound
 read-only, as in the ns backend) with the testbed copied in. Every container is labelled, limited
-(memory, pids, CPU, no network, all capabilities dropped, no-new-privileges, a size-limited /tmp), and
-always removed; a reaper removes leftovers of dead owners at start-up. A failed call asks the engine
-whether it still answers: if not, BackendLostError (the engine is gone); if so, SandboxError (this
+(memory, pids, CPU, no network, all capabilities dropped, no-new-privileges, a size-limited /tmp, the
+seccomp profile of :func:`.seccomp.docker_profile` in place of the engine's default), and always
+removed; a reaper removes leftovers of dead owners at start-up. A failed call asks the engine whether it
+still answers: if not, BackendLostError (the engine is gone); if so, SandboxError (this
 container failed, e.g. its commands stopped it).
 """
 
@@ -35,6 +36,7 @@ from swe_rl.sandbox._output import CappedBuffer
 from swe_rl.sandbox._proc import boot_ticks, kill_started_since
 from swe_rl.sandbox.base import EnvSpec, ExecResult, Limits
 from swe_rl.sandbox.runtime import HOST_ETC, runtime_etc
+from swe_rl.sandbox.seccomp import docker_profile
 from swe_rl.sandbox.shell import FILE_CAP, ShellFileOps, base_environment
 
 LABEL = "swe-rl.sandbox"
@@ -154,7 +156,8 @@ class DockerSandbox(ShellFileOps):
             pids_limit=limits.pids,
             nano_cpus=int(limits.cpus * 1e9),
             cap_drop=["ALL"],
-            security_opt=["no-new-privileges"],
+            # the profile's JSON itself: the engine reads no file for an API client
+            security_opt=["no-new-privileges", f"seccomp={docker_profile()}"],
             tmpfs={"/tmp": f"size={limits.disk_mb}m,nr_inodes={limits.inodes}", "/dev/shm": _SHM},
         )
         self._container = container

@@ -1,12 +1,16 @@
-"""The seccomp filter of the ns backend: one list of denied system calls, each with its reason.
+"""The seccomp filters of the isolating backends: one list of denied system calls, each with its reason.
 
 Everything else is allowed: test suites need a wide, ordinary Linux. Denied calls fail with EPERM
-(not a kill), so a test that probes one gets an error it can handle.
+(not a kill), so a test that probes one gets an error it can handle. The ns backend compiles the list into
+a BPF program for bubblewrap (:func:`seccomp_bpf`); the docker backend hands the engine a profile built
+from the same list (:func:`docker_profile`) in place of the engine's default.
 """
 
 from __future__ import annotations
 
+import errno
 import functools
+import json
 import tempfile
 
 from swe_rl.errors import SandboxUnavailableError
@@ -35,6 +39,9 @@ DENIED: dict[str, str] = {
     "ptrace": "no tracing (a debugger is not needed to run tests)",
     "process_vm_readv": "no reading other processes' memory",
     "process_vm_writev": "no writing other processes' memory",
+    "pidfd_getfd": "no taking another process's file descriptors (ptrace access, without ptrace)",
+    "process_madvise": "no advising on another process's memory (ptrace access, as process_vm_*)",
+    "kcmp": "no comparing kernel objects of other processes (ptrace access)",
     "userfaultfd": "a classic exploitation primitive",
     "open_by_handle_at": "bypasses path checks (the 'shocker' container escape)",
     "name_to_handle_at": "pairs with open_by_handle_at",
@@ -49,6 +56,7 @@ DENIED: dict[str, str] = {
     "adjtimex": "the clock is not namespaced",
     "acct": "no process accounting",
     "quotactl": "no disk quota changes",
+    "quotactl_fd": "no disk quota changes",
     "setns": "no joining other namespaces",
     "unshare": "no new namespaces inside the sandbox",
     "syslog": "no reading the kernel log",
@@ -84,3 +92,40 @@ def seccomp_bpf() -> bytes:
         flt.export_bpf(out)
         out.seek(0)
         return out.read()
+
+
+# clone(2)'s flags that make a new namespace. A process without capabilities may still ask clone for a user
+# namespace, and holds every capability inside it (then mounts, the other namespaces, ...). The ns backend
+# refuses that with bubblewrap's --disable-userns; the docker backend refuses these flags in its profile, as
+# the engine's default profile does for a container without CAP_SYS_ADMIN. unshare and setns are in DENIED.
+CLONE_NAMESPACES: dict[str, int] = {
+    "CLONE_NEWNS": 0x00020000,
+    "CLONE_NEWCGROUP": 0x02000000,
+    "CLONE_NEWUTS": 0x04000000,
+    "CLONE_NEWIPC": 0x08000000,
+    "CLONE_NEWUSER": 0x10000000,
+    "CLONE_NEWPID": 0x20000000,
+    "CLONE_NEWNET": 0x40000000,
+}
+# The engine's architecture -> the others its processes can make system calls in (32-bit compat): each
+# gets the same rules; a call in an architecture the profile does not name kills the process.
+_SUB_ARCHES = {"SCMP_ARCH_X86_64": ["SCMP_ARCH_X86", "SCMP_ARCH_X32"], "SCMP_ARCH_AARCH64": ["SCMP_ARCH_ARM"]}
+_S390 = ["s390", "s390x"]  # clone's flags are its second argument there
+
+
+@functools.cache
+def docker_profile() -> str:
+    """The docker backend's seccomp profile, in the engine's JSON format (built once per process).
+
+    Everything is allowed but DENIED (EPERM), clone with a namespace flag (EPERM) and clone3 (ENOSYS: its
+    flags are in memory, out of seccomp's reach, and on ENOSYS glibc falls back to clone, whose flags a rule
+    can read; the engine's default profile does the same)."""
+    eperm = {"action": "SCMP_ACT_ERRNO", "errnoRet": errno.EPERM}
+    rules: list[dict[str, object]] = [{"names": sorted(DENIED), **eperm}]
+    for flag in CLONE_NAMESPACES.values():
+        for index, arches in ((0, {"excludes": {"arches": _S390}}), (1, {"includes": {"arches": _S390}})):
+            test = {"index": index, "value": flag, "valueTwo": flag, "op": "SCMP_CMP_MASKED_EQ"}
+            rules.append({"names": ["clone"], **eperm, "args": [test], **arches})
+    rules.append({"names": ["clone3"], "action": "SCMP_ACT_ERRNO", "errnoRet": errno.ENOSYS})
+    arch_map = [{"architecture": arch, "subArchitectures": sub} for arch, sub in _SUB_ARCHES.items()]
+    return json.dumps({"defaultAction": "SCMP_ACT_ALLOW", "archMap": arch_map, "syscalls": rules})
