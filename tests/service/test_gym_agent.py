@@ -440,3 +440,31 @@ async def test_an_unresolved_patch_is_rewarded_as_nemo_gyms_swe_agents_reward_it
     assert answer["info"]["exit_status"] == "Submitted" and answer["metadata"]["resolved"] is False
     assert (verified.reward, verified.mask_sample, verified.failure_kind) == (0.0, False, None)
     assert (own["status"], own["resolved"], own["reward"]) == ("completed", False, -1.0)
+
+
+async def test_upstream_nemo_gyms_request_names_its_policy_policy_base_url(
+    rollout_server, policy, tasks, gym
+):
+    """Upstream NeMo-Gym (0.7.0) names the per-request policy ``policy_base_url``, an OpenAI-compatible
+    endpoint; its own MiniSWEAgentRunRequest without the fork's ``sglang_url`` gets a graded answer that its
+    MiniSWEAgentVerifyResponse accepts. A per-request ``policy_api_key`` is refused, typed, before it queues."""
+    task = tasks[0]
+    params = gym.openai.NeMoGymResponseCreateParamsNonStreaming(input=[], temperature=0.0, top_p=1.0)
+    upstream = gym.app.MiniSWEAgentRunRequest(
+        responses_create_params=params,
+        **miles_metadata(task.model_dump(mode="json")),
+        policy_base_url=f"{policy.url}/v1",
+    )
+    body = upstream.model_dump(mode="json")
+    assert "sglang_url" not in body and body["policy_base_url"].endswith("/v1")
+    answer = await miles_post(rollout_server.url + "/run", body)
+    verified = gym.app.MiniSWEAgentVerifyResponse.model_validate(answer)
+    assert (verified.reward, verified.mask_sample, answer["info"]["exit_status"]) == (1.0, False, "Submitted")
+    turns = [o for o in verified.response.output if o.role == "assistant"]
+    assert turns and all(t.generation_token_ids for t in turns)
+
+    keyed = {**body, "policy_api_key": "sk-not-to-be-carried"}
+    async with httpx.AsyncClient(timeout=30) as client:
+        refused = await client.post(rollout_server.url + "/run", json=keyed)
+    assert refused.status_code == 400 and "policy_api_key" in refused.text, refused.text
+    assert "sk-not-to-be-carried" not in refused.text

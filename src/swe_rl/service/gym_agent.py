@@ -17,14 +17,24 @@ import uuid
 from collections.abc import Container
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from swe_rl.executors.base import Policy, RolloutRequest
 from swe_rl.llm.base import SamplingParams
 from swe_rl.rl.rollout import RolloutResult
 from swe_rl.service.common import ServiceError
 
-GYM_KEYS = frozenset({"responses_create_params", "sampling_params", "sglang_url", "subset", "split"})
+GYM_KEYS = frozenset(
+    {
+        "responses_create_params",
+        "sampling_params",
+        "sglang_url",
+        "policy_base_url",
+        "policy_api_key",
+        "subset",
+        "split",
+    }
+)
 """Fields of the run request that are Gym's, not the task record's."""
 
 EXIT_STATUS = {"submitted": "Submitted", "limits_exceeded": "LimitsExceeded", "timeout": "RolloutTruncated"}
@@ -50,17 +60,44 @@ class ResponsesCreateParams(BaseModel):
 
 
 class GymRunRequest(BaseModel):
-    """``MiniSWEAgentRunRequest`` of the Gym fork: the run request, the policy endpoint, the task record."""
+    """``MiniSWEAgentRunRequest``: the run request, the policy endpoint, the task record. The policy is the Gym
+    fork's ``sglang_url`` (what miles sends) or upstream NeMo-Gym's ``policy_base_url``; one is required."""
 
     model_config = ConfigDict(extra="allow")
 
     responses_create_params: ResponsesCreateParams
-    sglang_url: str = Field(
+    sglang_url: str | None = Field(
+        default=None,
         min_length=1,
         max_length=2048,
-        description="The policy's SGLang server, OpenAI base (``http://host:port/v1``). Optional in Gym, "
-        "which then uses its configured model server; this server has none, so it is required.",
+        description="The policy's SGLang server, OpenAI base (``http://host:port/v1``): token ids in and out "
+        "through its /generate. Optional in Gym, which then uses its configured model server; this server "
+        "has none, so this or policy_base_url is required.",
     )
+    policy_base_url: str | None = Field(
+        default=None,
+        min_length=1,
+        max_length=2048,
+        description="Upstream NeMo-Gym's policy: an OpenAI-compatible base URL (``.../v1``), called with chat "
+        "completions; token ids as the server returns them, else re-encoded with the tokenizer (swe-rl's "
+        "fixed-base method). Used where sglang_url is absent.",
+    )
+    policy_api_key: str | None = Field(
+        default=None,
+        description="Refused when set: a key would travel with the rollout request to the executor and into "
+        "its records. The rollout server calls the policy with its own OPENAI_API_KEY.",
+    )
+
+    @field_validator("policy_api_key")
+    @classmethod
+    def _no_key(cls, value: str | None) -> str | None:
+        if value:
+            raise ValueError(
+                "not accepted: a key would travel with the rollout to its executor and its records; set "
+                "OPENAI_API_KEY where the rollout server runs"
+            )
+        return value
+
     sampling_params: dict[str, Any] | None = Field(
         default=None, description="SGLang sampling params (miles' GenerateState.sampling_params)."
     )
@@ -90,10 +127,18 @@ def rollout_request(gym: GymRunRequest, tokenizer: str, known: Container[str]) -
     except ValidationError as exc:
         first = exc.errors()[0]
         raise ServiceError("bad_request", f"sampling_params ({first['loc'][0]}): {first['msg']}") from None
-    url = gym.sglang_url.rstrip("/").removesuffix("/v1")  # token ids in and out: SGLang's /generate
-    return RolloutRequest(
-        task=task, model=Policy(url=url, kind="sglang", tokenizer=tokenizer), sampling=sampling
-    )
+    if gym.sglang_url:
+        url = gym.sglang_url.rstrip("/").removesuffix("/v1")  # token ids in and out: SGLang's /generate
+        policy = Policy(url=url, kind="sglang", tokenizer=tokenizer)
+    elif gym.policy_base_url:
+        name = (rcp.model_extra or {}).get("model")
+        model = name if isinstance(name, str) and name else "policy"
+        policy = Policy(url=gym.policy_base_url.rstrip("/"), kind="openai", tokenizer=tokenizer, model=model)
+    else:
+        raise ServiceError(
+            "bad_request", "the policy: sglang_url (the Gym fork's) or policy_base_url is required"
+        )
+    return RolloutRequest(task=task, model=policy, sampling=sampling)
 
 
 def _first(*values: Any) -> Any:
