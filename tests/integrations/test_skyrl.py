@@ -270,3 +270,10 @@ async def test_a_row_without_a_task_is_a_clear_error():
     gen = SkyRLGenerator(Policy(url="http://127.0.0.1:1"), executor=get_executor("local:ns"))
     with pytest.raises(ConfigError, match="instance"):
         await gen.generate({"prompts": [[]], "env_extras": [{"data_source": "x"}]})
+
+
+def test_the_generator_is_skyrls_generator_interface_where_skyrl_is_installed():
+    """SkyRL's trainer takes a GeneratorInterface; where skyrl is importable the generator is one (by subclass).
+    skyrl-train needs Python 3.12 and flash-attn: not here, so this runs where it installs."""
+    base = pytest.importorskip("skyrl.train.generators.base", exc_type=ImportError)
+    assert issubclass(SkyRLGenerator, base.GeneratorInterface)

@@ -24,6 +24,7 @@ healthy trajectories (its group's mean is unchanged), ``stop_reasons`` ``"infra_
 from __future__ import annotations
 
 import asyncio
+import importlib
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -48,7 +49,18 @@ from swe_rl.rl.rollout import RolloutResult
 STOP_REASON = {"completed": "stop", "truncated": "length", "aborted": "abort", "infra_error": "infra_error"}
 
 
-class SkyRLGenerator:
+def _generator_interface() -> type:
+    """SkyRL's ``GeneratorInterface`` where SkyRL is installed (``skyrl.train.generators.base`` at a9564572eb8e,
+    ``skyrl_train.generators.base`` before), so the trainer sees a subclass; else ``object``."""
+    for module in ("skyrl.train.generators.base", "skyrl_train.generators.base"):
+        try:
+            return importlib.import_module(module).GeneratorInterface
+        except (ImportError, AttributeError):
+            continue
+    return object
+
+
+class SkyRLGenerator(_generator_interface()):  # type: ignore[misc]  # SkyRL's, where installed
     """Runs one graded swe-rl rollout per prompt and returns a ``GeneratorOutput``-shaped dict."""
 
     def __init__(
