@@ -186,6 +186,10 @@ async def test_setsid_child_dies_with_its_timed_out_command(hostile_factory, tex
     async with await hostile_factory.create(textkit_env) as box:
         # control: a setsid child of a command that ended normally keeps running
         await box.exec("setsid sleep 301 >/dev/null 2>&1 &", timeout=10)
+        for _ in range(50):  # setsid may fork before it execs sleep: give it a moment on a loaded machine
+            if (await box.exec(count, timeout=10)).output.strip() == "1":
+                break
+            await asyncio.sleep(0.05)
         assert (await box.exec(count, timeout=10)).output.strip() == "1"
         timed = await box.exec("setsid sleep 300 >/dev/null 2>&1 & sleep 100", timeout=2)
         assert timed.timed_out
