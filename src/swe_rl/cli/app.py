@@ -15,6 +15,9 @@ app = typer.Typer(
     help="Train and evaluate software-engineering agents with reinforcement learning.",
     no_args_is_help=True,
     pretty_exceptions_enable=False,
+    # help is plain text: rich markup would take `[default: ...]` and `swe-rl[ray]` for tags and drop them,
+    # and label every flag <bool> as if it took a value
+    rich_markup_mode=None,
     context_settings={"help_option_names": ["-h", "--help"]},
 )
 app.add_typer(tasks.app, name="tasks")
