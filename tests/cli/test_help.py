@@ -1,19 +1,33 @@
 """What a newcomer reads first: every command's --help, rendered by the real CLI, says what the code declares.
 
-Bracketed text in a help string (``[default: ...]``, ``swe-rl[ray]``) must survive rendering, and no flag may
-look as if it took a value.
+Bracketed text in a help string (``[default: ...]``, ``swe-rl[ray]``) must survive rendering, no flag may look as
+if it took a value, and the examples the help gives must be accepted by the command they are for.
 """
 
 from __future__ import annotations
 
 import re
+from pathlib import Path
 from typing import Any
 
 import pytest
 import typer
+from pydantic import BaseModel
 from typer.testing import CliRunner
 
+from swe_rl.agent.config import load_agent_config
 from swe_rl.cli.app import app
+from swe_rl.cli.common import with_overrides
+from swe_rl.runs.evaluation import EvalSettings
+from swe_rl.train.grpo import GRPOSettings
+from swe_rl.train.sft import SFTTrainSettings
+
+# the settings each command's -c applies to
+CONFIGURED: dict[tuple[str, ...], type[BaseModel]] = {
+    ("eval",): EvalSettings,
+    ("train", "rl"): GRPOSettings,
+    ("train", "sft"): SFTTrainSettings,
+}
 
 
 def _tree() -> dict[tuple[str, ...], Any]:
@@ -87,3 +101,33 @@ def test_no_flag_shows_a_value(rendered) -> None:
     assert [" ".join(path) for path, text in rendered.items() if "<bool>" in text] == []
     eval_options = options(rendered[("eval",)])
     assert eval_options["--resume"].startswith("--resume Continue a run")  # the flag, then its help
+
+
+def test_eval_says_every_default_and_what_temperature_is(rendered) -> None:
+    entries = options(rendered[("eval",)])
+    for name in ("--llm", "--step-limit", "--wall-time"):
+        assert "[default:" in entries[name], entries[name]
+    shipped = load_agent_config()  # the swebench config, eval's default
+    assert f"{shipped.step_limit} for swebench" in entries["--step-limit"]
+    assert f"{shipped.wall_time_s:g} for swebench" in entries["--wall-time"]
+    temperature = entries["--temperature"]
+    assert temperature.split("[default:")[0].strip() != "--temperature <float range>", temperature
+
+
+@pytest.mark.parametrize("path", list(CONFIGURED), ids=" ".join)
+def test_the_config_example_of_the_help_is_accepted(rendered, path, tmp_path: Path) -> None:
+    """The example is applied as the command applies -c; `trl.loss_type=grpo` under eval was refused."""
+    entry = options(rendered[path])["--config"]
+    example = re.search(r"e\.g\. -c (\S+)\. Repeatable", entry)
+    assert example, entry
+    settings = CONFIGURED[path](output_dir=tmp_path)
+    assert with_overrides(settings, [example.group(1)]) != settings
+
+
+def test_every_command_with_a_config_option_is_checked() -> None:
+    with_config = {
+        path
+        for path, command in _tree().items()
+        if any("--config" in getattr(param, "opts", []) for param in command.params)
+    }
+    assert with_config == set(CONFIGURED)

@@ -11,11 +11,11 @@ import typer
 from swe_rl.cli.common import (
     BackendOpt,
     CacheOpt,
-    ConfigOpt,
     GradingOpt,
     InstancesOpt,
     RepoCacheOpt,
     TopPOpt,
+    config_option,
     env_cache,
     note,
     print_json,
@@ -45,7 +45,11 @@ def eval_command(
     ] = None,
     llm: Annotated[
         str | None,
-        typer.Option("--llm", help="scripted:oracle|scripted:never-submit|hf:<dir or smollm2>|openai."),
+        typer.Option(
+            "--llm",
+            help="The model: scripted:oracle|scripted:never-submit|hf:<dir or smollm2>|openai (--model at "
+            "--api-base) [default: openai].",
+        ),
     ] = None,
     model: Annotated[
         str | None, typer.Option("--model", help="Model name at an OpenAI-compatible endpoint.")
@@ -65,18 +69,26 @@ def eval_command(
     max_concurrent: Annotated[int, typer.Option("--jobs", "-j", min=1, help="Instances at once.")] = 2,
     n_samples: Annotated[int, typer.Option("--n-samples", min=1, help="Attempts per instance (pass@k).")] = 1,
     step_limit: Annotated[
-        int | None, typer.Option("--step-limit", min=1, help="Model calls per attempt.")
+        int | None,
+        typer.Option(
+            "--step-limit",
+            min=1,
+            help="Model calls per attempt [default: the agent config's step_limit, 40 for swebench].",
+        ),
     ] = None,
     wall_time: Annotated[
         float | None,
         typer.Option(
             "--wall-time",
             min=1.0,
-            help="Seconds an attempt's agent may run (the config's wall_time_s; raise it for local models on CPU).",
+            help="Seconds an attempt's agent may run; raise it for local models on CPU [default: the agent "
+            "config's wall_time_s, 1800 for swebench].",
         ),
     ] = None,
     max_tokens: Annotated[int, typer.Option("--max-tokens", min=1, help="New tokens per model call.")] = 2048,
-    temperature: Annotated[float, typer.Option("--temperature", min=0.0)] = 0.0,
+    temperature: Annotated[
+        float, typer.Option("--temperature", min=0.0, help="Sampling temperature (0: greedy).")
+    ] = 0.0,
     top_p: TopPOpt = 1.0,
     max_context: Annotated[
         int | None,
@@ -134,7 +146,7 @@ def eval_command(
         ),
     ] = True,
     json_out: Annotated[bool, typer.Option("--json", help="Print summary.json on stdout.")] = False,
-    config: ConfigOpt = None,
+    config: Annotated[list[str] | None, config_option("limits.memory_mb=8192")] = None,
 ) -> None:
     """Run a model on tasks; write traj.json/patch.diff/meta.json per instance, results.jsonl, summary.json, preds.json."""
     from swe_rl.agent.config import load_agent_config
