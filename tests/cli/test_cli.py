@@ -178,3 +178,15 @@ def test_train_rl_bad_trl_fields_are_clean_errors(trl, message, tmp_path):
     out = swe_rl("train", "rl", "--model", "tiny-qwen", "--trl", trl, "-o", str(tmp_path / "run"))
     assert out.returncode == 2 and message in out.stderr and "Traceback" not in out.stderr, out.stderr
     assert not (tmp_path / "run").exists()
+
+
+def test_a_sampling_option_the_settings_refuse_is_refused_before_anything_is_printed(tmp_path):
+    """--top-p 0 passes the option's own bound (max=1) but not SamplingParams' (gt=0)."""
+    out = swe_rl(
+        "eval", "--llm", "scripted:oracle", "-b", "local", "--top-p", "0", "-o", str(tmp_path / "run")
+    )
+    assert out.returncode == 2, out.stderr
+    assert out.stderr.splitlines() == [
+        "error: invalid SamplingParams: top_p: Input should be greater than 0 (got 0.0)"
+    ]  # no run header, no backend note before it
+    assert out.stdout == "" and not (tmp_path / "run").exists()

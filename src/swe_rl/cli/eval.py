@@ -160,6 +160,8 @@ def eval_command(
     from swe_rl.sandbox import get_factory
     from swe_rl.tasks.loaders import load_tasks
 
+    # options the settings refuse (--top-p 0) are refused before anything is loaded or printed
+    sampling = SamplingParams(max_tokens=max_tokens, temperature=temperature, top_p=top_p)
     selected = load_tasks(tasks, instance_ids=instance)
     if slice_:
         selected = selected[_parse_slice(slice_)]
@@ -229,12 +231,7 @@ def eval_command(
 
     async def go() -> dict:
         try:
-            return await run_eval(
-                selected,
-                attempts,
-                SamplingParams(max_tokens=max_tokens, temperature=temperature, top_p=top_p),
-                settings,
-            )
+            return await run_eval(selected, attempts, sampling, settings)
         finally:
             await attempts.close()
             await choice.close()
