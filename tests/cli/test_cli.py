@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import shlex
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -190,3 +192,31 @@ def test_a_sampling_option_the_settings_refuse_is_refused_before_anything_is_pri
         "error: invalid SamplingParams: top_p: Input should be greater than 0 (got 0.0)"
     ]  # no run header, no backend note before it
     assert out.stdout == "" and not (tmp_path / "run").exists()
+
+
+def test_ctrl_c_in_eval_names_the_command_that_resumes_and_that_command_does(tasks, tmp_path):
+    run_dir = tmp_path / "run"
+    args = ["eval", "--llm", "scripted:oracle", "-b", "local", "-j", "1", "-o", str(run_dir)]
+    proc = subprocess.Popen(
+        [*SWE_RL, *args],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+        # a shell's background job starts with SIGINT ignored, and Python then keeps it so: undo that
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+    )
+    assert proc.stderr is not None
+    for line in proc.stderr:
+        if line.startswith("[eval 1/"):  # one attempt finished, the others to come
+            proc.send_signal(signal.SIGINT)
+            break
+    rest = proc.communicate(timeout=300)[1]
+    assert proc.returncode == 130, rest
+    hint = rest.strip().splitlines()[-1]
+    assert hint.startswith("interrupted;") and "to continue: " in hint, rest
+    command = shlex.split(hint.partition("to continue: ")[2])
+    assert command == ["swe-rl", *args, "--resume"]
+    done = swe_rl(*command[1:])
+    assert done.returncode == 0, done.stderr
+    ids = [json.loads(line)["instance_id"] for line in (run_dir / "results.jsonl").read_text().splitlines()]
+    assert sorted(ids) == sorted(t.instance_id for t in tasks)  # each once: the finished ones were kept

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, NoReturn
 
@@ -236,7 +237,11 @@ def eval_command(
             await attempts.close()
             await choice.close()
 
-    summary = run(go())
+    try:
+        summary = run(go())
+    except KeyboardInterrupt:
+        note(f"interrupted; finished attempts are kept in {output_dir}/, to continue: {_resume_command()}")
+        raise
     if json_out:
         print_json(summary)
     else:
@@ -253,6 +258,14 @@ def eval_command(
 
 
 EXIT_COST_LIMIT = 4  # the run stopped at --run-cost-limit with attempts left; the run directory is resumable
+
+
+def _resume_command() -> str:
+    """This command line with --resume: it skips the attempts the run directory already holds."""
+    import shlex
+
+    args = sys.argv[1:]
+    return shlex.join(["swe-rl", *args, *([] if "--resume" in args else ["--resume"])])
 
 
 def _placement(executor: str, backend: str) -> ExecutorConfig:
