@@ -220,3 +220,21 @@ def test_ctrl_c_in_eval_names_the_command_that_resumes_and_that_command_does(tas
     assert done.returncode == 0, done.stderr
     ids = [json.loads(line)["instance_id"] for line in (run_dir / "results.jsonl").read_text().splitlines()]
     assert sorted(ids) == sorted(t.instance_id for t in tasks)  # each once: the finished ones were kept
+
+
+@pytest.mark.parametrize(
+    ("files", "says"),
+    [
+        ({"notes.txt": "x"}, "is not a run"),
+        ({"rollouts.jsonl": "{}\n"}, "is a training run (rollouts.jsonl)"),
+    ],
+)
+def test_data_sft_refuses_a_folder_that_is_not_an_eval_run_and_writes_nothing(tmp_path, files, says):
+    folder = tmp_path / "folder"
+    folder.mkdir()
+    for name, text in files.items():
+        (folder / name).write_text(text)
+    out = swe_rl("data", "sft", str(folder), "-o", str(tmp_path / "sft"), "--tokenizer", "none")
+    assert out.returncode == 2 and "Traceback" not in out.stderr, out.stderr
+    assert out.stderr.startswith(f"error: {folder} {says}: SFT data comes from `swe-rl eval` run directories")
+    assert not (tmp_path / "sft").exists()
