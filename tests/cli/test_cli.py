@@ -3,10 +3,16 @@
 from __future__ import annotations
 
 import json
+import os
 import shlex
 import signal
+import socket
 import subprocess
 import sys
+import threading
+import time
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
@@ -238,3 +244,58 @@ def test_data_sft_refuses_a_folder_that_is_not_an_eval_run_and_writes_nothing(tm
     assert out.returncode == 2 and "Traceback" not in out.stderr, out.stderr
     assert out.stderr.startswith(f"error: {folder} {says}: SFT data comes from `swe-rl eval` run directories")
     assert not (tmp_path / "sft").exists()
+
+
+class _NotFound(BaseHTTPRequestHandler):
+    def do_HEAD(self) -> None:
+        self.send_response(404)
+        self.end_headers()
+
+    do_GET = do_HEAD
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+@pytest.fixture
+def answering_hub() -> Iterator[str]:
+    """A Hub on loopback that answers every request: no such dataset."""
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _NotFound)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    yield f"http://127.0.0.1:{server.server_address[1]}"
+    server.shutdown()
+    server.server_close()
+
+
+def _closed_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@pytest.mark.parametrize("hub", ["silent", "answering"])
+def test_a_hub_dataset_that_cannot_load_is_one_message_at_once(tmp_path, hub, request):
+    """Silent: the Hub's client used to retry for ~25 s, every retry logged twice; answering: the probe lets
+    the request through, and the dataset's own error is the one line."""
+    pytest.importorskip("datasets")
+    endpoint = (
+        request.getfixturevalue("answering_hub")
+        if hub == "answering"
+        else f"http://127.0.0.1:{_closed_port()}"
+    )
+    env = {k: v for k, v in os.environ.items() if k not in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE")}
+    env |= {
+        "HF_ENDPOINT": endpoint,
+        "HF_HOME": str(tmp_path / "hf"),
+        "HF_DATASETS_CACHE": str(tmp_path / "ds"),
+    }
+    started = time.monotonic()
+    out = subprocess.run(
+        [*SWE_RL, "tasks", "list", "-s", "owner/name"], capture_output=True, text=True, env=env, timeout=120
+    )
+    assert out.returncode == 2 and time.monotonic() - started < 15, out.stderr
+    lines = out.stderr.splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: cannot load Hugging Face dataset 'owner/name'"), (
+        lines
+    )
+    assert ("the Hub does not answer" in lines[0]) == (hub == "silent")
