@@ -3,8 +3,16 @@
 from __future__ import annotations
 
 import json
+import os
+import shlex
+import signal
+import socket
 import subprocess
 import sys
+import threading
+import time
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
@@ -178,3 +186,116 @@ def test_train_rl_bad_trl_fields_are_clean_errors(trl, message, tmp_path):
     out = swe_rl("train", "rl", "--model", "tiny-qwen", "--trl", trl, "-o", str(tmp_path / "run"))
     assert out.returncode == 2 and message in out.stderr and "Traceback" not in out.stderr, out.stderr
     assert not (tmp_path / "run").exists()
+
+
+def test_a_sampling_option_the_settings_refuse_is_refused_before_anything_is_printed(tmp_path):
+    """--top-p 0 passes the option's own bound (max=1) but not SamplingParams' (gt=0)."""
+    out = swe_rl(
+        "eval", "--llm", "scripted:oracle", "-b", "local", "--top-p", "0", "-o", str(tmp_path / "run")
+    )
+    assert out.returncode == 2, out.stderr
+    assert out.stderr.splitlines() == [
+        "error: invalid SamplingParams: top_p: Input should be greater than 0 (got 0.0)"
+    ]  # no run header, no backend note before it
+    assert out.stdout == "" and not (tmp_path / "run").exists()
+
+
+def test_ctrl_c_in_eval_names_the_command_that_resumes_and_that_command_does(tasks, tmp_path):
+    run_dir = tmp_path / "run"
+    args = ["eval", "--llm", "scripted:oracle", "-b", "local", "-j", "1", "-o", str(run_dir)]
+    proc = subprocess.Popen(
+        [*SWE_RL, *args],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+        # a shell's background job starts with SIGINT ignored, and Python then keeps it so: undo that
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+    )
+    assert proc.stderr is not None
+    for line in proc.stderr:
+        if line.startswith("[eval 1/"):  # one attempt finished, the others to come
+            proc.send_signal(signal.SIGINT)
+            break
+    rest = proc.communicate(timeout=300)[1]
+    assert proc.returncode == 130, rest
+    hint = rest.strip().splitlines()[-1]
+    assert hint.startswith("interrupted;") and "to continue: " in hint, rest
+    command = shlex.split(hint.partition("to continue: ")[2])
+    assert command == ["swe-rl", *args, "--resume"]
+    done = swe_rl(*command[1:])
+    assert done.returncode == 0, done.stderr
+    ids = [json.loads(line)["instance_id"] for line in (run_dir / "results.jsonl").read_text().splitlines()]
+    assert sorted(ids) == sorted(t.instance_id for t in tasks)  # each once: the finished ones were kept
+
+
+@pytest.mark.parametrize(
+    ("files", "says"),
+    [
+        ({"notes.txt": "x"}, "is not a run"),
+        ({"rollouts.jsonl": "{}\n"}, "is a training run (rollouts.jsonl)"),
+    ],
+)
+def test_data_sft_refuses_a_folder_that_is_not_an_eval_run_and_writes_nothing(tmp_path, files, says):
+    folder = tmp_path / "folder"
+    folder.mkdir()
+    for name, text in files.items():
+        (folder / name).write_text(text)
+    out = swe_rl("data", "sft", str(folder), "-o", str(tmp_path / "sft"), "--tokenizer", "none")
+    assert out.returncode == 2 and "Traceback" not in out.stderr, out.stderr
+    assert out.stderr.startswith(f"error: {folder} {says}: SFT data comes from `swe-rl eval` run directories")
+    assert not (tmp_path / "sft").exists()
+
+
+class _NotFound(BaseHTTPRequestHandler):
+    def do_HEAD(self) -> None:
+        self.send_response(404)
+        self.end_headers()
+
+    do_GET = do_HEAD
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+@pytest.fixture
+def answering_hub() -> Iterator[str]:
+    """A Hub on loopback that answers every request: no such dataset."""
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _NotFound)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    yield f"http://127.0.0.1:{server.server_address[1]}"
+    server.shutdown()
+    server.server_close()
+
+
+def _closed_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@pytest.mark.parametrize("hub", ["silent", "answering"])
+def test_a_hub_dataset_that_cannot_load_is_one_message_at_once(tmp_path, hub, request):
+    """Silent: the Hub's client used to retry for ~25 s, every retry logged twice; answering: the probe lets
+    the request through, and the dataset's own error is the one line."""
+    pytest.importorskip("datasets")
+    endpoint = (
+        request.getfixturevalue("answering_hub")
+        if hub == "answering"
+        else f"http://127.0.0.1:{_closed_port()}"
+    )
+    env = {k: v for k, v in os.environ.items() if k not in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE")}
+    env |= {
+        "HF_ENDPOINT": endpoint,
+        "HF_HOME": str(tmp_path / "hf"),
+        "HF_DATASETS_CACHE": str(tmp_path / "ds"),
+    }
+    started = time.monotonic()
+    out = subprocess.run(
+        [*SWE_RL, "tasks", "list", "-s", "owner/name"], capture_output=True, text=True, env=env, timeout=120
+    )
+    assert out.returncode == 2 and time.monotonic() - started < 15, out.stderr
+    lines = out.stderr.splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: cannot load Hugging Face dataset 'owner/name'"), (
+        lines
+    )
+    assert ("the Hub does not answer" in lines[0]) == (hub == "silent")

@@ -55,6 +55,8 @@ def test_float_version_from_parquet_is_a_string():
         ({"PASS_TO_PASS": [1, 2]}, "PASS_TO_PASS"),
         ({"base_commit": None}, "base_commit"),
         ({"repo": ""}, "repo"),
+        ({"FAIL_TO_PASS": "[]"}, "FAIL_TO_PASS"),
+        ({"problem_statement": None}, "problem_statement"),
     ],
 )
 def test_malformed_record_names_record_and_field(change, field):
@@ -72,6 +74,20 @@ def test_missing_instance_id_names_the_line(tmp_path):
     with pytest.raises(TaskFormatError) as info:
         load_tasks(path)
     assert "t.jsonl:2" in str(info.value) and info.value.field == "instance_id"
+
+
+def test_a_record_without_what_an_episode_needs_is_refused_naming_it_and_what_it_lacks(tmp_path):
+    """instance_id, repo and base_commit alone used to load: the agent got no issue, any patch resolved."""
+    path = tmp_path / "t.jsonl"
+    bare = {"instance_id": "owner__name-1", "repo": "owner/name", "base_commit": "abcd1234"}
+    path.write_text(json.dumps(RECORD) + "\n" + json.dumps(bare) + "\n")
+    with pytest.raises(TaskFormatError) as info:
+        load_tasks(path)
+    assert str(info.value).startswith(
+        "record owner__name-1 (t.jsonl:2): missing problem_statement and FAIL_TO_PASS"
+    )
+    # a test patch may be empty: a synthesized task's tests are in its repository already
+    assert parse_task({**RECORD, "test_patch": ""}).test_patch == ""
 
 
 def test_invalid_json_line(tmp_path):

@@ -15,6 +15,9 @@ app = typer.Typer(
     help="Train and evaluate software-engineering agents with reinforcement learning.",
     no_args_is_help=True,
     pretty_exceptions_enable=False,
+    # help is plain text: rich markup would take `[default: ...]` and `swe-rl[ray]` for tags and drop them,
+    # and label every flag <bool> as if it took a value
+    rich_markup_mode=None,
     context_settings={"help_option_names": ["-h", "--help"]},
 )
 app.add_typer(tasks.app, name="tasks")
@@ -31,10 +34,17 @@ app.command("demo")(demo.demo)
 
 
 @app.callback()
-def _root(verbose: bool = typer.Option(False, "--verbose", "-v", help="Log debug output to stderr.")) -> None:
-    logging.basicConfig(
-        level=logging.DEBUG if verbose else logging.INFO, format="swe-rl: %(message)s", stream=sys.stderr
-    )
+def _root(
+    verbose: bool = typer.Option(False, "--verbose", "-v", help="Log swe-rl's debug output to stderr."),
+) -> None:
+    # swe-rl's own loggers only: on the root logger, libraries' INFO lines (each HTTP request) would show as
+    # swe-rl's, and those with a handler of their own (huggingface_hub) would print every line twice
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("swe-rl: %(message)s"))
+    logger = logging.getLogger("swe_rl")
+    logger.handlers = [handler]
+    logger.propagate = False  # a library that configures the root logger later would print each line again
+    logger.setLevel(logging.DEBUG if verbose else logging.INFO)
 
 
 # One name per idea across commands: the tasks to work on (--tasks), how many at once (--jobs), the directory a

@@ -116,16 +116,15 @@ def console():  # type: ignore[no-untyped-def]
     return Console() if sys.stdout.isatty() else Console(width=200)
 
 
-ConfigOpt = Annotated[
-    list[str] | None,
-    typer.Option(
+def config_option(example: str) -> Any:
+    """The ``-c`` option of a command with settings; ``example``: an item those settings accept."""
+    return typer.Option(
         "--config",
         "-c",
         help="Any field of the command's settings, applied after the options: a YAML file of them, or KEY=VALUE "
-        "(VALUE read as YAML; KEY.SUB sets one entry of a mapping, e.g. trl.loss_type=grpo). Repeatable; "
-        "later ones win.",
-    ),
-]
+        f"(VALUE read as YAML; KEY.SUB sets one entry of a mapping), e.g. -c {example}. Repeatable; later "
+        "ones win.",
+    )
 
 
 def with_overrides(settings: M, items: list[str] | None) -> M:

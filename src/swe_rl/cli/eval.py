@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, NoReturn
 
@@ -11,11 +12,11 @@ import typer
 from swe_rl.cli.common import (
     BackendOpt,
     CacheOpt,
-    ConfigOpt,
     GradingOpt,
     InstancesOpt,
     RepoCacheOpt,
     TopPOpt,
+    config_option,
     env_cache,
     note,
     print_json,
@@ -45,7 +46,11 @@ def eval_command(
     ] = None,
     llm: Annotated[
         str | None,
-        typer.Option("--llm", help="scripted:oracle|scripted:never-submit|hf:<dir or smollm2>|openai."),
+        typer.Option(
+            "--llm",
+            help="The model: scripted:oracle|scripted:never-submit|hf:<dir or smollm2>|openai (--model at "
+            "--api-base) [default: openai].",
+        ),
     ] = None,
     model: Annotated[
         str | None, typer.Option("--model", help="Model name at an OpenAI-compatible endpoint.")
@@ -65,18 +70,26 @@ def eval_command(
     max_concurrent: Annotated[int, typer.Option("--jobs", "-j", min=1, help="Instances at once.")] = 2,
     n_samples: Annotated[int, typer.Option("--n-samples", min=1, help="Attempts per instance (pass@k).")] = 1,
     step_limit: Annotated[
-        int | None, typer.Option("--step-limit", min=1, help="Model calls per attempt.")
+        int | None,
+        typer.Option(
+            "--step-limit",
+            min=1,
+            help="Model calls per attempt [default: the agent config's step_limit, 40 for swebench].",
+        ),
     ] = None,
     wall_time: Annotated[
         float | None,
         typer.Option(
             "--wall-time",
             min=1.0,
-            help="Seconds an attempt's agent may run (the config's wall_time_s; raise it for local models on CPU).",
+            help="Seconds an attempt's agent may run; raise it for local models on CPU [default: the agent "
+            "config's wall_time_s, 1800 for swebench].",
         ),
     ] = None,
     max_tokens: Annotated[int, typer.Option("--max-tokens", min=1, help="New tokens per model call.")] = 2048,
-    temperature: Annotated[float, typer.Option("--temperature", min=0.0)] = 0.0,
+    temperature: Annotated[
+        float, typer.Option("--temperature", min=0.0, help="Sampling temperature (0: greedy).")
+    ] = 0.0,
     top_p: TopPOpt = 1.0,
     max_context: Annotated[
         int | None,
@@ -134,7 +147,7 @@ def eval_command(
         ),
     ] = True,
     json_out: Annotated[bool, typer.Option("--json", help="Print summary.json on stdout.")] = False,
-    config: ConfigOpt = None,
+    config: Annotated[list[str] | None, config_option("limits.memory_mb=8192")] = None,
 ) -> None:
     """Run a model on tasks; write traj.json/patch.diff/meta.json per instance, results.jsonl, summary.json, preds.json."""
     from swe_rl.agent.config import load_agent_config
@@ -148,6 +161,8 @@ def eval_command(
     from swe_rl.sandbox import get_factory
     from swe_rl.tasks.loaders import load_tasks
 
+    # options the settings refuse (--top-p 0) are refused before anything is loaded or printed
+    sampling = SamplingParams(max_tokens=max_tokens, temperature=temperature, top_p=top_p)
     selected = load_tasks(tasks, instance_ids=instance)
     if slice_:
         selected = selected[_parse_slice(slice_)]
@@ -217,17 +232,16 @@ def eval_command(
 
     async def go() -> dict:
         try:
-            return await run_eval(
-                selected,
-                attempts,
-                SamplingParams(max_tokens=max_tokens, temperature=temperature, top_p=top_p),
-                settings,
-            )
+            return await run_eval(selected, attempts, sampling, settings)
         finally:
             await attempts.close()
             await choice.close()
 
-    summary = run(go())
+    try:
+        summary = run(go())
+    except KeyboardInterrupt:
+        note(f"interrupted; finished attempts are kept in {output_dir}/, to continue: {_resume_command()}")
+        raise
     if json_out:
         print_json(summary)
     else:
@@ -244,6 +258,14 @@ def eval_command(
 
 
 EXIT_COST_LIMIT = 4  # the run stopped at --run-cost-limit with attempts left; the run directory is resumable
+
+
+def _resume_command() -> str:
+    """This command line with --resume: it skips the attempts the run directory already holds."""
+    import shlex
+
+    args = sys.argv[1:]
+    return shlex.join(["swe-rl", *args, *([] if "--resume" in args else ["--resume"])])
 
 
 def _placement(executor: str, backend: str) -> ExecutorConfig:

@@ -9,7 +9,7 @@ from typing import Annotated, Any
 
 import typer
 
-from swe_rl.cli.common import ConfigOpt, note, print_json, with_overrides
+from swe_rl.cli.common import config_option, note, print_json, with_overrides
 from swe_rl.cli.train_rl import train_rl
 
 app = typer.Typer(
@@ -57,7 +57,7 @@ def sft(
         int, typer.Option(min=0, help="Checkpoint every N steps: what --resume continues from (0: none).")
     ] = 10,
     json_out: Annotated[bool, typer.Option("--json", help="Print the result as JSON.")] = False,
-    config: ConfigOpt = None,
+    config: Annotated[list[str] | None, config_option("keep_checkpoints=3")] = None,
     resume: Annotated[
         Path | None,
         typer.Option(

@@ -11,11 +11,11 @@ import typer
 from swe_rl.cli.common import (
     BackendOpt,
     CacheOpt,
-    ConfigOpt,
     InstancesOpt,
     JsonOpt,
     RepoCacheOpt,
     TopPOpt,
+    config_option,
     env_cache,
     note,
     print_json,
@@ -126,7 +126,7 @@ def train_rl(
     cache_dir: CacheOpt = None,
     repo_cache: RepoCacheOpt = None,
     json_out: JsonOpt = False,
-    config: ConfigOpt = None,
+    config: Annotated[list[str] | None, config_option("trl.loss_type=grpo")] = None,
     resume: Annotated[
         Path | None,
         typer.Option(

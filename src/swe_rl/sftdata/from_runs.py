@@ -83,6 +83,15 @@ def candidates_from_run(run_dir: Path) -> tuple[list[Candidate], Counter[str]]:
         raise ConfigError(f"not a run directory: {run_dir}")
     verdicts: dict[str, EpisodeRecord] = {}
     results_path = RunDir(run_dir).results_path
+    folders = sorted(
+        p for p in run_dir.iterdir() if p.is_dir() and any((p / f).exists() for f in ARTIFACT_FILES)
+    )
+    if not results_path.is_file() and not folders:
+        kind = "a training run (rollouts.jsonl)" if RunDir(run_dir).is_training else "not a run"
+        raise ConfigError(
+            f"{run_dir} is {kind}: SFT data comes from `swe-rl eval` run directories (results.jsonl and "
+            "an <instance>__<time>/traj.json per attempt)"
+        )
     if results_path.is_file():
         for line in results_path.read_text(encoding="utf-8", errors="replace").splitlines():
             if not line.strip():
@@ -94,9 +103,6 @@ def candidates_from_run(run_dir: Path) -> tuple[list[Candidate], Counter[str]]:
                 continue
             if result.artifacts:
                 verdicts[Path(result.artifacts).name] = result  # a retry's line replaces the earlier one
-    folders = sorted(
-        p for p in run_dir.iterdir() if p.is_dir() and any((p / f).exists() for f in ARTIFACT_FILES)
-    )
     out = []
     for folder in folders:
         verdict = verdicts.pop(folder.name, None)

@@ -120,6 +120,13 @@ def _iter_hf(source: str) -> Iterator[Task]:
         import datasets
     except ImportError:
         raise MissingExtraError("datasets", "data", f"loading the Hugging Face dataset {name!r}") from None
+    silent = _hub_silent()
+    if silent:  # else the Hub's client retries for ~25 s, logging every try
+        raise ConfigError(
+            f"cannot load Hugging Face dataset {name!r}: the Hub does not answer ({silent}). Offline? With a "
+            "copy in the Hugging Face cache, set HF_HUB_OFFLINE=1; else export it to JSONL/parquet on a "
+            "connected machine and pass the file instead."
+        )
     try:
         rows = datasets.load_dataset(name, split=split or "test")
     except Exception as exc:  # offline, unknown dataset or split: one clear message, no traceback
@@ -130,6 +137,25 @@ def _iter_hf(source: str) -> Iterator[Task]:
         ) from None
     for i, record in enumerate(rows):
         yield parse_task(dict(record), where=f"{name}[{i}]")
+
+
+def _hub_silent() -> str | None:
+    """Why the Hugging Face Hub does not answer one quick request (refused, no route, no name, timeout), or
+    None when it answers; None too in offline mode, where datasets reads its cache and fails at once."""
+    import urllib.error
+    import urllib.request
+
+    from huggingface_hub import constants
+
+    if constants.HF_HUB_OFFLINE:
+        return None
+    try:
+        with urllib.request.urlopen(urllib.request.Request(constants.ENDPOINT, method="HEAD"), timeout=5):
+            return None
+    except urllib.error.HTTPError:
+        return None  # it answered, if with an error status: the dataset's own request will say more
+    except (OSError, ValueError) as exc:
+        return f"{constants.ENDPOINT}: {getattr(exc, 'reason', exc)}"
 
 
 def _check_unique(tasks: list[Task], source: str) -> None:

@@ -122,8 +122,25 @@ def parse_task(record: Any, *, where: str = "") -> Task:
     if where and record.get("instance_id"):
         name = f"{record['instance_id']} ({where})"
     try:
-        return Task.model_validate(record)
+        task = Task.model_validate(record)
     except ValidationError as exc:
         first = exc.errors()[0]
         field = ".".join(str(p) for p in first["loc"]) or None
         raise TaskFormatError(first["msg"], record=name, field=field) from None
+    missing = [field for field, why in NEEDED.items() if not getattr(task, field)]
+    if missing:
+        why = "; ".join(f"{field}: {NEEDED[field]}" for field in missing)
+        raise TaskFormatError(
+            f"missing {' and '.join(missing)} ({why})",
+            record=name,
+            field=missing[0] if len(missing) == 1 else None,
+        )
+    return task
+
+
+# What a record must carry beyond its identity for an episode to mean anything (a test patch may be empty: a
+# synthesized task's tests are already in its repository).
+NEEDED = {
+    "problem_statement": "the issue the agent is shown",
+    "FAIL_TO_PASS": "the tests the fix must make pass; with none, any patch keeping PASS_TO_PASS grades resolved",
+}
