@@ -30,7 +30,7 @@
 # builtin libraries have ~130 of them (the other kinds 2-72 each): 130 split by function leave ~39
 # held-back tasks, 8 samples each >= 200 episodes.
 #
-# Budget on 2 cores (FACTS.md: SmolLM2 fp32 generates ~42 tokens/s at batch 16, a forward+backward of
+# Budget on 2 cores (measured on this project's machines: SmolLM2 fp32 generates ~42 tokens/s at batch 16, a forward+backward of
 # 8 x 600 tokens takes ~51 s): an evaluation of ~240 episodes of up to 3 turns x 128 tokens is ~20-30 min,
 # a GRPO step of 16 episodes a few minutes. Plan about 3 h for synth..after; run it at a session's start.
 set -euo pipefail

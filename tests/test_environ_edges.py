@@ -14,8 +14,8 @@ import swe_rl
 PACKAGE = Path(swe_rl.__file__).parent
 EDGES = ("cli/", "integrations/")
 ALLOWED = {
-    "paths.py": "path default: SWE_RL_CACHE, the cache root",
-    "envs/interpreters.py": "path defaults: PYENV_ROOT, UV_PYTHON_INSTALL_DIR, SWE_RL_CONDA (where interpreters live)",
+    "paths.py": "path defaults: SWE_RL_CACHE (the cache root), SWE_RL_CONDA (a conda that makes interpreters)",
+    "envs/interpreters.py": "path defaults: PYENV_ROOT, UV_PYTHON_INSTALL_DIR (where interpreters live)",
     "gitutil.py": "a child's environment: git runs without the caller's GIT_* variables",
     "envs/install_tools.py": "a child's environment: the installer's uv and pip get the host's proxy and UV_* variables",
     "llm/openai.py": "the provider's credential, OPENAI_API_KEY, read where the client is made so keys never "

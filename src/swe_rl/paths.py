@@ -15,3 +15,8 @@ def cache_dir() -> Path:
 def repo_cache_dir() -> Path:
     """Default repo cache: bare mirrors at ``<dir>/<owner>/<name>.git``."""
     return cache_dir() / "repos"
+
+
+def conda_executable() -> str | None:
+    """A conda (or mamba) to make interpreters with where no other provider has the version: ``$SWE_RL_CONDA``."""
+    return os.environ.get("SWE_RL_CONDA") or None

@@ -17,6 +17,7 @@ from pathlib import Path
 
 from swe_rl.envs.venv import host_interpreter
 from swe_rl.errors import ConfigError
+from swe_rl.paths import conda_executable
 
 _VERSION = re.compile(r"^\d+(\.\d+){0,2}$")
 
@@ -112,7 +113,7 @@ def _fetch(version: str, store: Path | None) -> tuple[Path, Path] | None:
                 hit = _probe_all([Path(found.stdout.strip())], version)
                 if hit is not None:
                     return hit
-    conda = os.environ.get("SWE_RL_CONDA")
+    conda = conda_executable()
     if conda and store is not None:
         prefix = store / f"conda-{version}"
         if not (prefix / "bin" / "python").exists():

@@ -64,7 +64,7 @@ __all__ = [
 ]
 
 
-# Every worker of the job imports swebench's grading when it starts (2-2.5 s, FACTS.md), not at its first
+# Every worker of the job imports swebench's grading when it starts (2-2.5 s on a 2-core machine), not at its first
 # verdict: workers are reused across rollouts, and a rollout's time should not depend on the worker it got.
 WORKER_ENV = {"worker_process_setup_hook": "swe_rl.harness.official.preload"}
 

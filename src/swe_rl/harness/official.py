@@ -33,7 +33,7 @@ def _swebench() -> tuple[Any, Any]:
 
 def preload() -> float:
     """Import swebench's grading now, so that a long-lived server's first verdict does not wait for it (2-2.5 s
-    on these machines, FACTS.md); the seconds the import took."""
+    on the project's 2-core machines); the seconds the import took."""
     started = time.perf_counter()
     _swebench()
     return time.perf_counter() - started
