@@ -267,6 +267,7 @@ class EnvCache:
                 "seeded": seeded,
                 "widened": [w.model_dump() for w in run.widened] if run else [],
                 "pip_fallbacks": list(run.fallbacks) if run else [],
+                "read_at_base_commit": list(run.read_at_base) if run else [],
                 "skipped_conda_packages": list(run.skipped) if run else [],
                 "build_seconds": round(time.monotonic() - started, 3),
             },

@@ -19,7 +19,7 @@ from pathlib import Path
 
 from swe_rl.envs.dating import WIDENED, Resolver, Widening, unreachable, widened_in
 from swe_rl.envs.install_tools import PROBE_FAILED, SHIMS, choose_installer, freeze, install_environ
-from swe_rl.envs.lock import DATED_BUILD_TOOLS, FALLBACK, SKIPPED, pinned
+from swe_rl.envs.lock import DATED_BUILD_TOOLS, FALLBACK, READ_AT_BASE, SKIPPED, pinned
 from swe_rl.envs.recipe import EnvRecipe, Installer
 from swe_rl.envs.remedies import held_to_first_wheel, probe_remedy, to_widen, undated_packages
 from swe_rl.envs.requirement_files import RecipeFiles
@@ -74,6 +74,7 @@ class InstallRun:
         self.dated_commands: list[str] = []  # the commands that built only with them
         self._tried_dated, self._reverted, self._failed_with_2024 = False, False, ""  # per command (run)
         self.skipped: list[str] = []  # conda packages pip could not install
+        self.read_at_base: list[str] = []  # repo files read at the base commit, not the recipe's (why)
         self.lock: list[str] = []  # the resolved set of the last build, with the widening and fallback notes
         self.pytest_floor = False  # pytest held to PYTEST_RA_FLOOR, resolved as of PYTEST_RA_AS_OF
         # a dated uv install is first resolved with wheels only (dry run) for the command running: a dependency
@@ -356,6 +357,9 @@ class InstallRun:
         if requirements:
             self.run("python -m pip install " + " ".join(shlex.quote(p) for p in requirements))
         self._install_best_effort(files.conda_packages())
+        self.read_at_base = [f"{name} ({why})" for name, why in files.read_at_base.items()]
+        for note in self.read_at_base:
+            self._note(f"swe-rl: read at the base commit: {note}")
         if recipe.pip:
             self.run("python -m pip install " + " ".join(shlex.quote(p) for p in recipe.pip))
         for command in recipe.pre_install:
@@ -364,6 +368,7 @@ class InstallRun:
             self.run(recipe.install)
         notes = [w.lock_line() for w in self.widened]
         notes += [f"{FALLBACK}{command}" for command in self.fallbacks]
+        notes += [f"{READ_AT_BASE}{note}" for note in self.read_at_base]
         notes += [f"{SKIPPED}{package}" for package in self.skipped]
         notes += [f"{DATED_BUILD_TOOLS}{command}" for command in self.dated_commands]
         self.lock = [*self.freeze(), *notes]

@@ -10,6 +10,8 @@ SKIPPED = (
 # a lock line per install command that built only with the build tools of the task's date
 DATED_BUILD_TOOLS = "# swe-rl: build tools as of the task's date (a build failed with 2024's): "
 FALLBACK = "# swe-rl: pip fallback: "  # a lock line: an install command that uv could not build and pip ran
+# a lock line per repo file read from the testbed (the base commit) instead of the commit the recipe names
+READ_AT_BASE = "# swe-rl: read at the base commit: "
 
 
 def pinned(lock: list[str]) -> list[str]:

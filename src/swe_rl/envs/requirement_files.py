@@ -23,6 +23,9 @@ class RecipeFiles:
 
     def __init__(self, recipe: EnvRecipe, testbed: Path, source: str | None) -> None:
         self.recipe, self.testbed, self.source = recipe, testbed, source
+        # the files read from the testbed (the base commit) where the recipe names another commit: why each
+        self.read_at_base: dict[str, str] = {}
+        self._known: bool | None = None
 
     def requirements(self) -> list[str]:
         """The lines of the recipe's requirement file (the first of its names that exists)."""
@@ -44,25 +47,36 @@ class RecipeFiles:
     def read(self, name: str) -> str | None:
         """A file of the repo at the commit the recipe reads requirements at (swebench reads them at the
         environment setup commit), from the repo's source; else the testbed's copy."""
-        if self.source and self.recipe.requirements_at:
-            proc = subprocess.run(
-                [
-                    "git",
-                    "-c",
-                    "safe.directory=*",
-                    "-C",
-                    self.source,
-                    "show",
-                    f"{self.recipe.requirements_at}:{name}",
-                ],
-                capture_output=True,
-                text=True,
-                check=False,
-            )
-            if proc.returncode == 0:
-                return proc.stdout
+        at = self.recipe.requirements_at
+        why = ""
+        if self.source and at:
+            if self._commit_known():
+                proc = self._git("show", f"{at}:{name}")
+                if proc.returncode == 0:
+                    return proc.stdout
+                why = f"no {name} at {at[:12]}"
+            else:
+                why = f"{at[:12]} is not in the repo's source"
         path = self.testbed / name
-        return path.read_text() if path.is_file() else None
+        if not path.is_file():
+            return None
+        if (
+            why
+        ):  # a fallback taken is recorded as taken: the recipe names a commit this file did not come from
+            self.read_at_base[name] = why
+        return path.read_text()
+
+    def _commit_known(self) -> bool:
+        if self._known is None:
+            self._known = (
+                self._git("cat-file", "-e", f"{self.recipe.requirements_at}^{{commit}}").returncode == 0
+            )
+        return self._known
+
+    def _git(self, *args: str) -> subprocess.CompletedProcess[str]:
+        assert self.source is not None
+        command = ["git", "-c", "safe.directory=*", "-C", self.source, *args]
+        return subprocess.run(command, capture_output=True, text=True, check=False)
 
     def _first_file(self, names: list[str], what: str) -> str:
         for name in names:
