@@ -8,7 +8,6 @@ times out) are *data*, returned in results. Exceptions are for what stops the wo
     │   ├── TaskFormatError                        a malformed task record (names record and field)
     │   ├── SynthError                             a repository tasks cannot be synthesized from
     │   └── MissingExtraError(ConfigError, ImportError)
-    ├── PatchApplyError(SweRlError, ValueError)    a patch applies by none of the methods (data for grading)
     ├── OutputLimitError(SweRlError, OSError)      a file or patch larger than its cap: refused, never truncated
     └── InfraError(SweRlError, RuntimeError)       the machinery failed; not a wrong answer (but see below)
         ├── SandboxError                           a sandbox could not be created, died, or misbehaved
@@ -58,10 +57,6 @@ class MissingExtraError(ConfigError, ImportError):
 
     def __init__(self, package: str, extra: str, purpose: str) -> None:
         super().__init__(f"{purpose} needs {package!r}: install it with `pip install 'swe-rl[{extra}]'`")
-
-
-class PatchApplyError(SweRlError, ValueError):
-    """A patch could not be applied by any method."""
 
 
 class OutputLimitError(SweRlError, OSError):

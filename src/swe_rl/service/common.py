@@ -23,7 +23,6 @@ from swe_rl.errors import (
     InfraError,
     MissingExtraError,
     OutputLimitError,
-    PatchApplyError,
     SweRlError,
 )
 from swe_rl.sandbox.wire import (
@@ -90,7 +89,7 @@ def error_kind(exc: SweRlError) -> ErrorKind:
         return "too_large"
     if isinstance(exc, MissingExtraError):
         return "internal"  # the node lacks a dependency: not the request's fault
-    if isinstance(exc, (ConfigError, PatchApplyError)):
+    if isinstance(exc, ConfigError):
         return "bad_request"
     if isinstance(exc, BackendLostError):
         return "node_down"  # what runs the sandboxes is gone: never the sandbox's (or its agent's) doing
