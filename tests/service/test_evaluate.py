@@ -117,6 +117,16 @@ async def test_a_patch_that_does_not_apply_is_never_resolved(node, create, textk
     assert control["resolved"] is True
 
 
+async def test_official_grading_of_a_patch_that_does_not_apply_has_no_returncode(node, create):
+    """As with a script: the tests did not run, so there is no exit code to report (docs/SERVICE.md)."""
+    cid = await create(TASK)
+    for patch in (STALE, ""):
+        reply = await _evaluate(node, cid, patch=patch)
+        assert reply["resolved"] is False and reply["returncode"] is None and reply["error"], (patch, reply)
+    unfixed = await _evaluate(node, cid, patch=NO_FIX)  # the control: tests that ran and failed answer 1
+    assert unfixed["returncode"] == 1 and unfixed["report"]["status"] == "unresolved"
+
+
 async def test_the_script_runs_in_a_pristine_sandbox_not_the_agents(node, create, textkit_env, gold):
     cid = await create(textkit_env.key)
     status, ran, _ = await post(
@@ -178,7 +188,13 @@ async def test_an_unknown_instance_id_is_404_not_another_tasks_grading(node, cre
 async def test_a_record_the_harness_cannot_run_is_a_structured_400(node, create, textkit_env, gold):
     """A ConfigError from grading (no eval_script, no test_cmd, unknown repo) is bad_request, not a bare 500."""
     cid = await create(textkit_env.key)
-    record = {"instance_id": "nobody__nothing-1", "repo": "nobody/nothing", "base_commit": "HEAD"}
+    record = {
+        "instance_id": "nobody__nothing-1",
+        "repo": "nobody/nothing",
+        "base_commit": "HEAD",
+        "problem_statement": "a bug",
+        "FAIL_TO_PASS": ["tests/test_x.py::test_x"],
+    }
     status, reply, _ = await post(
         node.url + "/container/evaluate", {"container_id": cid, "patch": gold, "instance": record}
     )

@@ -61,12 +61,13 @@ async def run_eval_script(
 async def grade_officially(
     task: Task, patch: str, factory: SandboxFactory, env: EnvSpec, limits: Limits, *, timeout: float
 ) -> EvaluateResponse:
-    """The official grading of ``task``; ``returncode`` is 0 when resolved and 1 otherwise."""
+    """The official grading of ``task``; ``returncode`` is 0 when resolved, 1 when not, and null where the tests
+    did not run (an empty patch, one that does not apply), as for a script's evaluation."""
     verdict = await grade_patch(task, patch, factory, env, timeout=timeout, limits=limits)
     errors = {"empty_patch": "the patch is empty", "apply_failed": "the patch does not apply"}
     return EvaluateResponse(
         resolved=verdict.resolved,
-        returncode=0 if verdict.resolved else 1,
+        returncode=None if verdict.status in errors else int(not verdict.resolved),
         output=verdict.log[-MAX_OUTPUT:],
         report={
             **verdict.report,
