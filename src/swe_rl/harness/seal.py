@@ -36,6 +36,7 @@ MODULE = "swe_rl_seal"
 ENV = "SWE_RL_SEAL"  # the path prefix of the key (.key) and of the sealed results (.out)
 _PYTEST = re.compile(r"^(?:python3?(?:\.\d+)? -m pytest|pytest)(?=\s|$)")
 SUCCESS = ("PASSED", "XFAIL")  # swebench's test_passed
+MAX_SEALED = 16 * 1024 * 1024  # the names of a few hundred thousand tests, compressed
 
 
 def seals(test_cmd: str) -> bool:
@@ -84,14 +85,24 @@ class Seal:
         return f'{ENV}="$PWD/{shlex.quote(self.prefix)}"{found}'
 
     async def read(self, box: Sandbox) -> bytes | None:
-        """The sealed results the run left; None where it left none (or more than a sandbox file may hold)."""
+        """The sealed results the run left; None where it left none. The test run's code may have made the
+        file anything (a FIFO that blocks a read, a symlink, a huge file): only a regular file is copied, at
+        most MAX_SEALED bytes, to a name of this read's own, and the copy is read."""
+        copy = f"{self.prefix}.{secrets.token_hex(8)}"
+        out = shlex.quote(f"{self.prefix}.out")
+        command = (
+            f"if [ -f {out} ] && [ ! -L {out} ]; then head -c {MAX_SEALED} {out} > {shlex.quote(copy)} && "
+            "echo copied; fi"
+        )
+        if "copied" not in (await box.exec(command, timeout=60)).output:
+            return None
         try:
-            return await box.read_file(f"{self.prefix}.out")
+            return await box.read_file(copy)
         except OutputLimitError:
             return None
         except SandboxError:
             raise
-        except OSError:
+        except OSError:  # the copy was taken away or replaced meanwhile: the run's doing
             return None
 
     def check(self, data: bytes | None, report: dict[str, Any], parser: str) -> SealCheck:

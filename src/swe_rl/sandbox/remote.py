@@ -145,6 +145,10 @@ class RemoteSandbox:
         except SandboxError as exc:
             if "No such file" in str(exc):
                 raise FileNotFoundError(str(exc)) from None
+            if "HTTP 400 bad_request" in str(exc) and not isinstance(exc, BackendLostError):
+                # the node's OSError (not a regular file, unreadable, a read that timed out), as the other
+                # backends raise it: an answer about the file, which a command of the sandbox may have made
+                raise OSError(str(exc)) from None
             raise
         return base64.b64decode(data["data_b64"])
 
