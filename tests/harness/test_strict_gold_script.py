@@ -60,7 +60,15 @@ def _run(tmp_path: Path, *, mirror: bool = True) -> dict:
     tasks.write_text(
         "".join(
             json.dumps(
-                {"instance_id": i, "repo": "o/kit", "base_commit": base, "patch": p, "test_patch": TESTS}
+                {
+                    "instance_id": i,
+                    "repo": "o/kit",
+                    "base_commit": base,
+                    "patch": p,
+                    "test_patch": TESTS,
+                    "problem_statement": "Y is wrong",
+                    "FAIL_TO_PASS": ["script/test_helper.py::test_y"],
+                }
             )
             + "\n"
             for i, p in rows.items()

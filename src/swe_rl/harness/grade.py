@@ -164,6 +164,8 @@ async def grade_in(
     staged = await stage(box, {**files, **(grading.seal.files() if grading.seal else {})})
     try:
         result = await box.exec(f"{staged}bash {EVAL_SCRIPT}", timeout=timeout)
+        if grading.seal is not None:  # in the same sandbox: one the tests broke cannot hand it back
+            grading.sealed = await grading.seal.read(box)
     except BackendLostError:
         raise
     except SandboxError as exc:
@@ -174,8 +176,6 @@ async def grade_in(
         grading.log.append(f"the sandbox broke while the patched code's tests ran: {exc}")
         return grading.broken()
     output, grading.runner = runner_of(result.output)
-    if grading.seal is not None:
-        grading.sealed = await grading.seal.read(box)
     return grading.verdict(output, timeout_hit=result.timed_out)
 
 
