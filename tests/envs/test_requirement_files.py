@@ -4,30 +4,27 @@ Real git repositories."""
 
 from __future__ import annotations
 
-import subprocess
 from pathlib import Path
+
+from tests.envs.helpers import git
 
 from swe_rl.envs.recipe import EnvRecipe
 from swe_rl.envs.requirement_files import RecipeFiles
-
-
-def _git(repo: Path, *args: str) -> str:
-    command = ["git", "-c", "user.name=t", "-c", "user.email=t@t", "-C", str(repo), *args]
-    return subprocess.run(command, capture_output=True, text=True, check=True).stdout.strip()
 
 
 def _repo(tmp_path: Path) -> tuple[Path, str, str]:
     """A source with requirements at a setup commit (``six==1.16.0``) and at base (``six==1.10.0``)."""
     source = tmp_path / "source"
     source.mkdir()
-    _git(source, "init", "-q")
+    identity = ("-c", "user.name=t", "-c", "user.email=t@t")
+    git(source, "init", "-q")
     (source / "requirements.txt").write_text("six==1.16.0\n")
-    _git(source, "add", "-A")
-    _git(source, "commit", "-qm", "setup")
-    setup = _git(source, "rev-parse", "HEAD")
+    git(source, "add", "-A")
+    git(source, *identity, "commit", "-qm", "setup")
+    setup = git(source, "rev-parse", "HEAD")
     (source / "requirements.txt").write_text("six==1.10.0\n")
-    _git(source, "commit", "-qam", "base")
-    return source, setup, _git(source, "rev-parse", "HEAD")
+    git(source, *identity, "commit", "-qam", "base")
+    return source, setup, git(source, "rev-parse", "HEAD")
 
 
 def test_requirements_come_from_the_setup_commit(tmp_path):

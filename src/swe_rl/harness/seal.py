@@ -19,7 +19,6 @@ from __future__ import annotations
 import hashlib
 import hmac
 import json
-import re
 import secrets
 import shlex
 import zlib
@@ -29,12 +28,12 @@ from typing import Any
 
 from swe_rl.errors import OutputLimitError, SandboxError
 from swe_rl.harness.official import parse_test_log
+from swe_rl.harness.warm import PYTEST_COMMAND
 from swe_rl.sandbox.base import Sandbox
 
 PLUGIN = (Path(__file__).with_name("insandbox") / "seal_plugin.py").read_text()
 MODULE = "swe_rl_seal"
 ENV = "SWE_RL_SEAL"  # the path prefix of the key (.key) and of the sealed results (.out)
-_PYTEST = re.compile(r"^(?:python3?(?:\.\d+)? -m pytest|pytest)(?=\s|$)")
 SUCCESS = ("PASSED", "XFAIL")  # swebench's test_passed
 MAX_SEALED = 16 * 1024 * 1024  # the names of a few hundred thousand tests, compressed
 
@@ -43,7 +42,7 @@ def seals(test_cmd: str) -> bool:
     """Whether a test command runs pytest directly (``pytest ...``, ``python -m pytest ...``): the runs the
     plugin can seal. Other runners (django's ``runtests.py``, sympy's ``bin/test``) are graded from the
     log alone."""
-    return _PYTEST.match(test_cmd) is not None
+    return PYTEST_COMMAND.match(test_cmd) is not None
 
 
 @dataclass
@@ -71,7 +70,7 @@ class Seal:
 
     def plugged(self, test_cmd: str) -> str:
         """``test_cmd`` (a pytest command: :func:`seals`) loading the plugin."""
-        match = _PYTEST.match(test_cmd)
+        match = PYTEST_COMMAND.match(test_cmd)
         if match is None:
             raise ValueError(f"not a pytest command: {test_cmd!r}")
         return f"{match.group(0)} -p {MODULE}{test_cmd[match.end() :]}"

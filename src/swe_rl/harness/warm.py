@@ -37,7 +37,9 @@ SERVER = (_HERE / "warm_server.py").read_text()
 SERVING = (_HERE / "warm_serving.py").read_text()  # the server's loop, shipped beside it
 CLIENT = (_HERE / "warm_client.py").read_text()
 RUNNER_MARK = ">>>>> swe-rl test runner:"
-_PYTEST = re.compile(r"^(?:(?P<word>python3?(?:\.\d+)?) -m pytest|(?P<script>pytest))(?=\s|$)")
+# a test command that runs pytest: ``pytest ...`` or ``python[3[.x]] -m pytest ...`` (seal.py plugs its plugin in
+# the same commands)
+PYTEST_COMMAND = re.compile(r"^(?:(?P<word>python3?(?:\.\d+)?) -m pytest|(?P<script>pytest))(?=\s|$)")
 
 
 ARM_SECONDS = 10.0  # the server answers in microseconds; past this it is taken for wedged
@@ -160,7 +162,7 @@ def note_line(scratch: str) -> str:
 def hook(test_cmd: str, runner: WarmRunner | None) -> str | None:
     """``test_cmd`` with its pytest invocation sent to ``runner``'s server; None when it does not start
     with one (or there is no runner, or it is not armed): it runs as written."""
-    match = _PYTEST.match(test_cmd)
+    match = PYTEST_COMMAND.match(test_cmd)
     if runner is None or runner.address is None or match is None:
         return None
     mode, word = ("module", match.group("word")) if match.group("word") else ("script", "pytest")
