@@ -60,9 +60,8 @@ class RecipeFiles:
         path = self.testbed / name
         if not path.is_file():
             return None
-        if (
-            why
-        ):  # a fallback taken is recorded as taken: the recipe names a commit this file did not come from
+        # a fallback taken is recorded as taken: the recipe names a commit this file did not come from
+        if why:
             self.read_at_base[name] = why
         return path.read_text()
 
