@@ -137,3 +137,28 @@ async def test_a_cancelled_create_leaves_no_process_or_cgroup(textkit_env):
     assert _own_cgroups() == before
     # the control: most cancellations came while the sandbox was being made
     assert cancelled >= ROUNDS // 2, cancelled
+
+
+def test_a_cgroup_still_busy_at_close_goes_before_the_next_is_made(monkeypatch):
+    """A cgroup that cannot be removed within the deadline (here: it has a child, so rmdir is EBUSY, as
+    with a sandbox whose killed processes are slow to exit) is remembered, not forgotten: before the fix
+    its owner lived on and nothing removed it (the reaper spares a live owner's cgroups)."""
+    from swe_rl.sandbox import cgroups
+    from swe_rl.sandbox.base import Limits
+
+    available_factory("ns")  # skips where there are no namespaces or cgroups
+    monkeypatch.setattr(cgroups, "GONE_WITHIN_S", 0.05)
+    busy = cgroups.SandboxCgroup("ns-busy-test", Limits())
+    blockers = [d / "blocker" for d in busy.dirs]
+    for b in blockers:
+        b.mkdir()
+    busy.remove()
+    assert all(d.is_dir() for d in busy.dirs)  # the control: busy, so still there after remove()
+    for b in blockers:
+        b.rmdir()
+    later = cgroups.SandboxCgroup("ns-later-test", Limits())
+    try:
+        assert not any(d.exists() for d in busy.dirs)
+    finally:
+        later.remove()
+    assert not any(d.exists() for d in later.dirs) and not cgroups._UNREMOVED

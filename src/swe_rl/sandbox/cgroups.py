@@ -19,6 +19,7 @@ from swe_rl.sandbox.base import Limits
 
 ROOT = Path("/sys/fs/cgroup")
 PARENT = "swe-rl"
+GONE_WITHIN_S = 10.0  # how long a teardown waits for a killed sandbox's processes and cgroups to go
 
 
 def cgroup_version() -> int | None:
@@ -37,6 +38,7 @@ class SandboxCgroup:
         if self.version is None:
             raise SandboxError("no usable cgroup hierarchy (need cgroup v2 or v1 memory+pids+cpu)")
         self.dirs = self._dirs(name)
+        retry_unremoved()
         try:
             self._create(limits)
         except OSError as exc:
@@ -111,16 +113,20 @@ class SandboxCgroup:
         except (OSError, ValueError, IndexError):
             return False
 
-    def kill_all(self) -> None:
-        """SIGKILL every process in the cgroup and wait (briefly) until it is empty."""
-        for _ in range(2000):
-            pids = self.pids()
-            if not pids:
-                return
+    def kill_all(self, *, timeout: float = GONE_WITHIN_S) -> bool:
+        """SIGKILL every process in the cgroup until it is empty, for at most ``timeout`` seconds (a
+        killed process stays a member until its exit is done, and unmounting a sandbox's namespace can
+        take a while on a loaded machine). Whether it emptied."""
+        deadline, pause = time.monotonic() + timeout, 0.0005
+        while pids := self.pids():
+            if time.monotonic() > deadline:
+                return False
             for pid in pids:
                 with contextlib.suppress(ProcessLookupError):
                     os.kill(pid, 9)
-            time.sleep(0.0005)
+            time.sleep(pause)
+            pause = min(pause * 2, 0.01)
+        return True
 
     async def kill_except(self, keep: Collection[int], *, timeout: float = 5.0) -> None:
         """SIGKILL every process in the cgroup but ``keep`` and wait until each has exited (its files closed,
@@ -144,17 +150,44 @@ class SandboxCgroup:
                 raise SandboxError(f"processes of {self.dirs[0].name} would not end: {others[:10]}")
 
     def remove(self) -> None:
-        """Kill whatever is still inside, then remove the cgroups."""
+        """Kill whatever is still inside, then remove the cgroups. One that stays busy past the deadline is
+        remembered and removed later (:func:`retry_unremoved`): the reaper spares a live owner's cgroups."""
+        deadline, pause = time.monotonic() + GONE_WITHIN_S, 0.0005
         self.kill_all()
         for d in self.dirs:
-            for _ in range(200):
+            while True:
                 try:
                     d.rmdir()
                     break
                 except FileNotFoundError:
                     break
                 except OSError:
-                    time.sleep(0.001)
+                    if time.monotonic() > deadline:
+                        _UNREMOVED.add(d)
+                        break
+                    time.sleep(pause)
+                    pause = min(pause * 2, 0.01)
+
+
+_UNREMOVED: set[Path] = set()  # this process's cgroups that were still busy when their sandbox closed
+
+
+def retry_unremoved() -> int:
+    """Remove the cgroups :meth:`SandboxCgroup.remove` had to leave (killing what is left in them).
+    Returns how many are still there. Called before each new cgroup is made."""
+    for d in list(_UNREMOVED):
+        with contextlib.suppress(OSError):
+            for pid in (d / "cgroup.procs").read_text().split():
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(int(pid), 9)
+        try:
+            d.rmdir()
+        except FileNotFoundError:
+            pass
+        except OSError:
+            continue
+        _UNREMOVED.discard(d)
+    return len(_UNREMOVED)
 
 
 REAP_AFTER_S = 120  # a cgroup without an owner tag (an older swe-rl's) is reaped after this
