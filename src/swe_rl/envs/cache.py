@@ -3,7 +3,10 @@
 Layout under the cache root (default ``~/.cache/swe-rl/envs``)::
 
     testbeds/<key>/        repo at base_commit, no later history        (one per repo + commit)
-    venvs/<key>/           virtualenv built from an EnvRecipe              (one per recipe)
+    gitpacks/<digest>/     a repository's packs, hard-linked into its testbeds (gitpacks.py)
+    venvs/<key>/           virtualenvs: a version's shared one (its recipe less the repo's own install,
+                           resolved as of its environment setup commit), and per instance a clone of it
+                           (hard links, venvbuild.py and layers.py) with the repo installed
     records/<key>.json     EnvSpec of an env = testbed + venv
     resolved/<key>.txt     the lock (resolved package set) of a venv build; a rebuild installs under it
     rootfs/<key>/          root filesystem of an env imported from an image (see imports.py)
@@ -22,50 +25,39 @@ import hashlib
 import json
 import os
 import shutil
+import subprocess
 import tempfile
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TypeVar
+from typing import NamedTuple, TypeVar
 
-from swe_rl.envs.dating import Widening
-from swe_rl.envs.installer import InstallRun
-from swe_rl.envs.interpreters import find_python, provider
-from swe_rl.envs.lock import LOCK_NAME, lock_difference
+from swe_rl.envs.gitpacks import PackStore
+from swe_rl.envs.interpreters import find_python
 from swe_rl.envs.recipe import EnvRecipe, InstallOptions, recipe_for
 from swe_rl.envs.repos import find_repo_source
 from swe_rl.envs.testbed import make_testbed
-from swe_rl.envs.venv import (
-    compile_venv,
-    create_venv,
-    ensure_pip,
-    point_editables_at,
-    relocate_venv,
-    seed_from_host,
-)
-from swe_rl.errors import EnvBuildError
-from swe_rl.fileio import atomic_write_json, atomic_write_text
+from swe_rl.envs.venvbuild import VenvBuilder, shared_env_of
+from swe_rl.errors import SweRlError
+from swe_rl.fileio import atomic_write_json
 from swe_rl.paths import cache_dir
-from swe_rl.sandbox.base import TESTBED, EnvSpec
-from swe_rl.sandbox.identity import SANDBOX_UID, own_testbed
+from swe_rl.sandbox.base import EnvSpec
 from swe_rl.tasks.images import canonical_image, image_name
 from swe_rl.tasks.model import Task
 
 _T = TypeVar("_T")
 
 
+class _Keys(NamedTuple):
+    testbed: str  # repo at base_commit
+    shared: str  # the version's venv (the recipe without the repo's own install)
+    venv: str  # the instance's venv: the shared one, or its clone with the repo installed
+    env: str  # testbed + venv
+
+
 def _digest(*parts: str) -> str:
     return hashlib.sha256("\0".join(parts).encode()).hexdigest()[:16]
-
-
-def _keep_log(exc: EnvBuildError, log: Path, keep: Path) -> str:
-    """The error's message with the install log moved out of the build dir (which is removed)."""
-    keep.parent.mkdir(parents=True, exist_ok=True)
-    target = keep.with_suffix(".install.log")
-    if log.is_file():
-        shutil.copyfile(log, target)
-    return str(exc).replace(str(log), str(target))
 
 
 class EnvCache:
@@ -84,6 +76,8 @@ class EnvCache:
         self.repo_cache = repo_cache
         self.allow_network = allow_network
         self.options = options or InstallOptions()
+        self._dates: dict[tuple[str, str], str] = {}
+        self._venvs = VenvBuilder(self.root, self.options)
 
     # -- public API -------------------------------------------------------------------------------
     def ensure(self, task: Task) -> EnvSpec:
@@ -91,21 +85,32 @@ class EnvCache:
         imported = self.imported_for(task)
         if imported is not None:
             return imported
-        recipe = recipe_for(task, self.options)
+        recipe, as_of = self._recipe(task)
         python, prefix = self._interpreter(recipe)
-        testbed_key, venv_key, key = self._keys(task, recipe, python)
-        built = self.get(key)
+        keys = self._keys(task, recipe, python)
+        built = self.get(keys.env)
         if built is not None and _present(built):
             return built
         # not built, or its testbed or venv was deleted by hand since: build what is missing
-        testbed = self._ensure_dir("testbeds", testbed_key, lambda d, _: self._build_testbed(task, d))
-        venv = self._ensure_dir(
+        source = self._source(task)
+        testbed = self._ensure_dir("testbeds", keys.testbed, lambda d, _: self._build_testbed(task, d))
+        notes = {"as_of_from": as_of}
+        shared = self._ensure_dir(
             "venvs",
-            venv_key,
-            lambda d, final: self._build_venv(recipe, python, d, final, testbed, self._source(task)),
+            keys.shared,
+            lambda d, final: self._venvs.build(recipe.shared(), python, d, final, testbed, source, notes),
         )
+        own, venv = recipe.own(), shared
+        if own is not None:  # the repo's own install, in the instance's clone of the shared venv
+            venv = self._ensure_dir(
+                "venvs",
+                keys.venv,
+                lambda d, final: self._venvs.build(
+                    own, python, d, final, testbed, source, notes, base=shared
+                ),
+            )
         spec = EnvSpec(
-            key=key,
+            key=keys.env,
             repo=task.repo,
             base_commit=task.base_commit,
             testbed=testbed,
@@ -113,7 +118,7 @@ class EnvCache:
             python=python,
             python_prefix=prefix,
         )
-        atomic_write_json(self.root / "records" / f"{key}.json", json.loads(spec.model_dump_json()))
+        atomic_write_json(self.root / "records" / f"{keys.env}.json", json.loads(spec.model_dump_json()))
         return spec
 
     def get(self, key: str) -> EnvSpec | None:
@@ -128,13 +133,59 @@ class EnvCache:
         imported = self.imported_for(task)
         if imported is not None:
             return imported.key
-        recipe = recipe_for(task, self.options)
-        return self._keys(task, recipe, self._interpreter(recipe)[0])[2]
+        recipe = self._recipe(task)[0]
+        return self._keys(task, recipe, self._interpreter(recipe)[0]).env
 
-    def _keys(self, task: Task, recipe: EnvRecipe, python: Path) -> tuple[str, str, str]:
-        testbed_key = _digest(task.repo, task.base_commit)
-        venv_key = recipe.digest(python)
-        return testbed_key, venv_key, _digest(testbed_key, venv_key)
+    def _recipe(self, task: Task) -> tuple[EnvRecipe, str]:
+        """The task's recipe, and where its as-of date comes from. A task that names an environment setup
+        commit (one env per repo, version and setup commit, as the harness has it) is resolved as of that
+        commit's date, so all of a version's instances share one env; a task without one, a row that carries
+        its own spec, and a setup commit the source lacks, as of the task's own date."""
+        recipe = recipe_for(task, self.options)
+        commit = task.environment_setup_commit
+        own_spec = recipe.source == "builtin" or recipe.source.startswith(
+            "row:"
+        )  # its row's, not a version's
+        if not (self.options.as_of_date and commit) or own_spec:
+            return recipe, "the task's created_at"
+        when = self._commit_date(self._source(task), commit)
+        if not when:
+            return recipe, f"the task's created_at ({commit[:12]} is not in the repo's source)"
+        return recipe_for(task, self.options, as_of=when), f"environment setup commit {commit[:12]}"
+
+    def _commit_date(self, source: str, commit: str) -> str:
+        """The committer date of ``commit`` in ``source`` (UTC, RFC 3339), '' when it is not there."""
+        memo = (source, commit)
+        if memo not in self._dates:
+            proc = subprocess.run(
+                ["git", "-c", "safe.directory=*", "-C", source, "show", "-s", "--format=%ct", commit, "--"],
+                capture_output=True,
+                text=True,
+                check=False,
+            )
+            seconds = proc.stdout.strip()
+            self._dates[memo] = (
+                time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(int(seconds)))
+                if proc.returncode == 0 and seconds.isdigit()
+                else ""
+            )
+        return self._dates[memo]
+
+    def _keys(self, task: Task, recipe: EnvRecipe, python: Path) -> _Keys:
+        testbed = _digest(task.repo, task.base_commit)
+        shared = recipe.shared().digest(python)
+        if (recipe.requirements or recipe.env_yml) and not self._has_setup_commit(task, recipe):
+            shared = _digest(shared, task.base_commit)  # its requirement files come from this testbed
+        own = recipe.own()
+        venv = shared if own is None else _digest(shared, testbed, own.digest(python))
+        return _Keys(testbed, shared, venv, _digest(testbed, venv))
+
+    def _has_setup_commit(self, task: Task, recipe: EnvRecipe) -> bool:
+        """Whether the recipe's requirement files are read at its commit (else from the testbed)."""
+        try:
+            return bool(self._commit_date(self._source(task), recipe.requirements_at))
+        except SweRlError:
+            return False
 
     def imported_for(self, task: Task) -> EnvSpec | None:
         """The env imported from the task's evaluation image (`swe-rl env import-image`), if any."""
@@ -179,6 +230,8 @@ class EnvCache:
         for spec in self.records():
             if spec.key in keep:
                 used.update(p for p in (spec.testbed, spec.venv, spec.rootfs) if p)
+                if spec.venv is not None and (shared := shared_env_of(spec.venv)):
+                    used.add(self.root / "venvs" / shared)  # what the next instance of its version clones
                 continue
             (self.root / "records" / f"{spec.key}.json").unlink(missing_ok=True)
             removed.append(self.root / "records" / f"{spec.key}.json")
@@ -212,99 +265,13 @@ class EnvCache:
         return final
 
     def _build_testbed(self, task: Task, dest: Path) -> None:
-        make_testbed(self._source(task), task.base_commit, dest)
+        source = self._source(task)
+        make_testbed(source, task.base_commit, dest, PackStore(self.root, source))
 
     def _source(self, task: Task) -> str:
         return task.repo_source or find_repo_source(
             task.repo, self.repo_cache, allow_network=self.allow_network
         )
-
-    def _build_venv(
-        self, recipe: EnvRecipe, python: Path, dest: Path, final: Path, testbed: Path, source: str | None
-    ) -> None:
-        started = time.monotonic()
-        create_venv(python, dest)
-        seeded = seed_from_host(dest, recipe.seed) if recipe.seed else []
-        installer = None
-        lock_file = self.root / "resolved" / f"{final.name}.txt"
-        previous = lock_file.read_text().splitlines() if lock_file.is_file() else None
-        run: InstallRun | None = None
-        if recipe.installs:
-            ensure_pip(dest)
-            first = run = self._install(recipe, dest, testbed, final, previous, source=source)
-            installer = run.kind
-            lock = run.lock
-            if previous is None and (widen := self._guard(run, lambda: first.widening(lock), final)):
-                # the dated resolution fell back for lack of releases the index no longer has: build again
-                log = (dest / "swe-rl-install.log").read_bytes()
-                shutil.rmtree(dest)
-                create_venv(python, dest)
-                seeded = seed_from_host(dest, recipe.seed) if recipe.seed else []
-                ensure_pip(dest)
-                (dest / "swe-rl-install.log").write_bytes(
-                    log + b"\nswe-rl: building again with the widening\n"
-                )
-                run = self._install(recipe, dest, testbed, final, previous, source=source, widen=tuple(widen))
-                lock = run.lock
-            point_editables_at(dest, testbed, TESTBED)
-            if testbed.lstat().st_uid == SANDBOX_UID:  # ns sandboxes own it: so must what this build wrote
-                own_testbed(testbed, again=True)
-            if previous is not None and (drift := lock_difference(previous, lock)):
-                raise EnvBuildError(
-                    f"rebuild of {final.name} differs from its lock {lock_file}: {drift[:10]}"
-                )
-            atomic_write_text(dest / LOCK_NAME, "".join(f"{line}\n" for line in lock))
-            if previous is None:
-                atomic_write_text(lock_file, "".join(f"{line}\n" for line in lock))
-        atomic_write_json(
-            dest / "swe-rl-env.json",
-            {
-                "recipe": recipe.model_dump(),
-                "python": str(python),
-                "python_provider": provider(python),
-                "installer": installer,
-                "locked_from": str(lock_file) if previous is not None else None,
-                "seeded": seeded,
-                "widened": [w.model_dump() for w in run.widened] if run else [],
-                "pip_fallbacks": list(run.fallbacks) if run else [],
-                "read_at_base_commit": list(run.read_at_base) if run else [],
-                "skipped_conda_packages": list(run.skipped) if run else [],
-                "build_seconds": round(time.monotonic() - started, 3),
-            },
-        )
-        compile_venv(dest)
-        relocate_venv(dest, final)
-
-    def _install(
-        self,
-        recipe: EnvRecipe,
-        dest: Path,
-        testbed: Path,
-        final: Path,
-        previous: list[str] | None,
-        *,
-        source: str | None,
-        widen: tuple[Widening, ...] = (),
-    ) -> InstallRun:
-        """The recipe installed into ``dest`` (its lock in ``run.lock``); a failure keeps the log."""
-        run = InstallRun(
-            recipe,
-            dest,
-            testbed,
-            dest / "swe-rl-install.log",
-            installer=self.options.installer,
-            cache=self.root / "uv-cache",
-            widen=widen,
-            source=source,
-        )
-        self._guard(run, lambda: run.build(previous), final)
-        return run
-
-    def _guard(self, run: InstallRun, step: Callable[[], _T], final: Path) -> _T:
-        try:
-            return step()
-        except EnvBuildError as exc:
-            raise EnvBuildError(_keep_log(exc, run.log, self.root / "logs" / final.name)) from None
 
     @contextmanager
     def _lock(self, key: str, *, blocking: bool = True) -> Iterator[bool]:

@@ -10,6 +10,7 @@ date to resolve as of, user constraints) are part of the recipe and so of its ca
 from __future__ import annotations
 
 import hashlib
+import re
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Literal
@@ -82,9 +83,26 @@ class EnvRecipe(BaseModel):
     def installs(self) -> bool:
         return bool(self.pip or self.requirements or self.env_yml or self.pre_install or self.install)
 
+    def shared(self) -> EnvRecipe:
+        """What every instance of the recipe's version shares (the harness's env image): all but the repo's
+        own install steps."""
+        return self.model_copy(update={"pre_install": [], "install": ""})
 
-def recipe_for(task: Task, options: InstallOptions | None = None) -> EnvRecipe:
-    """The recipe of a task's env: builtin suite, the record's own setup, or the spec table."""
+    def own(self) -> EnvRecipe | None:
+        """The repo's own install steps (the harness's instance image), run in an instance's clone of the
+        shared venv; None when there are none."""
+        if not (self.pre_install or self.install):
+            return None
+        # a pytest the spec pins stays as pinned (and keeps the installer's pytest floor out)
+        pins = [p for p in self.pip if re.match(r"pytest\s*[=<>!~]", p)]
+        cleared = {"seed": [], "pip": [], "requirements": [], "env_yml": [], "requirements_at": ""}
+        return self.model_copy(update={**cleared, "constraints": [*self.constraints, *pins]})
+
+
+def recipe_for(task: Task, options: InstallOptions | None = None, *, as_of: str | None = None) -> EnvRecipe:
+    """The recipe of a task's env: builtin suite, the record's own setup, or the spec table. Packages are
+    resolved as of ``as_of`` (an RFC 3339 time; the env cache passes the date of the version's environment
+    setup commit, so that the instances of a version share one env), else as of the task's own date."""
     options = options or InstallOptions()
     if task.repo.partition("/")[0] == BUILTIN_OWNER:
         return EnvRecipe(python="3", seed=["pytest"], source="builtin")
@@ -92,7 +110,7 @@ def recipe_for(task: Task, options: InstallOptions | None = None) -> EnvRecipe:
     spec = own or spec_for(task)
     python = task.python or (spec.python if spec else "3")
     common = {
-        "exclude_newer": dated(resolve_date(task), python) if options.as_of_date else "",
+        "exclude_newer": dated(as_of or resolve_date(task), python) if options.as_of_date else "",
         "constraints": list(options.constraints),
     }
     if task.install is not None:

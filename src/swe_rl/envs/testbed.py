@@ -7,30 +7,37 @@ A mirror that lacks some old objects (a partial snapshot) cannot serve that hist
 testbed then takes every commit and tree of it but only the blobs of ``base_commit`` itself (a
 partial clone), so ``git describe`` and the tags that versioning tools read still work; only when
 the source cannot filter either is it the base commit alone (``--depth=1``).
+
+Built by the env cache from a local mirror, a testbed's history is not fetched but hard-linked from the
+repository's shared packs (gitpacks.py), which hold no object of a later commit either.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
 
+from swe_rl.envs.gitpacks import PackStore, link_packs
 from swe_rl.errors import EnvBuildError, InfraError
 from swe_rl.gitutil import git
 
 
-def make_testbed(source: str, base_commit: str, dest: Path) -> None:
-    """Create ``dest`` as a checkout of ``base_commit`` from ``source`` (path or URL)."""
+def make_testbed(source: str, base_commit: str, dest: Path, packs: PackStore | None = None) -> None:
+    """Create ``dest`` as a checkout of ``base_commit`` from ``source`` (path or URL); with ``packs``, its
+    history as hard links to the repository's shared packs (gitpacks.py) where the source allows."""
     dest.mkdir(parents=True)
     try:
         git(["init", "-q", "-b", "main"], dest)
+        shared = packs is not None and _link_shared(packs, base_commit, dest)
         partial = False
-        try:
-            _fetch(dest, source, base_commit)
-        except InfraError:
+        if not shared:
             try:
-                _fetch_without_old_blobs(dest, source, base_commit)
-                partial = True
+                _fetch(dest, source, base_commit)
             except InfraError:
-                _fetch(dest, source, base_commit, "--depth=1")
+                try:
+                    _fetch_without_old_blobs(dest, source, base_commit)
+                    partial = True
+                except InfraError:
+                    _fetch(dest, source, base_commit, "--depth=1")
         git(["update-ref", "refs/heads/main", base_commit], dest)
         git(["reset", "-q", "--hard", base_commit], dest)  # a partial clone fetches the base's blobs here
         if partial:
@@ -39,11 +46,24 @@ def make_testbed(source: str, base_commit: str, dest: Path) -> None:
         git(["config", "user.name", "swe-rl agent"], dest)
         git(["config", "user.email", "agent@swe-rl.invalid"], dest)
         git(["reflog", "expire", "--expire=now", "--all"], dest)
-        git(["gc", "-q", "--prune=now"], dest)
+        if not shared:  # a repack would copy the shared packs into one of its own
+            git(["gc", "-q", "--prune=now"], dest)
     except InfraError as exc:
         raise EnvBuildError(f"cannot check out {base_commit[:12]} from {source}: {exc}") from exc
     for leftover in ("FETCH_HEAD", "ORIG_HEAD"):
         (dest / ".git" / leftover).unlink(missing_ok=True)
+
+
+def _link_shared(packs: PackStore, commit: str, dest: Path) -> bool:
+    """The history of ``commit`` linked from the shared packs; False when the source cannot make them."""
+    if not packs.usable():
+        return False
+    try:
+        files = packs.chain(commit)
+    except InfraError:
+        return False  # a snapshot that lacks old objects: the fetch below takes what it has
+    link_packs(files, dest / ".git")
+    return True
 
 
 def _fetch(dest: Path, source: str, commit: str, *extra: str) -> None:

@@ -8,6 +8,7 @@ import sys
 from importlib import metadata
 from pathlib import Path
 
+from swe_rl.envs.layers import rewrite_scripts
 from swe_rl.errors import EnvBuildError
 
 
@@ -101,13 +102,7 @@ def compile_venv(venv: Path) -> None:
 
 def relocate_venv(venv: Path, final: Path) -> None:
     """Point the venv's scripts at ``final``, where it is about to be renamed to."""
-    old, new = str(venv).encode(), str(final).encode()
-    for script in (venv / "bin").iterdir():
-        if script.is_symlink() or not script.is_file():
-            continue
-        data = script.read_bytes()
-        if old in data[:4096]:
-            script.write_bytes(data.replace(old, new))
+    rewrite_scripts(venv, venv, final)
 
 
 def point_editables_at(venv: Path, built_at: Path, workdir: str) -> int:

@@ -1,0 +1,117 @@
+"""Git objects shared between the testbeds of one repository, with no object of a later commit in any.
+
+A testbed holds the history of its base commit and nothing after it (testbed.py). Sharing one object store
+per repository would hand every testbed the history of all the others, later fixes included. Instead each
+base commit ``b`` that is built gets one pack of the objects reachable from ``b`` but not from ``p``, the
+latest base commit built before it that is an ancestor of ``b`` (all of them when there is none). The
+testbed of ``b`` hard-links the packs of ``b``, ``p``, ``p``'s own parent and so on: every object in them is
+reachable from ``b`` (each of those commits is an ancestor of ``b``), and together they hold its whole
+history. A repository's history is then on disk about once, however many instances are built from it.
+
+Layout under ``<cache>/gitpacks/<digest of the source>/``: one directory per base commit, holding its pack
+(``pack-*.pack`` and ``.idx``) and ``parent`` (the commit whose packs come next, or empty). Directories are
+written whole and renamed into place, so a crash leaves none half made. A chain is cut (the next base gets
+the whole history in its own pack) at :data:`MAX_PACKS` packs: git reads every pack's index on a lookup.
+
+Builds in date order share the most: a base commit built before its ancestors cannot use their packs, as
+theirs would then contain its future (``env build`` builds each repository's instances oldest first).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import tempfile
+from pathlib import Path
+
+from swe_rl.errors import InfraError
+from swe_rl.gitutil import git
+
+MAX_PACKS = 32
+
+
+class PackStore:
+    """The shared packs of one repository source."""
+
+    def __init__(self, root: Path, source: str) -> None:
+        self.source = source
+        self.dir = root / "gitpacks" / hashlib.sha256(source.encode()).hexdigest()[:16]
+
+    def usable(self) -> bool:
+        """Whether packs can be made from the source: a local repository, not shallow, all objects there."""
+        path = Path(self.source)
+        if not path.is_dir():
+            return False  # a URL: the testbed fetches what it needs instead
+        try:
+            shallow = git(["rev-parse", "--is-shallow-repository"], path).strip() == "true"
+        except InfraError:
+            return False
+        borrowed = [path / d / "objects" / "info" / "alternates" for d in (".", ".git")]
+        return not shallow and not any(p.exists() for p in borrowed)  # packs must hold what it borrows
+
+    def chain(self, commit: str) -> list[Path]:
+        """The pack files (``.pack``, ``.idx``, ``.rev``) that hold the history of ``commit``, made now if need be.
+        InfraError when the source cannot make them (a partial snapshot that lacks old objects)."""
+        if not (self.dir / commit / "parent").is_file():
+            parent = self._nearest_built_ancestor(commit)
+            if parent is not None and len(self._walk(parent)) >= MAX_PACKS:
+                parent = None
+            self._make(commit, parent)
+        files: list[Path] = []
+        for link in self._walk(commit):
+            files += sorted(p for p in (self.dir / link).iterdir() if p.suffix in (".pack", ".idx", ".rev"))
+        return files
+
+    def _walk(self, commit: str) -> list[str]:
+        """``commit`` and the commits whose packs follow it."""
+        out = [commit]
+        while parent := (self.dir / out[-1] / "parent").read_text().strip():
+            if parent in out or not (self.dir / parent / "parent").is_file():
+                raise InfraError(f"the pack chain of {commit[:12]} in {self.dir} is broken at {parent[:12]}")
+            out.append(parent)
+        return out
+
+    def _nearest_built_ancestor(self, commit: str) -> str | None:
+        if not self.dir.is_dir():
+            return None
+        built = {d.name for d in self.dir.iterdir() if (d / "parent").is_file()}
+        if not built:
+            return None
+        # newest first (committer date): the first built one is the nearest
+        for ancestor in git(["rev-list", commit], Path(self.source)).split():
+            if ancestor in built and ancestor != commit:
+                return ancestor
+        return None
+
+    def _make(self, commit: str, parent: str | None) -> None:
+        self.dir.mkdir(parents=True, exist_ok=True)
+        work = Path(tempfile.mkdtemp(dir=self.dir, prefix=".tmp-"))
+        try:
+            wanted = f"{commit}\n" + (f"^{parent}\n" if parent else "")
+            git(
+                ["pack-objects", "--revs", "-q", "--delta-base-offset", str(work / "pack")],
+                Path(self.source),
+                input=wanted,
+            )
+            (work / "parent").write_text(parent or "")
+            for path in work.iterdir():
+                os.chmod(path, 0o444)
+            try:
+                os.rename(work, self.dir / commit)
+            except OSError:
+                if not (self.dir / commit / "parent").is_file():
+                    raise  # not another build's finished copy of the same packs
+        finally:
+            shutil.rmtree(work, ignore_errors=True)
+
+
+def link_packs(files: list[Path], git_dir: Path) -> None:
+    """Hard-link the packs into a repository's object store (same filesystem as the cache)."""
+    target = git_dir / "objects" / "pack"
+    target.mkdir(parents=True, exist_ok=True)
+    for path in files:
+        os.link(path, target / path.name)
+
+
+__all__ = ["MAX_PACKS", "PackStore", "link_packs"]

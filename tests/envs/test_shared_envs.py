@@ -1,0 +1,139 @@
+"""One env per (repo, version, environment setup commit), as the harness shares them (issue #39).
+
+The instances of a version are resolved as of their environment setup commit, so they share one venv; each
+gets a clone of it (hard links) with the repo's own install run in it. The clone is checked: an install that
+writes into a shared file in place would change every venv of the version, and fails the build instead.
+Installs run with uv against a loopback index with upload times (conftest.py): no network.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+from tests.envs.helpers import git, make_repo, widget_task
+from tests.envs.index import Index
+
+from swe_rl.envs.cache import EnvCache
+from swe_rl.envs.install_tools import uv_binary
+from swe_rl.envs.recipe import InstallOptions
+from swe_rl.errors import EnvBuildError
+from swe_rl.tasks.model import Task
+
+pytestmark = pytest.mark.skipif(uv_binary() is None, reason="uv is not installed (pip install uv)")
+
+SETUP_DATE = "2021-06-01T00:00:00Z"  # the environment setup commit's
+
+
+def _commit_at(repo: Path, when: str, message: str) -> str:
+    (repo / "widget.py").write_text(f"def answer():\n    return 41  # {message}\n")
+    git(repo, "add", "-A")
+    stamp = {"GIT_COMMITTER_DATE": when, "GIT_AUTHOR_DATE": when}
+    subprocess.run(
+        ["git", "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "-m", message],
+        cwd=repo,
+        env={**os.environ, **stamp},
+        check=True,
+    )
+    return git(repo, "rev-parse", "HEAD")
+
+
+@pytest.fixture
+def version(tmp_path: Path, index: Index) -> tuple[Path, list[Task]]:
+    """Three instances of one version (base commits of 2020 and 2021, setup commit of mid-2021) and one task
+    that names no setup commit; widgetdep 1.0 (2020) and 2.0 (2022) on the index."""
+    index.add("widgetdep", "1.0", "2020-01-01T00:00:00Z")
+    index.add("widgetdep", "2.0", "2022-01-01T00:00:00Z")
+    mirrors = tmp_path / "mirrors"
+    make_repo(mirrors)
+    repo = mirrors / "acme/widget"
+    bases = [_commit_at(repo, f"2020-0{n}-01T00:00:00Z", f"base {n}") for n in (2, 3)]
+    setup = _commit_at(repo, SETUP_DATE, "setup")
+    install = "python -m pip install widgetdep"
+    tasks = [
+        widget_task(
+            base,
+            instance_id=f"acme__widget-{n}",
+            install=install,
+            created_at=f"2020-0{n}-15T00:00:00Z",
+            environment_setup_commit=setup,
+            env_seed=["pytest"],
+        )
+        for n, base in zip((2, 3), bases, strict=True)
+    ]
+    tasks.append(
+        tasks[0].model_copy(update={"instance_id": "acme__widget-9", "environment_setup_commit": ""})
+    )
+    return mirrors, tasks
+
+
+def _record(venv: Path) -> dict:
+    return json.loads((venv / "swe-rl-env.json").read_text())
+
+
+def _run(venv: Path, code: str) -> str:
+    python = venv / "bin" / "python"
+    return subprocess.run(
+        [str(python), "-c", code], capture_output=True, text=True, check=True
+    ).stdout.strip()
+
+
+def test_instances_of_a_version_share_one_venv_and_each_installs_its_own_repo(tmp_path, version):
+    mirrors, (first, second, undated) = version
+    cache = EnvCache(tmp_path / "envs", repo_cache=mirrors, options=InstallOptions(as_of_date=True))
+    a, b = cache.ensure(first), cache.ensure(second)
+    assert a.venv and b.venv and a.venv != b.venv and a.testbed != b.testbed
+    shared = {_record(a.venv)["shared_env"], _record(b.venv)["shared_env"]}
+    assert len(shared) == 1 and _record(a.venv)["as_of_from"].startswith("environment setup commit")
+    base = cache.root / "venvs" / shared.pop()
+    # resolved as of the setup commit's date, not each task's: both get the release of 2020, not 2.0
+    assert _run(a.venv, "import widgetdep; print(widgetdep.VERSION)") == "1.0"
+    assert _run(b.venv, "import widgetdep; print(widgetdep.VERSION)") == "1.0"
+    assert _record(base)["recipe"]["exclude_newer"] == SETUP_DATE
+    # the seeded pytest is on disk once: its files in each clone are the shared venv's inodes
+    package = Path(_run(a.venv, "import _pytest, os; print(os.path.dirname(_pytest.__file__))"))
+    rel = package.relative_to(a.venv) / "python.py"
+    assert (a.venv / rel).stat().st_ino == (b.venv / rel).stat().st_ino == (base / rel).stat().st_ino
+    # what an install rewrites is each clone's own: its scripts point at itself, not at the shared venv
+    assert str(a.venv) in (a.venv / "bin" / "activate").read_text()
+    assert (a.venv / "pyvenv.cfg").stat().st_ino != (base / "pyvenv.cfg").stat().st_ino
+    assert _run(b.venv, "import pytest; print('ok')") == "ok"
+    # the control: a task that names no setup commit is resolved as of its own date, in a venv of its own
+    c = cache.ensure(undated)
+    assert c.venv and _record(c.venv)["shared_env"] not in (None, base.name)
+    assert _record(c.venv)["as_of_from"] == "the task's created_at"
+
+
+def test_an_install_that_writes_into_a_shared_file_in_place_fails_and_takes_the_shared_venv_with_it(
+    tmp_path, version
+):
+    mirrors, (first, second, _) = version
+    cache = EnvCache(tmp_path / "envs", repo_cache=mirrors, options=InstallOptions(as_of_date=True))
+    sibling = cache.ensure(first)
+    assert sibling.venv is not None
+    base = cache.root / "venvs" / _record(sibling.venv)["shared_env"]
+    target = "$(python -c 'import _pytest, os; print(os.path.dirname(_pytest.__file__))')/python.py"
+    attack = second.model_copy(
+        update={"install": f"python -m pip install widgetdep && echo '# in place' >> {target}"}
+    )
+    shared_file = Path(_run(sibling.venv, "import _pytest.python as m; print(m.__file__)"))
+    with shared_file.open() as held:  # the sibling's file, kept open across the attack
+        with pytest.raises(EnvBuildError, match="wrote in place"):
+            cache.ensure(attack)
+        # the attack is live: the write reached the sibling's venv through the shared inode ...
+        assert "# in place" in held.read()
+    # ... so every venv sharing the file is gone, to be built again
+    assert not base.exists() and not sibling.venv.exists()
+    again = cache.ensure(first)
+    assert again.venv is not None
+    package = Path(_run(again.venv, "import _pytest, os; print(os.path.dirname(_pytest.__file__))"))
+    assert "# in place" not in (package / "python.py").read_text()
+    # the control: the same append to a file the clone owns (its own script) builds
+    own = second.model_copy(
+        update={"install": "python -m pip install widgetdep && echo '# own' >> $VIRTUAL_ENV/bin/activate"}
+    )
+    built = cache.ensure(own)
+    assert built.venv is not None and "# own" in (built.venv / "bin" / "activate").read_text()
