@@ -56,7 +56,6 @@ class VenvBuilder:
         the shared venv ``base`` (layers.py) with the recipe's own install steps run in it."""
         started = time.monotonic()
         clone, seeded = self._new_venv(python, recipe, dest, base)
-        installer = None
         lock_file = self.root / "resolved" / f"{final.name}.txt"
         previous = lock_file.read_text().splitlines() if lock_file.is_file() else None
         run: InstallRun | None = None
@@ -66,7 +65,6 @@ class VenvBuilder:
             first = run = self._install(
                 recipe, dest, testbed, final, previous, source=source, widen=inherited
             )
-            installer = run.kind
             lock = run.lock
             if previous is None and (widen := self._guard(run, lambda: first.widening(lock), final)):
                 # the dated resolution fell back for lack of releases the index no longer has: build again
@@ -92,24 +90,9 @@ class VenvBuilder:
                 atomic_write_text(lock_file, "".join(f"{line}\n" for line in lock))
         if clone is not None:
             self._check_clone(clone)
-        atomic_write_json(
-            dest / "swe-rl-env.json",
-            {
-                "recipe": recipe.model_dump(),
-                "python": str(python),
-                "python_provider": provider(python),
-                "shared_env": base.name if base is not None else None,
-                **notes,
-                "installer": installer,
-                "locked_from": str(lock_file) if previous is not None else None,
-                "seeded": seeded,
-                "widened": [w.model_dump() for w in run.widened] if run else [],
-                "pip_fallbacks": list(run.fallbacks) if run else [],
-                "read_at_base_commit": list(run.read_at_base) if run else [],
-                "skipped_conda_packages": list(run.skipped) if run else [],
-                "build_seconds": round(time.monotonic() - started, 3),
-            },
-        )
+        about = {"python": str(python), "shared_env": base.name if base is not None else None, **notes}
+        about["locked_from"] = str(lock_file) if previous is not None else None
+        atomic_write_json(dest / "swe-rl-env.json", _description(recipe, about, run, seeded, started))
         compile_venv(dest)
         relocate_venv(dest, final)
 
@@ -184,6 +167,24 @@ def _widened_by(base: Path | None) -> tuple[Widening, ...]:
         Widening(package=name, needed_by="the shared env")
         for name in widened_in(lock.read_text().splitlines())
     )
+
+
+def _description(
+    recipe: EnvRecipe, about: dict[str, str | None], run: InstallRun | None, seeded: list[str], started: float
+) -> dict[str, object]:
+    """What ``swe-rl-env.json`` says of a venv build."""
+    return {
+        "recipe": recipe.model_dump(),
+        "python_provider": provider(Path(str(about["python"]))),
+        **about,
+        "installer": run.kind if run else None,
+        "seeded": seeded,
+        "widened": [w.model_dump() for w in run.widened] if run else [],
+        "pip_fallbacks": list(run.fallbacks) if run else [],
+        "read_at_base_commit": list(run.read_at_base) if run else [],
+        "skipped_conda_packages": list(run.skipped) if run else [],
+        "build_seconds": round(time.monotonic() - started, 3),
+    }
 
 
 def shared_env_of(venv: Path) -> str | None:
