@@ -33,7 +33,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import NamedTuple, TypeVar
 
-from swe_rl.envs.gitpacks import PackStore
+from swe_rl.envs.gitpacks import PackStore, share_files
 from swe_rl.envs.interpreters import find_python
 from swe_rl.envs.recipe import EnvRecipe, InstallOptions, recipe_for
 from swe_rl.envs.repos import find_repo_source
@@ -109,6 +109,8 @@ class EnvCache:
                     own, python, d, final, testbed, source, notes, base=shared
                 ),
             )
+        with self._lock(keys.testbed):  # its install has run: nothing writes into it again
+            share_files(PackStore(self.root, source).dir / "files", testbed)
         spec = EnvSpec(
             key=keys.env,
             repo=task.repo,
@@ -172,12 +174,17 @@ class EnvCache:
         return self._dates[memo]
 
     def _keys(self, task: Task, recipe: EnvRecipe, python: Path) -> _Keys:
-        testbed = _digest(task.repo, task.base_commit)
         shared = recipe.shared().digest(python)
         if (recipe.requirements or recipe.env_yml) and not self._has_setup_commit(task, recipe):
             shared = _digest(shared, task.base_commit)  # its requirement files come from this testbed
         own = recipe.own()
-        venv = shared if own is None else _digest(shared, testbed, own.digest(python))
+        if own is None:
+            testbed = _digest(task.repo, task.base_commit)
+            return _Keys(testbed, shared, shared, _digest(testbed, shared))
+        # the install writes into the testbed (in-place builds, version files): one testbed per install,
+        # which is then never written again, so its files can be shared (gitpacks.share_files)
+        testbed = _digest(task.repo, task.base_commit, shared, own.digest(python))
+        venv = _digest(shared, testbed)
         return _Keys(testbed, shared, venv, _digest(testbed, venv))
 
     def _has_setup_commit(self, task: Task, recipe: EnvRecipe) -> bool:

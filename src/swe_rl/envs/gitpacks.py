@@ -13,15 +13,20 @@ Layout under ``<cache>/gitpacks/<digest of the source>/``: one directory per bas
 written whole and renamed into place, so a crash leaves none half made. A chain is cut (the next base gets
 the whole history in its own pack) at :data:`MAX_PACKS` packs: git reads every pack's index on a lookup.
 
+The files of the testbeds are shared too, by content: :func:`share_files` links each file of a finished
+testbed to the repository's copy of the same bytes (``files/`` beside the packs).
+
 Builds in date order share the most: a base commit built before its ancestors cannot use their packs, as
 theirs would then contain its future (``env build`` builds each repository's instances oldest first).
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import shutil
+import stat
 import tempfile
 from pathlib import Path
 
@@ -106,6 +111,54 @@ class PackStore:
             shutil.rmtree(work, ignore_errors=True)
 
 
+SHARED_FILES = "swe-rl-shared-files"  # in a testbed's .git: its files were linked (share_files)
+
+
+def share_files(store: Path, testbed: Path) -> int:
+    """Replace each regular file of a finished testbed (outside ``.git``) by a hard link to the store's copy
+    of the same content and mode (the first testbed that has it gives it). Returns how many files
+    are links now.
+
+    Only for a testbed nothing writes into again: each has one install run, before this, and sandboxes see it
+    through an overlay (a write copies the file up) or copy it. Git is told to ignore the ctime a new link to a
+    file gives it, and its index is refreshed for the new inodes, so ``git status`` stays clean and cheap."""
+    marker = testbed / ".git" / SHARED_FILES
+    if marker.exists():
+        return 0
+    linked = 0
+    for root, dirs, files in os.walk(testbed):
+        if Path(root) == testbed:
+            dirs[:] = [d for d in dirs if d != ".git"]
+        for name in files:
+            linked += _share_one(store, Path(root) / name)
+    git(["config", "core.trustctime", "false"], testbed)
+    git(["update-index", "-q", "--refresh"], testbed, check=False)
+    marker.write_text(f"{linked}\n")
+    return linked
+
+
+def _share_one(store: Path, path: Path) -> int:
+    st = os.lstat(path)
+    if not stat.S_ISREG(st.st_mode) or st.st_nlink > 1:
+        return 0
+    digest = hashlib.sha256()
+    with path.open("rb") as fh:
+        while chunk := fh.read(1 << 20):
+            digest.update(chunk)
+    # not the owner: every testbed is given to the sandboxes' uid (identity.own_testbed), its links with it
+    name = f"{digest.hexdigest()}.{stat.S_IMODE(st.st_mode):o}"
+    kept = store / name[:2] / name
+    if not kept.exists():
+        kept.parent.mkdir(parents=True, exist_ok=True)
+        with contextlib.suppress(FileExistsError):
+            os.link(path, kept)  # this file is the store's copy from now on
+            return 1
+    temp = path.with_name(f".{path.name}.swe-rl-link")
+    os.link(kept, temp)
+    os.replace(temp, path)
+    return 1
+
+
 def link_packs(files: list[Path], git_dir: Path) -> None:
     """Hard-link the packs into a repository's object store (same filesystem as the cache)."""
     target = git_dir / "objects" / "pack"
@@ -114,4 +167,4 @@ def link_packs(files: list[Path], git_dir: Path) -> None:
         os.link(path, target / path.name)
 
 
-__all__ = ["MAX_PACKS", "PackStore", "link_packs"]
+__all__ = ["MAX_PACKS", "SHARED_FILES", "PackStore", "link_packs", "share_files"]

@@ -98,6 +98,8 @@ async def build_dataset(
             report.entries[task.instance_id] = old
         else:
             todo.append(task)
+    # oldest first: a testbed can share the packs of the base commits built before it that are its ancestors
+    todo.sort(key=lambda t: t.created_at or "")
     progress = Progress(len(todo), "build")
     limit = asyncio.Semaphore(max(1, jobs))
     save_lock = asyncio.Lock()
