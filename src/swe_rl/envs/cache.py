@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import TypeVar
 
 from swe_rl.envs.dating import Widening
+from swe_rl.envs.disk import DiskUsage, disk_usage
 from swe_rl.envs.installer import InstallRun
 from swe_rl.envs.interpreters import find_python, provider
 from swe_rl.envs.lock import LOCK_NAME, lock_difference
@@ -53,6 +54,8 @@ from swe_rl.tasks.images import canonical_image, image_name
 from swe_rl.tasks.model import Task
 
 _T = TypeVar("_T")
+ENV_PARTS = ("testbeds", "venvs", "rootfs", "records")
+"""The directories that hold built envs; the others are download caches, logs and locks."""
 
 
 def _digest(*parts: str) -> str:
@@ -163,6 +166,12 @@ class EnvCache:
         return [
             EnvSpec.model_validate_json(p.read_text()) for p in sorted((self.root / "records").glob("*.json"))
         ]
+
+    def disk_usage(self) -> DiskUsage:
+        """Disk the built envs take: testbeds, venvs, rootfs and records (not uv-cache, locks or pythons).
+
+        One measure over all four, so a file hard-linked between a testbed and a venv counts once."""
+        return disk_usage({kind: self.root / kind for kind in ENV_PARTS})
 
     def gc(self, *, keep: set[str] | None = None) -> list[Path]:
         """Remove unfinished builds, and envs not in ``keep`` when it is given. Returns what was removed."""
