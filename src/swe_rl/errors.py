@@ -7,6 +7,7 @@ times out) are *data*, returned in results. Exceptions are for what stops the wo
     ├── ConfigError(SweRlError, ValueError)        bad user input: options, files, records
     │   ├── TaskFormatError                        a malformed task record (names record and field)
     │   ├── SynthError                             a repository tasks cannot be synthesized from
+    │   ├── RepoNotFoundError                      no mirror (and no network) holds a task's repository
     │   └── MissingExtraError(ConfigError, ImportError)
     ├── OutputLimitError(SweRlError, OSError)      a file or patch larger than its cap: refused, never truncated
     └── InfraError(SweRlError, RuntimeError)       the machinery failed; not a wrong answer (but see below)
@@ -50,6 +51,16 @@ class TaskFormatError(ConfigError):
 
 class SynthError(ConfigError):
     """Tasks cannot be synthesized from a repository: its suite fails or is empty, a file does not parse."""
+
+
+class RepoNotFoundError(ConfigError):
+    """No source of a task's repository: no mirror in the repo cache, and network access not allowed.
+
+    Not the task's fault: adding the mirror makes it buildable (``env build`` retries it on resume)."""
+
+    def __init__(self, message: str, *, repo: str) -> None:
+        self.repo = repo
+        super().__init__(message)
 
 
 class MissingExtraError(ConfigError, ImportError):

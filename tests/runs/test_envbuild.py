@@ -1,9 +1,11 @@
-"""``env build`` over a dataset: one broken record fails alone, the report resumes and feeds data prepare."""
+"""``env build`` over a dataset: one broken record fails alone, an instance without a mirror is unfetchable until
+the mirror is there, the report (with its per-repository summary) resumes and feeds data prepare."""
 
 from __future__ import annotations
 
 import asyncio
 import json
+import re
 import subprocess
 import sys
 
@@ -12,6 +14,10 @@ from tests.conftest import available_factory
 from swe_rl.envs.cache import EnvCache
 from swe_rl.fileio import atomic_write_text
 from swe_rl.runs.envbuild import BuildReport, build_dataset
+from swe_rl.tasks.builtin import builtin_mirror
+from swe_rl.tasks.model import Task
+
+SWE_RL = [sys.executable, "-m", "swe_rl.cli.app"]
 
 
 def test_dataset_build_reports_the_broken_record_and_resumes(tmp_path, tasks):
@@ -82,3 +88,88 @@ def test_dataset_build_reports_the_broken_record_and_resumes(tmp_path, tasks):
         check=False,
     )
     assert bad.returncode == 2 and "not an `swe-rl env build` report" in bad.stderr
+
+
+def _orphan(task: Task) -> Task:
+    """``task`` as if its repository were one no mirror holds."""
+    return task.model_copy(update={"instance_id": "nobody__nowhere-1", "repo": "nobody/nowhere"})
+
+
+def test_an_instance_without_a_mirror_is_unfetchable_until_the_mirror_is_added(tmp_path, tasks):
+    mirrors = tmp_path / "mirrors"
+    mirrors.mkdir()
+    orphan, other = _orphan(tasks[0]), tasks[4]
+    dataset = [other, orphan]
+    report_path = tmp_path / "report.json"
+    cache = EnvCache(tmp_path / "envs", repo_cache=mirrors)
+
+    first = asyncio.run(build_dataset(dataset, cache, jobs=2, report_path=report_path, quiet=True))
+    entry = first.entries[orphan.instance_id]
+    assert (entry.status, entry.repo, entry.done) == ("unfetchable", "nobody/nowhere", False)
+    assert "no local mirror of nobody/nowhere" in (entry.reason or "")
+    assert first.usable() == [other.instance_id] and first.counts()["unfetchable"] == 1
+    summary = first.summary
+    assert summary is not None and summary.disk is not None
+    assert summary.repos["nobody/nowhere"].unfetchable == 1
+    assert summary.repos["nobody/nowhere"].causes == {"repository not fetchable": 1}
+    assert summary.repos[other.repo].built == 1 and summary.repos[other.repo].causes == {}
+    assert summary.disk.parts["testbeds"] > 0 and summary.disk.parts["venvs"] > 0
+    assert BuildReport.load(report_path).summary == summary
+
+    # the user adds the mirror: a resume builds the instance, keeps the other one and counts both
+    subprocess.run(
+        [
+            "git",
+            "clone",
+            "-q",
+            "--mirror",
+            str(builtin_mirror(tasks[0].repo)),
+            str(mirrors / "nobody/nowhere.git"),
+        ],
+        check=True,
+    )
+    again = asyncio.run(build_dataset(dataset, cache, jobs=2, report_path=report_path, quiet=True))
+    assert again.entries[other.instance_id] == first.entries[other.instance_id]
+    assert again.entries[orphan.instance_id].status == "built"
+    assert again.summary is not None and again.summary.repos[other.repo] == summary.repos[other.repo]
+    assert (again.summary.overall.built, again.summary.overall.unfetchable) == (2, 0)
+
+    # a report written before entries named their repository and before the summary: resumed and summed up
+    old = json.loads(report_path.read_text())
+    del old["summary"]
+    for e in old["entries"].values():
+        del e["repo"]
+    atomic_write_text(report_path, json.dumps(old))
+    third = asyncio.run(build_dataset(dataset, cache, jobs=2, report_path=report_path, quiet=True))
+    assert third.summary is not None and third.summary.repos == again.summary.repos
+    assert BuildReport.load(report_path).summary == third.summary
+
+
+def test_the_cli_reports_an_unfetchable_instance_in_its_progress_summary_and_json(tmp_path, tasks):
+    source = tmp_path / "tasks.jsonl"
+    atomic_write_text(source, json.dumps(_orphan(tasks[0]).to_record()) + "\n")
+    (tmp_path / "mirrors").mkdir()
+    args = [
+        *("env", "build", "--tasks", str(source), "--repo-cache", str(tmp_path / "mirrors")),
+        *("--cache-dir", str(tmp_path / "envs"), "--report", str(tmp_path / "report.json")),
+    ]
+    as_json = subprocess.run([*SWE_RL, *args, "--json"], capture_output=True, text=True, check=False)
+    assert as_json.returncode == 1, as_json.stderr
+    assert re.search(
+        r"^\[build 1/1 elapsed \S+ eta 0s\] nobody__nowhere-1: unfetchable \[repository not fetchable\]: "
+        r"RepoNotFoundError: no local mirror of nobody/nowhere",
+        as_json.stderr,
+        re.MULTILINE,
+    ), as_json.stderr
+    summary = json.loads(as_json.stdout)["summary"]
+    assert summary["repos"]["nobody/nowhere"]["unfetchable"] == 1 and summary["disk"]["total"] >= 0
+    assert json.loads((tmp_path / "report.json").read_text())["summary"]["repos"] == summary["repos"]
+
+    table = subprocess.run([*SWE_RL, *args], capture_output=True, text=True, check=False)
+    assert table.returncode == 1, table.stderr
+    assert "[build 1/1 " in table.stderr  # an unfetchable instance is tried again
+    assert "per repository" in table.stdout and "env cache disk use:" in table.stdout
+    row = next(
+        line for line in table.stdout.splitlines() if "nobody/nowhere" in line and "repository" in line
+    )
+    assert "repository not fetchable 1" in row

@@ -70,7 +70,11 @@ def build(
     jobs: Annotated[int, typer.Option("--jobs", "-j", min=1, help="Environments built at once.")] = 2,
     report: Annotated[
         Path | None,
-        typer.Option("--report", help="JSON report; rewritten as builds finish and read to resume a rerun."),
+        typer.Option(
+            "--report",
+            help="JSON report: every instance and a per-repository summary; rewritten as builds finish, "
+            "read to resume a rerun.",
+        ),
     ] = None,
     validate: Annotated[
         bool, typer.Option("--validate", help="Also grade gold and empty patches in each built env.")
@@ -85,8 +89,20 @@ def build(
 ) -> None:
     """Build (or find in the cache) the environment of every task; with --validate, prove each one.
 
-    Builds run in parallel (--jobs); one failure does not stop the others. Prints a summary table and
-    exits 1 when any instance failed or is invalid.
+    Builds run in parallel (--jobs); one failure does not stop the others. Each finished instance prints a
+    line on stderr: done/total, time elapsed, and the time left estimated from the mean time of an instance
+    over --jobs.
+
+    The --report file (JSON) lists every instance (status, reason, seconds, env key) and a per-repository
+    summary, and is rewritten as each instance finishes. Run the same command with the same --report to resume
+    a run that stopped: built (and, with --validate, graded) instances are kept, failed ones are tried again,
+    and so are those whose repository had no mirror (status unfetchable: add it to --repo-cache and rerun).
+    `swe-rl data prepare --valid-only REPORT` keeps the instances it marks usable.
+
+    At the end it prints, per repository, how many instances are valid (or built), invalid, failed (env build),
+    error (grading infrastructure) and unfetchable, with the class of each cause (system library missing,
+    build failed, gold does not resolve, empty resolves, unparseable log, timeout, ...), and the disk the env
+    cache takes. --json prints the report with its summary. Exits 1 when any instance is not usable.
     """
     from swe_rl.envs.cache import EnvCache
     from swe_rl.envs.recipe import InstallOptions
@@ -109,7 +125,8 @@ def build(
     else:
         print_build(result)
     counts = result.counts()
-    raise typer.Exit(1 if counts.get("failed") or counts.get("invalid") or counts.get("error") else 0)
+    unusable = ("failed", "invalid", "error", "unfetchable")
+    raise typer.Exit(1 if any(counts.get(status) for status in unusable) else 0)
 
 
 def print_build(result: object) -> None:
@@ -135,6 +152,39 @@ def print_build(result: object) -> None:
             escape((e.reason or "")[-300:]),
         )
     console().print(table)
+    if result.summary is not None:
+        print_build_summary(result.summary)
+
+
+def print_build_summary(summary: object) -> None:
+    """One row per repository and one for all, then the disk the env cache takes."""
+    from rich.markup import escape
+    from rich.table import Table
+
+    from swe_rl.runs.buildreport import STATUSES, BuildSummary
+
+    assert isinstance(summary, BuildSummary)
+    table = Table(title="per repository")
+    for col in ("repo", "total", *STATUSES, "seconds", "causes"):
+        table.add_column(col, justify="left" if col in ("repo", "causes") else "right")
+    for name, repo in [*summary.repos.items(), ("all", summary.overall)]:
+        causes = ", ".join(f"{cause} {n}" for cause, n in sorted(repo.causes.items(), key=lambda c: -c[1]))
+        counts = [str(getattr(repo, status)) for status in STATUSES]
+        table.add_row(escape(name), str(repo.total), *counts, f"{repo.seconds:.0f}", escape(causes))
+    console().print(table)
+    if summary.disk is not None:
+        parts = ", ".join(f"{name} {_bytes(size)}" for name, size in summary.disk.parts.items())
+        console().print(f"env cache disk use: {_bytes(summary.disk.total)} ({parts})")
+
+
+def _bytes(size: int) -> str:
+    """1.5 GiB, 320.0 MiB, 12 B."""
+    value = float(size)
+    for unit in ("B", "KiB", "MiB"):
+        if value < 1024:
+            return f"{value:.0f} {unit}" if unit == "B" else f"{value:.1f} {unit}"
+        value /= 1024
+    return f"{value:.1f} GiB"
 
 
 @app.command("validate")

@@ -33,6 +33,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import NamedTuple, TypeVar
 
+from swe_rl.envs.disk import DiskUsage, disk_usage
 from swe_rl.envs.gitpacks import PackStore, share_files
 from swe_rl.envs.interpreters import find_python
 from swe_rl.envs.recipe import EnvRecipe, InstallOptions, recipe_for
@@ -47,6 +48,8 @@ from swe_rl.tasks.images import canonical_image, image_name
 from swe_rl.tasks.model import Task
 
 _T = TypeVar("_T")
+ENV_PARTS = ("testbeds", "venvs", "gitpacks", "rootfs", "records")
+"""The directories that hold built envs; the others are download caches, logs and locks."""
 
 
 class _Keys(NamedTuple):
@@ -221,6 +224,12 @@ class EnvCache:
         return [
             EnvSpec.model_validate_json(p.read_text()) for p in sorted((self.root / "records").glob("*.json"))
         ]
+
+    def disk_usage(self) -> DiskUsage:
+        """Disk the built envs take: testbeds, venvs, rootfs and records (not uv-cache, locks or pythons).
+
+        One measure over all four, so a file hard-linked between a testbed and a venv counts once."""
+        return disk_usage({kind: self.root / kind for kind in ENV_PARTS})
 
     def gc(self, *, keep: set[str] | None = None) -> list[Path]:
         """Remove unfinished builds, and envs not in ``keep`` when it is given. Returns what was removed."""

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from swe_rl.errors import ConfigError
+from swe_rl.errors import RepoNotFoundError
 from swe_rl.tasks.builtin import builtin_mirror
 
 
@@ -12,7 +12,8 @@ def find_repo_source(repo: str, repo_cache: Path | None, *, allow_network: bool 
     """A git source for ``owner/name``: a bare mirror path, or a URL when ``allow_network``.
 
     A repo cache holds mirrors as ``<dir>/<owner>/<name>.git``, ``<dir>/<owner>__<name>.git`` or
-    ``<dir>/<name>.git`` (bare), or the same names without ``.git`` (non-bare clones).
+    ``<dir>/<name>.git`` (bare), or the same names without ``.git`` (non-bare clones). None of them, and no
+    network: RepoNotFoundError (``env build`` calls such an instance unfetchable).
     """
     builtin = builtin_mirror(repo)
     if builtin is not None:
@@ -28,8 +29,9 @@ def find_repo_source(repo: str, repo_cache: Path | None, *, allow_network: bool 
     if allow_network:
         return f"https://github.com/{repo}.git"
     where = f"in the repo cache {repo_cache}" if repo_cache else "(no --repo-cache given)"
-    raise ConfigError(
+    raise RepoNotFoundError(
         f"no local mirror of {repo} {where}; create one with "
         f"`git clone --mirror https://github.com/{repo}.git <repo-cache>/{owner}/{name}.git` "
-        "or allow network access"
+        "or allow network access",
+        repo=repo,
     )

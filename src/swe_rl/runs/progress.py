@@ -8,23 +8,58 @@ from typing import TextIO
 
 
 class Progress:
-    """Counts finished items and prints them; never writes to stdout (which may carry --json output)."""
+    """Counts finished items and prints them with the time elapsed and an estimate of the time left.
 
-    def __init__(self, total: int, label: str, stream: TextIO | None = None) -> None:
+    Never writes to stdout (which may carry --json output)."""
+
+    def __init__(self, total: int, label: str, stream: TextIO | None = None, *, jobs: int = 1) -> None:
         self.total = total
         self.label = label
         self.done = 0
         self.stream = stream or sys.stderr
         self.started = time.monotonic()
+        self.jobs = max(1, jobs)
+        self.item_seconds = 0.0
+        self.timed = 0
 
-    def advance(self, item: str, outcome: str) -> None:
+    def advance(self, item: str, outcome: str, *, seconds: float | None = None) -> None:
+        """One more item finished; ``seconds``: how long it took alone (what the estimate averages)."""
         self.done += 1
-        elapsed = time.monotonic() - self.started
-        print(
-            f"[{self.label} {self.done}/{self.total} {elapsed:6.1f}s] {item}: {outcome}",
-            file=self.stream,
-            flush=True,
+        if seconds is not None:
+            self.item_seconds += seconds
+            self.timed += 1
+        print(f"[{self.line()}] {item}: {outcome}", file=self.stream, flush=True)
+
+    def eta(self) -> float | None:
+        """Seconds left, None before the first item: the mean time of a finished item, times the items left,
+        over the items run at once (``jobs``, fewer near the end). Where no item said how long it took, the
+        wall time per finished item, which already counts the parallelism."""
+        left = self.total - self.done
+        if self.done == 0:
+            return None
+        if left <= 0:
+            return 0.0
+        if self.timed:
+            return self.item_seconds / self.timed * left / min(self.jobs, left)
+        return (time.monotonic() - self.started) / self.done * left
+
+    def line(self) -> str:
+        """``build 3/500 elapsed 12m05s eta 3h07m``."""
+        eta = self.eta()
+        return (
+            f"{self.label} {self.done}/{self.total} elapsed {clock(time.monotonic() - self.started)} "
+            f"eta {'?' if eta is None else clock(eta)}"
         )
+
+
+def clock(seconds: float) -> str:
+    """A duration as a person reads it: 42s, 12m05s, 3h07m."""
+    whole = round(seconds)
+    if whole < 60:
+        return f"{whole}s"
+    if whole < 3600:
+        return f"{whole // 60}m{whole % 60:02d}s"
+    return f"{whole // 3600}h{whole % 3600 // 60:02d}m"
 
 
 class RunProgress(Progress):
@@ -57,7 +92,15 @@ class RunProgress(Progress):
             self._task = self._live.add_task(label, total=total, counts="")
             self._live.start()
 
-    def advance(self, item: str, outcome: str, *, resolved: bool = False, error: bool = False) -> None:
+    def advance(
+        self,
+        item: str,
+        outcome: str,
+        *,
+        seconds: float | None = None,
+        resolved: bool = False,
+        error: bool = False,
+    ) -> None:
         if error:
             self.errors += 1
         elif resolved:
@@ -69,7 +112,7 @@ class RunProgress(Progress):
             self.done += 1
             self._live.update(self._task, advance=1, counts=counts)
         elif not self.quiet:
-            super().advance(item, f"{outcome}  [{counts}]")
+            super().advance(item, f"{outcome}  [{counts}]", seconds=seconds)
         else:
             self.done += 1
 

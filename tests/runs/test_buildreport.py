@@ -1,0 +1,123 @@
+"""The class of cause a build report gives each unusable instance, row by row of CAUSE_RULES, and the summary.
+
+Where a real swe-rl function says it, the reason is that function's own message (as ``env build`` records it).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from swe_rl.envs.repos import find_repo_source
+from swe_rl.envs.testbed import make_testbed
+from swe_rl.envs.uv_output import missing_library
+from swe_rl.errors import EnvBuildError, InfraError, SandboxError, SweRlError
+from swe_rl.harness.verdict import Verdict
+from swe_rl.runs.buildreport import CAUSE_RULES, BuildEntry, BuildSummary, cause_of, failure_reason
+from swe_rl.tasks.specs import check_system
+
+
+def _raised(call) -> str:  # type: ignore[no-untyped-def]
+    with pytest.raises(SweRlError) as caught:
+        call()
+    return failure_reason(caught.value)
+
+
+def _examples(tmp_path: Path) -> list[tuple[str, str, str]]:
+    """(status, reason, cause): at least one for every row of the table, and for the fallback."""
+    unparseable = Verdict(
+        instance_id="x", resolved=False, status="unparseable_log", log="collected 3 items\n"
+    )
+    header = "hint: you may need to install a library that provides `ffi.h` for `cffi@1.15.0`"
+    install_log = "install command exited 1 (log /c/logs/k.install.log):\nerror: subprocess-exited-with-error"
+    return [
+        (
+            "unfetchable",
+            _raised(lambda: find_repo_source("nobody/nowhere", tmp_path)),
+            "repository not fetchable",
+        ),
+        ("failed", "ConfigError: Python 3.5 is needed but not installed; provide it", "python not installed"),
+        (
+            "failed",
+            _raised(lambda: check_system(["swe-rl-no-such-tool"], "the tests")),
+            "system library missing",
+        ),
+        ("failed", f"EnvBuildError: {install_log}{missing_library(header)}", "system library missing"),
+        (
+            "failed",
+            _raised(lambda: make_testbed(str(tmp_path / "none"), "0" * 40, tmp_path / "t")),
+            "checkout failed",
+        ),
+        ("failed", f"EnvBuildError: {install_log}", "build failed"),
+        ("invalid", "gold patch not resolved (test_timeout; failing: -)", "timeout"),
+        ("error", failure_reason(InfraError("the harness timed out after 1800 s")), "timeout"),
+        ("invalid", f"gold patch not resolved: {unparseable.summary()}", "unparseable log"),
+        (
+            "invalid",
+            "gold patch not resolved (unresolved; failing: tests/test_a.py::test_b)",
+            "gold does not resolve",
+        ),
+        ("invalid", "the unchanged base commit already resolves the task", "empty resolves"),
+        ("error", failure_reason(SandboxError("sandbox died")), "grading infrastructure"),
+        ("failed", "ConfigError: a record we have never seen", "other"),
+    ]
+
+
+def test_every_example_gets_its_cause_and_every_rule_is_reached(tmp_path: Path) -> None:
+    examples = _examples(tmp_path)
+    got = [cause_of(BuildEntry(instance_id="i", status=s, reason=r)) for s, r, _ in examples]  # type: ignore[arg-type]
+    assert got == [cause for _, _, cause in examples], [r for s, r, _ in examples]
+    assert {rule.cause for rule in CAUSE_RULES} <= set(got), "a row of the table that no example reaches"
+
+
+def test_a_usable_instance_has_no_cause_and_the_first_matching_rule_wins() -> None:
+    assert cause_of(BuildEntry(instance_id="i", status="valid")) is None
+    assert cause_of(BuildEntry(instance_id="i", status="built")) is None
+    both = "gold patch not resolved (unresolved; failing: -); the unchanged base commit already resolves the task"
+    assert cause_of(BuildEntry(instance_id="i", status="invalid", reason=both)) == "gold does not resolve"
+    # a status outside a rule's statuses is not matched by it, whatever the reason says
+    timed_build = "EnvBuildError: install command exited 1: Read timed out"
+    assert cause_of(BuildEntry(instance_id="i", status="failed", reason=timed_build)) == "build failed"
+
+
+def test_a_long_reason_keeps_its_first_line_and_its_tail() -> None:
+    reason = failure_reason(EnvBuildError("\n".join(f"line {i}" for i in range(10))))
+    assert reason == "EnvBuildError: line 0\n...\nline 6\nline 7\nline 8\nline 9"
+
+
+def test_the_summary_counts_each_repository_and_all_of_them() -> None:
+    entries = [
+        BuildEntry(instance_id="a-1", repo="o/a", status="valid", seconds=10),
+        BuildEntry(
+            instance_id="a-2",
+            repo="o/a",
+            status="invalid",
+            seconds=5,
+            reason="the unchanged base commit already resolves the task",
+        ),
+        BuildEntry(
+            instance_id="b-1", repo="o/b", status="unfetchable", reason="RepoNotFoundError: no mirror"
+        ),
+        BuildEntry(
+            instance_id="b-2", repo="o/b", status="failed", reason="EnvBuildError: install command exited 1"
+        ),
+        BuildEntry(
+            instance_id="b-3", repo="o/b", status="failed", reason="EnvBuildError: install command exited 2"
+        ),
+    ]
+    summary = BuildSummary.of(entries)
+    assert list(summary.repos) == ["o/a", "o/b"]
+    a, b = summary.repos["o/a"], summary.repos["o/b"]
+    assert (a.total, a.valid, a.invalid, a.seconds, a.causes) == (2, 1, 1, 15.0, {"empty resolves": 1})
+    assert (b.total, b.unfetchable, b.failed, b.valid) == (3, 1, 2, 0)
+    assert b.causes == {"repository not fetchable": 1, "build failed": 2}
+    overall = summary.overall
+    assert (overall.total, overall.valid, overall.invalid, overall.failed, overall.unfetchable) == (
+        5,
+        1,
+        1,
+        2,
+        1,
+    )
+    assert summary.disk is None
