@@ -12,6 +12,15 @@ _UTF8 = (
     "export LANGUAGE=en_US:en",
 )
 _UTF8_3 = ("export LANG=C.UTF-8", "export LANGUAGE=en_US:en", "export LC_ALL=C.UTF-8")
+# requests' tests before 2.9 call the httpbin service at $HTTPBIN_URL (else http://httpbin.org/, which the
+# official images reached over the network; sandboxes have none): the same service, httpbin, runs in the
+# sandbox on loopback instead, started before the tests and waited for (2.9 on serve it from pytest-httpbin)
+_LOCAL_HTTPBIN = (
+    "python -m httpbin.core --host 127.0.0.1 --port 8765 >/tmp/swe-rl-httpbin.log 2>&1 &",
+    "export HTTPBIN_URL=http://127.0.0.1:8765/",
+    "for _ in $(seq 100); do python -c \"import urllib.request as u; u.urlopen('http://127.0.0.1:8765/get', timeout=1)\" "
+    "2>/dev/null && break; sleep 0.1; done",
+)
 _DJANGO_TEST = "./tests/runtests.py --verbosity 2 --settings=test_sqlite --parallel 1"
 
 _DJANGO = {
@@ -67,8 +76,16 @@ WEB_SPECS: dict[str, list[tuple[str, RepoSpec]]] = {
     ],
     "psf/requests": [
         (
-            "0.7 0.8 0.9 0.11 0.13 0.14 1.1 1.2 2.0 2.2 2.3 2.4 2.5 2.7 2.8 2.9 2.10 2.11 2.12 2.17 2.18 2.19 2.22 "
-            "2.25 2.26 2.27 2.31 3.0",
+            "0.7 0.8 0.9 0.11 0.13 0.14 1.1 1.2 2.0 2.2 2.3 2.4 2.5 2.7 2.8",
+            RepoSpec(
+                python="3.9",
+                packages=("pytest", "httpbin"),
+                install="python -m pip install .",
+                eval_commands=_LOCAL_HTTPBIN,
+            ),
+        ),
+        (
+            "2.9 2.10 2.11 2.12 2.17 2.18 2.19 2.22 2.25 2.26 2.27 2.31 3.0",
             RepoSpec(python="3.9", packages=("pytest",), install="python -m pip install ."),
         ),
     ],
