@@ -15,7 +15,15 @@ from dataclasses import dataclass
 
 from swe_rl.envs.dating import Resolver, Widening, norm, to_wheel
 from swe_rl.envs.recipe import EnvRecipe
-from swe_rl.envs.uv_output import DEPENDENCY_FAILED, FILTERED, NO_LIBRARY, NO_WHEEL, SDIST_DISABLED, pinned_by
+from swe_rl.envs.uv_output import (
+    BAD_METADATA,
+    DEPENDENCY_FAILED,
+    FILTERED,
+    NO_LIBRARY,
+    NO_WHEEL,
+    SDIST_DISABLED,
+    pinned_by,
+)
 
 # the reasons of widenings for a build that failed (held_to_first_wheel acts on those two only)
 NOT_BUILDING = "the dated release does not build here"
@@ -85,10 +93,18 @@ def probe_remedy(
     wheel, the dependency is resolved as of the earliest such release's upload; a pure-Python package (whose
     first wheel is ``none-any``) or one with no wheel at all builds from its sdist, as before, and so does one
     whose widening the requirements do not allow (astroid 2.5 pins ``wrapt<1.13``). A dependency the date
-    filtered out is widened as :func:`to_widen` does. None when the probe says anything else: it ends for the
+    filtered out is widened as :func:`to_widen` does, and one whose dated releases uv cannot read the metadata of
+    (pandas before 0.25) is taken from today's index. None when the probe says anything else: it ends for the
     command, which then runs as it would without."""
     named = list(dict.fromkeys(NO_WHEEL.findall(said)))  # pandas, then numpy, which pandas 1.1.3 needs
     handled = {norm(n) for n in [*from_source, *(w.package for w in widened)]}
+    unread = [(n, v) for n, v in BAD_METADATA.findall(said) if norm(n) not in handled]
+    if unread and norm(unread[0][0]) not in {norm(n) for n in undated_packages(recipe)}:
+        # its dated releases cannot be used by uv at all (the older ones it falls back to are older still):
+        # today's index, as the official images, built in 2024, took it
+        name, version = unread[0]
+        why = "uv cannot read the dated release's metadata (a version PEP 440 refuses)"
+        return ProbeRemedy(name, Widening(package=name, needed_by=f"{name}=={version}", reason=why))
     name = next((n for n in named if norm(n) not in handled), None)
     if name is not None:
         pinned = norm(name) in {norm(n) for n in undated_packages(recipe)}

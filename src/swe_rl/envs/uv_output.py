@@ -10,6 +10,9 @@ import re
 FILTERED = re.compile(r"`([A-Za-z0-9._-]+)` was filtered by `exclude-newer(?:-package)?`")
 # uv's hint when a resolution that may build nothing (`--only-binary :all:`) needs a release with no wheel here
 NO_WHEEL = re.compile(r"Wheels are required for `([A-Za-z0-9._-]+)` because building from source is disabled")
+# uv's hint on a release whose metadata it cannot read (pandas before 0.25 requires `pytz (>=2011k)`, a version
+# PEP 440 refuses; pip of those years read it)
+BAD_METADATA = re.compile(r"Metadata for `([A-Za-z0-9._-]+)` \(v([^)]+)\) could not be parsed")
 # ...and its error when the repo itself (or a requirement given as a path or URL) would have to be built for it
 SDIST_DISABLED = re.compile(r"Building source distributions for `([A-Za-z0-9._-]+)` is disabled")
 # uv's hint when a dependency's sdist fails to compile for want of a C library's header
