@@ -23,7 +23,13 @@ from swe_rl.envs.lock import DATED_BUILD_TOOLS, FALLBACK, READ_AT_BASE, SKIPPED,
 from swe_rl.envs.recipe import EnvRecipe, Installer
 from swe_rl.envs.remedies import held_to_first_wheel, probe_remedy, to_widen, undated_packages
 from swe_rl.envs.requirement_files import RecipeFiles
-from swe_rl.envs.uv_output import BUILD_FAILED, LOCAL_BUILD_FAILED, NO_PEP660, missing_library
+from swe_rl.envs.uv_output import (
+    BUILD_FAILED,
+    LOCAL_BUILD_FAILED,
+    NO_PEP660,
+    PIP_ONLY_OPTION,
+    missing_library,
+)
 from swe_rl.errors import EnvBuildError
 from swe_rl.tasks.specs import check_system
 
@@ -82,6 +88,7 @@ class InstallRun:
         self.probing = False
         self.probe_said = ""  # what the probe said when it stopped the last run
         self.from_source: set[str] = set()  # dependencies the probe lets build from their sdists
+        self._pip_upgraded: set[str] = set()  # {"pip"} once the venv's pip was brought up for a fallback
 
     def install_command(self, *, probe: bool = False) -> str:
         """The installer with the build's options; with ``probe``, uv's dry run that builds nothing but the repo
@@ -149,13 +156,15 @@ class InstallRun:
             code, output = self._run(command, self.install_command())
             said += output
         no_pep660 = NO_PEP660.search(output) is not None
-        if code != 0 and self.kind == "uv" and (no_pep660 or LOCAL_BUILD_FAILED.search(output)):
+        pip_only = PIP_ONLY_OPTION.search(output)
+        if code != 0 and self.kind == "uv" and (no_pep660 or pip_only or LOCAL_BUILD_FAILED.search(output)):
             # the repo itself: the official harness installed it with pip, whose build isolation takes today's
             # build tools, all of one time (uv's build envs follow the date, where setuptools-scm 6 met a
             # setuptools without pkg_resources). Not for dependencies: pip knows no date, and would bring
             # today's releases beside the dated ones (matplotlib without register_cmap under a 2022 seaborn)
             self.dated_build_tools = dated_before  # the retry with the task date's did not help
             why = "the build backend has no build_editable" if no_pep660 else "a build failed"
+            why = f"uv has no {pip_only[1]}" if pip_only else why
             self._note(f"swe-rl: uv cannot build `{command}` ({why}); pip runs it")
             self.fallbacks.append(command)
             self.probing = False
@@ -309,7 +318,15 @@ class InstallRun:
         )
 
     def _pip_command(self) -> str:
-        """pip in the venv, held to what is installed already (pip cannot resolve as of a date)."""
+        """pip in the venv, held to what is installed already (pip cannot resolve as of a date); first brought up
+        to the last pip for the venv's Python (3.6's bundled 18.1 knows no ``--no-use-pep517``), as the official
+        images' conda pip was."""
+        if "pip" not in self._pip_upgraded:
+            self._pip_upgraded.add("pip")
+            pip = (
+                shlex.quote(str(self.venv / "bin" / "python")) + " -m pip install --disable-pip-version-check"
+            )
+            self._run("python -m pip install -q --upgrade 'pip<25'", pip)
         held = self.venv / "swe-rl-pip-constraints.txt"
         held.write_text("".join(f"{line}\n" for line in pinned(self.freeze())))
         python = str(self.venv / "bin" / "python")

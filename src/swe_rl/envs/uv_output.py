@@ -54,6 +54,8 @@ def pinned_by(output: str, name: str) -> list[str]:
     return []
 
 
+# uv's refusal of an option only pip has (scikit-learn's install: `pip install --no-use-pep517 ...`)
+PIP_ONLY_OPTION = re.compile(r"error: unexpected argument '(-[^' ]+)' found")
 # uv's failure on a build backend without PEP 660 editable support (setuptools < 64)
 # (not any failed call of the hook: `setuptools.build_meta.build_editable` failed is an ordinary build error)
 NO_PEP660 = re.compile(

@@ -1,0 +1,37 @@
+"""An install command with an option only pip has (scikit-learn's ``pip install -v --no-use-pep517
+--no-build-isolation -e .``): uv refuses the option, so pip runs the command, as in the official images, and
+the fallback is recorded. Before this the build failed on uv's "unexpected argument"."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from tests.envs.helpers import make_repo, widget_task
+
+from swe_rl.envs.cache import EnvCache
+from swe_rl.envs.install_tools import uv_binary
+from swe_rl.envs.lock import LOCK_NAME
+from swe_rl.envs.recipe import InstallOptions
+
+pytestmark = pytest.mark.skipif(uv_binary() is None, reason="uv is not installed (pip install uv)")
+
+# pip asks for setuptools and wheel to be importable before a --no-use-pep517 install (the index serves a module
+# of that name, which installing a wheel does not use)
+COMMAND = "python -m pip install wheel && python -m pip install --no-use-pep517 --no-build-isolation widgetdep"
+
+
+def test_an_option_only_pip_has_sends_the_command_to_pip(tmp_path, index):
+    index.add("wheel", "0.40.0", "2020-01-01T00:00:00Z")
+    index.add("widgetdep", "1.0", "2020-01-01T00:00:00Z")
+    mirrors = tmp_path / "mirrors"
+    task = widget_task(make_repo(mirrors), install=COMMAND, env_seed=["setuptools"])
+    cache = EnvCache(tmp_path / "envs", repo_cache=mirrors, options=InstallOptions(as_of_date=False))
+    env = cache.ensure(task)
+    assert env.venv is not None
+    record = json.loads((env.venv / "swe-rl-env.json").read_text())
+    assert record["installer"] == "uv" and record["pip_fallbacks"] == [COMMAND]
+    log = (env.venv / "swe-rl-install.log").read_text()
+    assert "unexpected argument '--no-use-pep517'" in log  # uv refused it first
+    assert "uv has no --no-use-pep517" in log
+    assert "widgetdep==1.0" in (env.venv / LOCK_NAME).read_text().split()
