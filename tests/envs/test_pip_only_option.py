@@ -18,7 +18,9 @@ pytestmark = pytest.mark.skipif(uv_binary() is None, reason="uv is not installed
 
 # pip asks for setuptools and wheel to be importable before a --no-use-pep517 install (the index serves a module
 # of that name, which installing a wheel does not use)
-COMMAND = "python -m pip install wheel && python -m pip install --no-use-pep517 --no-build-isolation widgetdep"
+COMMAND = (
+    "python -m pip install wheel && python -m pip install --no-use-pep517 --no-build-isolation widgetdep"
+)
 
 
 def test_an_option_only_pip_has_sends_the_command_to_pip(tmp_path, index):

@@ -137,3 +137,17 @@ def test_an_install_that_writes_into_a_shared_file_in_place_fails_and_takes_the_
     )
     built = cache.ensure(own)
     assert built.venv is not None and "# own" in (built.venv / "bin" / "activate").read_text()
+
+
+def test_a_setup_commit_the_mirror_lacks_dates_the_env_by_the_base_commit(tmp_path, version):
+    """A fork's snapshot may lack a version's setup commit (scikit-learn 0.20-0.22): the base commit's date is
+    nearer the env than the task's created_at (scikit-learn-9288, version 0.22, was opened in 2017)."""
+    mirrors, (first, _, _) = version
+    lost = first.model_copy(update={"instance_id": "acme__widget-7", "environment_setup_commit": "0" * 40})
+    cache = EnvCache(tmp_path / "envs", repo_cache=mirrors, options=InstallOptions(as_of_date=True))
+    env = cache.ensure(lost)
+    assert env.venv is not None
+    record = _record(env.venv)
+    assert record["as_of_from"].startswith(f"base commit {first.base_commit[:12]}")
+    shared = _record(cache.root / "venvs" / record["shared_env"])
+    assert shared["recipe"]["exclude_newer"] == "2020-02-01T00:00:00Z"  # the base commit's, not 2020-02-15

@@ -144,8 +144,9 @@ class EnvCache:
     def _recipe(self, task: Task) -> tuple[EnvRecipe, str]:
         """The task's recipe, and where its as-of date comes from. A task that names an environment setup
         commit (one env per repo, version and setup commit, as the harness has it) is resolved as of that
-        commit's date, so all of a version's instances share one env; a task without one, a row that carries
-        its own spec, and a setup commit the source lacks, as of the task's own date."""
+        commit's date, so all of a version's instances share one env; a setup commit the source lacks, as of
+        the base commit's date; a task without one, and a row that carries its own spec, as of the task's own
+        date."""
         recipe = recipe_for(task, self.options)
         commit = task.environment_setup_commit
         own_spec = recipe.source == "builtin" or recipe.source.startswith(
@@ -153,10 +154,15 @@ class EnvCache:
         )  # its row's, not a version's
         if not (self.options.as_of_date and commit) or own_spec:
             return recipe, "the task's created_at"
-        when = self._commit_date(self._source(task), commit)
-        if not when:
-            return recipe, f"the task's created_at ({commit[:12]} is not in the repo's source)"
-        return recipe_for(task, self.options, as_of=when), f"environment setup commit {commit[:12]}"
+        source = self._source(task)
+        if when := self._commit_date(source, commit):
+            return recipe_for(task, self.options, as_of=when), f"environment setup commit {commit[:12]}"
+        # a mirror without it (a fork's snapshot): the base commit's date, nearer the env than the task's
+        # created_at (scikit-learn-9288 of version 0.22 was opened in 2017, its base commit is of 2019)
+        if when := self._commit_date(source, task.base_commit):
+            why = f"base commit {task.base_commit[:12]} ({commit[:12]} is not in the repo's source)"
+            return recipe_for(task, self.options, as_of=when), why
+        return recipe, f"the task's created_at ({commit[:12]} is not in the repo's source)"
 
     def _commit_date(self, source: str, commit: str) -> str:
         """The committer date of ``commit`` in ``source`` (UTC, RFC 3339), '' when it is not there."""
