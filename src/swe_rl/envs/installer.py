@@ -114,8 +114,13 @@ class InstallRun:
                 if tools_as_of > self.recipe.exclude_newer:
                     for tool in BUILD_TOOLS:
                         opts += ["--exclude-newer-package", f"{tool}={tools_as_of}"]
-                # a spec's exact pins name versions on purpose, sometimes newer than the task
-                undated = {name: UNDATED for name in undated_packages(self.recipe)}
+                # a spec's exact pins name versions on purpose, sometimes newer than the task; not the build
+                # tools' date, though: that is what builds its sdists (astropy 1.3's setuptools==38.2.4 pin made
+                # MarkupSafe 1.0's build env take today's setuptools, which has no Feature, at the dated retry)
+                tools = set(BUILD_TOOLS) if tools_as_of > self.recipe.exclude_newer else set()
+                undated = {
+                    name: UNDATED for name in undated_packages(self.recipe) if name.lower() not in tools
+                }
                 undated.update({w.package: w.as_of or UNDATED for w in self.widened})
                 if self.pytest_floor and "pytest" not in undated:
                     opts += ["--exclude-newer-package", f"pytest={PYTEST_RA_AS_OF}"]
