@@ -14,6 +14,9 @@ on the entry, for one of these reasons:
 - **Python 3.5** (django 1.4-1.10, matplotlib 1.x/2.x) is kept as the fact; 3.5 must be installed on the
   host (``pyenv install 3.5``), and the build says so. django 1.11-2.2 support 3.6 and use it here.
 - **pydicom-data** (pydicom) is swe-rl's: the test files pydicom downloads at test time, offline.
+- **astropy-helpers** (astropy 0.4-3.2): astropy's setup.py clones its ``astropy_helpers`` submodule from
+  GitHub at build time, which the images' builds could and sandboxes' cannot; here the release of the same
+  series from PyPI is installed first, and the build takes it.
 - **httpbin** (requests up to 2.8) is swe-rl's too: those tests call the httpbin service at ``$HTTPBIN_URL``,
   which the images reached on the network (httpbin.org); here the same service runs on the sandbox's
   loopback, started by the eval before the tests.

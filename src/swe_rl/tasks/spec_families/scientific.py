@@ -55,7 +55,10 @@ _XARRAY_PINS = pins(
 
 SCIENTIFIC_SPECS: dict[str, list[tuple[str, RepoSpec]]] = {
     "astropy/astropy": [
-        ("3.0 3.1 3.2", spec(_ASTROPY, python="3.9", packages=_ASTROPY_PINS)),
+        *(
+            (version, spec(_ASTROPY, python="3.9", packages=(*_ASTROPY_PINS, f"astropy-helpers=={helpers}")))
+            for version, helpers in (("3.0", "3.0.2"), ("3.1", "3.1.1"), ("3.2", "3.2.2"))
+        ),
         (
             "4.1 4.2 4.3 5.0 5.1 5.2",
             spec(_ASTROPY, python="3.9", packages=_ASTROPY_PINS, pre_install=_ASTROPY_SETUPTOOLS),
@@ -64,14 +67,23 @@ SCIENTIFIC_SPECS: dict[str, list[tuple[str, RepoSpec]]] = {
             "v5.3",
             spec(_ASTROPY, python="3.10", packages=_ASTROPY_PINS, pre_install=_ASTROPY_SETUPTOOLS),
         ),
-        (
-            "0.1 0.2 0.3 0.4 1.1 1.2 1.3",
-            spec(
-                _ASTROPY,
-                python="3.6",
-                packages=_ASTROPY_OLD_PINS,
-                test_cmd="pytest -rA -vv -o console_output_style=classic --tb=no",
-            ),
+        *(
+            (
+                version,
+                spec(
+                    _ASTROPY,
+                    python="3.6",
+                    packages=(*_ASTROPY_OLD_PINS, *((f"astropy-helpers=={helpers}",) if helpers else ())),
+                    test_cmd="pytest -rA -vv -o console_output_style=classic --tb=no",
+                ),
+            )
+            for version, helpers in (
+                ("0.1 0.2 0.3", ""),
+                ("0.4", "0.4.8"),
+                ("1.1", "1.1.2"),
+                ("1.2", "1.2"),
+                ("1.3", "1.3.1"),
+            )
         ),
     ],
     "matplotlib/matplotlib": [
