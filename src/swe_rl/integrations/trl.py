@@ -93,7 +93,10 @@ class SweRolloutFunc:
         policy = BatchedHFPolicy(model, tokenizer, max_batch=self.max_concurrent, window_s=self.window_s)
         self.executor.adopt(POLICY, ModelChoice(lambda _task: policy, None, POLICY.name))
         started = time.monotonic()
-        results = self._loop.run(self._episodes(ids, policy))
+        try:
+            results = self._loop.run(self._episodes(ids, policy))
+        finally:  # the executor lets go of the model until the next step
+            self.executor.adopt(POLICY, ModelChoice(_between_steps, None, POLICY.name))
         step = int(trainer.state.global_step)
         metrics = episode_metrics(results)
         metrics["rl/rollout_time_s"] = time.monotonic() - started
