@@ -126,11 +126,12 @@ def factory(request: pytest.FixtureRequest):  # type: ignore[no-untyped-def]
 
 
 def unbuildable_task():  # type: ignore[no-untyped-def]
-    """A task whose environment cannot be built: its repository exists nowhere."""
+    """A valid task record whose environment cannot be built: its repository exists nowhere."""
     from swe_rl.tasks.model import Task
 
     return Task(
         instance_id="nobody__nothing-1",
+        problem_statement="Nothing works.",
         repo="nobody/nothing",
         base_commit="deadbeef",
         install="true",

@@ -166,6 +166,7 @@ async def test_a_rollout_server_runs_no_inline_agent_config(rollout_server, task
         ({"model": {"kind": "named", "llm": "hf:/etc"}}, "loads no local models"),
         ({"limits": Limits(network=True).model_dump()}, "operator's limits"),
         ({"agent_config": "../../etc/passwd"}, "a shipped config name"),
+        ({"model": {"kind": "held", "name": "trl-policy"}}, "runs only in the process that holds it"),
     ],
 )
 async def test_a_rollout_server_refuses_what_its_operator_did_not_choose(

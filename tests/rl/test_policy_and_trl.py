@@ -9,10 +9,11 @@ import pytest
 from tests.conftest import available_factory
 
 from swe_rl.agent.config import load_agent_config
+from swe_rl.episode.result import RolloutResult
 from swe_rl.llm.base import Message, SamplingParams
 from swe_rl.llm.scripted import oracle_replies
 from swe_rl.llm.token_prompts import PromptExtender
-from swe_rl.rl.rollout import RolloutResult, run_rollout
+from swe_rl.rl.rollout import run_rollout
 
 tokenizer_mod = pytest.importorskip("swe_rl.rl.tokenizer", exc_type=ImportError)
 torch = pytest.importorskip("torch")
@@ -109,6 +110,7 @@ async def test_batched_policy_batches_turns_and_its_logprobs_are_the_models(tiny
 
 
 async def test_rollout_output_for_trl_masks_observations_and_failures(task_by_id, envs, tok):
+    from swe_rl.executors.local import LocalExecutor
     from swe_rl.llm.scripted import ScriptedLLM
 
     task = task_by_id["swe-rl-builtin__textkit-3"]
@@ -125,7 +127,9 @@ async def test_rollout_output_for_trl_masks_observations_and_failures(task_by_id
     )
     assert ok.status == "completed" and ok.resolved and len(ok.samples) == 1
     failed = RolloutResult(status="infra_error", exit_status="infra_error", error="node died")
-    func = trl_mod.SweRolloutFunc([task], factory, envs, load_agent_config(), SamplingParams())
+    func = trl_mod.SweRolloutFunc(
+        [task], load_agent_config(), SamplingParams(), executor=LocalExecutor(factory, envs)
+    )
     ids = [task.instance_id, task.instance_id]
     out = func.to_trl(ids, [ok, failed], tok)
     sample = ok.samples[0]
@@ -150,9 +154,11 @@ def test_grpo_run_with_trl_writes_curve_metrics_and_a_loadable_model(tasks, envs
         top_p=0.9,
         trl={"top_entropy_quantile": 0.5},
     )
-    summary = grpo_mod.train_grpo(
-        tasks[:1], settings, available_factory("ns"), envs, load_agent_config(step_limit=2), quiet=True
-    )
+    from swe_rl.executors.local import LocalExecutor
+
+    executor = LocalExecutor(available_factory("ns"), envs, capacity=2)
+    agent = load_agent_config(step_limit=2)
+    summary = grpo_mod.train_grpo(tasks[:1], settings, envs, agent, executor=executor, quiet=True)
     rows = [json.loads(line) for line in (tmp_path / "run/rollouts.jsonl").read_text().splitlines()]
     assert len(rows) == 2 and {r["instance_id"] for r in rows} == {tasks[0].instance_id}
     assert all(r["status"] != "infra_error" and r["resolved"] is False for r in rows)
@@ -174,7 +180,7 @@ def test_grpo_run_with_trl_writes_curve_metrics_and_a_loadable_model(tasks, envs
     assert "time per step (s)" in page and "mean time per step: rollout " in page
     assert "resolve rate 0% at the first step, 0% over the last 1, best 0% (step 0)" in page
     with pytest.raises(Exception, match="already holds a training run"):
-        grpo_mod.train_grpo(tasks[:1], settings, available_factory("ns"), envs, load_agent_config())
+        grpo_mod.train_grpo(tasks[:1], settings, envs, load_agent_config())
 
 
 def test_eval_with_a_local_model_batches_concurrent_agents(tasks, envs, tmp_path):

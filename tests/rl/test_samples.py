@@ -10,10 +10,11 @@ from tests.conftest import available_factory
 
 from swe_rl.agent.config import load_agent_config
 from swe_rl.agent.loop import run_agent
+from swe_rl.episode.result import TrainingSample
 from swe_rl.llm.base import Completion, Message, SamplingParams
 from swe_rl.llm.scripted import SUBMIT, bash_reply
 from swe_rl.rl.advantages import grpo_advantages
-from swe_rl.rl.samples import TrainingSample, fill_ids_fixed_base, step_samples, trajectory_samples
+from swe_rl.rl.samples import fill_ids_fixed_base, step_samples, trajectory_samples
 
 tokenizer_mod = pytest.importorskip("swe_rl.rl.tokenizer", exc_type=ImportError)
 TURNS = 22

@@ -26,12 +26,13 @@ from tests.conftest import available_factory, unbuildable_task
 from tests.service.servers import exec_server, pool_server
 
 from swe_rl.agent.config import load_agent_config
+from swe_rl.episode.result import RolloutResult
 from swe_rl.errors import OutputLimitError, SandboxError, SweRlError
 from swe_rl.llm.base import Message, SamplingParams
 from swe_rl.llm.openai import OpenAIClient
 from swe_rl.llm.scripted import SUBMIT, ScriptedLLM, bash_reply, scripted_for
 from swe_rl.rl.rewards import OutcomeReward
-from swe_rl.rl.rollout import RolloutResult, run_rollout
+from swe_rl.rl.rollout import run_rollout
 from swe_rl.runs.evaluation import Attempts, EvalSettings, run_eval
 from swe_rl.sandbox.remote import RemoteFactory
 from swe_rl.tasks.model import Task
@@ -287,8 +288,11 @@ async def test_an_unreachable_docker_engine_is_infra(task_by_id, envs, tok, monk
 
 async def test_eval_counts_an_agent_caused_failure_as_an_unresolved_attempt(tmp_path, task_by_id, envs):
     breaker, fixed = task_by_id[TASK], task_by_id["swe-rl-builtin__statkit-3"]
+    # the executor gets each task as its record (it may run elsewhere): the model tells them apart by id
     make: Callable[[Task], Any] = lambda t: (  # noqa: E731
-        _scripted(["rm -rf .git", "git status", "ls"]) if t is breaker else scripted_for("oracle", t)
+        _scripted(["rm -rf .git", "git status", "ls"])
+        if t.instance_id == breaker.instance_id
+        else scripted_for("oracle", t)
     )
     settings = EvalSettings(output_dir=tmp_path / "run", args={"model": "test"})
     summary = await run_eval(

@@ -16,6 +16,7 @@ from types import SimpleNamespace
 import aiohttp
 import pytest
 
+from swe_rl.episode.result import RolloutResult
 from swe_rl.errors import ConfigError
 from swe_rl.executors import default_capacity
 from swe_rl.executors.base import Policy, RolloutRequest
@@ -24,7 +25,6 @@ from swe_rl.executors.service import ServiceExecutor
 from swe_rl.llm.base import SamplingParams
 from swe_rl.llm.fake_server import FakeLLMServer, Fault
 from swe_rl.llm.scripted import oracle_policy
-from swe_rl.rl.rollout import RolloutResult
 from swe_rl.sandbox.capacity import host_cpus, host_memory_mb, machine_capacity
 from tests.conftest import available_factory
 from tests.service.servers import Server, TcpProxy, free_port, serve_in_thread

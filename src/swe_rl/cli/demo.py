@@ -129,6 +129,7 @@ def _demo_train(tasks: list[Any], cache: Any, factory: Any, out: Path) -> dict[s
         note("skipping the RL stage: it needs torch and the train extra (pip install 'swe-rl[train]')")
         return None
     from swe_rl.agent.config import load_agent_config
+    from swe_rl.executors.local import LocalExecutor
     from swe_rl.report.training import render_training_report
     from swe_rl.train.grpo import GRPOSettings, train_grpo
 
@@ -144,6 +145,8 @@ def _demo_train(tasks: list[Any], cache: Any, factory: Any, out: Path) -> dict[s
         max_tokens=16,
         max_concurrent=2,
     )
-    summary = train_grpo(tasks[:2], settings, factory, cache, load_agent_config(step_limit=2), quiet=True)
+    executor = LocalExecutor(factory, cache, capacity=settings.max_concurrent, reuse_grading=True)
+    agent = load_agent_config(step_limit=2)
+    summary = train_grpo(tasks[:2], settings, cache, agent, executor=executor, quiet=True)
     render_training_report(out / "train")
     return summary

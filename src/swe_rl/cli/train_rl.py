@@ -96,6 +96,15 @@ def train_rl(
     max_concurrent: Annotated[
         int, typer.Option("--jobs", "-j", min=1, help="Episodes (sandboxes) at once.")
     ] = 16,
+    reuse_grading: Annotated[
+        bool,
+        typer.Option(
+            "--reuse-grading/--fresh-grading",
+            help="Run agents and grade in sandboxes reset in place between episodes (and steps), with pytest "
+            "imported once per grading sandbox (ns backend); --fresh-grading: a new sandbox for every agent "
+            "run and every grading.",
+        ),
+    ] = True,
     save_steps: Annotated[
         int,
         typer.Option(
@@ -145,7 +154,7 @@ def train_rl(
     """
     from swe_rl.agent.config import load_agent_config
     from swe_rl.cli.common import pool_token
-    from swe_rl.sandbox import get_factory
+    from swe_rl.executors.config import LocalConfig
     from swe_rl.tasks.loaders import load_tasks
     from swe_rl.train.grpo import GRPOSettings, train_grpo
 
@@ -193,12 +202,14 @@ def train_rl(
         f"train rl: {len(selected)} tasks, model {model}, {steps} steps x {tasks_per_step} tasks x "
         f"{num_generations} episodes, backend {chosen_backend}, output {output_dir}/"
     )
+    cache = env_cache(cache_dir, repo_cache)
+    placement = LocalConfig(backend=chosen_backend, reuse=reuse_grading)  # the policy is in this process
     summary = train_grpo(
         selected,
         settings,
-        get_factory(chosen_backend, token=pool_token()),
-        env_cache(cache_dir, repo_cache),
+        cache,
         load_agent_config(agent_config, step_limit=step_limit),
+        executor=placement.build(capacity=settings.max_concurrent, token=pool_token(), cache=cache),
         resume=resume is not None,
     )
     from swe_rl.report.training import render_training_report

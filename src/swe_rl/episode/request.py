@@ -55,14 +55,30 @@ class NamedModel(BaseModel):
         return self.model_dump_json()
 
 
+class HeldModel(BaseModel):
+    """A model object this process holds (a trainer's own policy: TRL's), handed to the executor with
+    ``Executor.adopt`` under this name. It gives token ids, so its episodes can train; it cannot cross the
+    network, so only an executor that runs episodes in this process takes it (others refuse the adoption)."""
+
+    kind: Literal["held"] = "held"
+    name: str = Field(min_length=1, max_length=256)
+
+    @property
+    def key(self) -> str:
+        return self.model_dump_json()
+
+
 def _model_kind(value: Any) -> str:
-    """Which model a config is: ``kind`` named, else a policy (whose ``kind`` defaults to sglang)."""
+    """Which model a config is: ``kind`` named or held, else a policy (whose ``kind`` defaults to sglang)."""
     kind = value.get("kind") if isinstance(value, dict) else getattr(value, "kind", None)
-    return "named" if kind == "named" else "policy"
+    return kind if kind in ("named", "held") else "policy"
 
 
 ModelConfig = Annotated[
-    Annotated[Policy, Tag("policy")] | Annotated[NamedModel, Tag("named")], Discriminator(_model_kind)
+    Annotated[Policy, Tag("policy")]
+    | Annotated[NamedModel, Tag("named")]
+    | Annotated[HeldModel, Tag("held")],
+    Discriminator(_model_kind),
 ]
 
 
@@ -127,10 +143,10 @@ class EpisodeRequest(BaseModel):
             raise ValueError(
                 f"max_context ({self.max_context}) must exceed sampling.max_tokens ({self.sampling.max_tokens})"
             )
-        if self.train and not isinstance(self.model, Policy):
+        if self.train and isinstance(self.model, NamedModel):
             raise ValueError(
-                "a training episode needs the policy's token ids: give a policy model (sglang or openai), "
-                "or set train false for an episode without samples"
+                "a training episode needs the policy's token ids: give a policy model (sglang or openai) or "
+                "a held one (the trainer's own), or set train false for an episode without samples"
             )
         if self.agent is not None and self.agent_config is not None:
             raise ValueError("give agent (inline) or agent_config (a shipped name), not both")

@@ -28,14 +28,18 @@ def get_executor(
     token: str | None = None,
     pool_slots: int | None = None,
     rollout_timeout_s: float | None = None,
+    reuse: bool = False,
 ) -> Executor:
     """The executor a spec names (``EXECUTOR_SPECS``; parsed by :func:`parse_executor`).
 
     ``backend``: the sandbox backend of a local executor (default ns); ``capacity``: its rollouts at once
     (default :func:`default_capacity`); ``pool_slots``: rollouts at once against a pool (default 128);
-    ``token``: the pool's or rollout servers' bearer token; ``rollout_timeout_s``: a rollout server's limit.
+    ``token``: the pool's or rollout servers' bearer token; ``rollout_timeout_s``: a rollout server's limit;
+    ``reuse``: a local or pool executor's sandboxes reset in place, with warm test runners (:mod:`.config`).
     """
-    config = parse_executor(spec, backend=backend, pool_slots=pool_slots, rollout_timeout_s=rollout_timeout_s)
+    config = parse_executor(
+        spec, backend=backend, pool_slots=pool_slots, rollout_timeout_s=rollout_timeout_s, reuse=reuse
+    )
     if isinstance(config, LocalConfig):
         return config.build(capacity=capacity, token=token)
     return config.build(token=token)

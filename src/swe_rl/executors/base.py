@@ -1,23 +1,28 @@
 """What every executor serves: ``run(EpisodeRequest) -> RolloutResult``, for eval and training alike.
 
-The request (episode/request.py) is plain data, sent across the network as it is; the result carries the
-episode's record, trajectory and patch, and for training its samples and reward.
+The request (episode/request.py) is plain data, sent across the network as it is; the result
+(episode/result.py) carries the episode's record, trajectory and patch, and for training its samples and
+reward. A model that is an object of the caller's process (a trainer's own policy, a test's scripted model)
+is handed over with ``adopt`` and named in requests by its ``HeldModel`` or ``NamedModel``; an executor
+whose episodes run elsewhere refuses it.
 """
 
 from __future__ import annotations
 
 from typing import Any, Protocol
 
-from swe_rl.episode.request import EpisodeRequest, NamedModel, Policy, ProcessReward
+from swe_rl.episode.request import EpisodeRequest, HeldModel, NamedModel, Policy, ProcessReward
+from swe_rl.episode.result import RolloutResult
 from swe_rl.errors import ConfigError
 from swe_rl.llm.base import LLM
-from swe_rl.rl.rollout import RolloutResult
+from swe_rl.llm.select import ModelChoice
 
 RolloutRequest = EpisodeRequest  # a training rollout is an episode request with ``train`` set (the default)
 
 __all__ = [
     "EpisodeRequest",
     "Executor",
+    "HeldModel",
     "NamedModel",
     "Policy",
     "ProcessReward",
@@ -38,7 +43,22 @@ class Executor(Protocol):
 
     async def run(self, request: EpisodeRequest) -> RolloutResult: ...
 
+    def adopt(self, model: NamedModel | HeldModel, choice: ModelChoice) -> None:
+        """Run requests that name ``model`` with ``choice``, a model object of this process (closed with the
+        executor: only its ``shared`` client). ConfigError where episodes run in another process: an
+        object cannot travel there."""
+        ...
+
     async def close(self) -> None: ...
+
+
+def refuse_adoption(executor: str, model: NamedModel | HeldModel) -> ConfigError:
+    """The error of an executor whose episodes run in other processes, asked to adopt a model object."""
+    name = model.name if isinstance(model, HeldModel) else model.llm or model.model
+    return ConfigError(
+        f"executor {executor} runs episodes in other processes; the model object {name!r} of this one "
+        "cannot go there: use a local or pool executor, or serve the model and name its endpoint (a policy)"
+    )
 
 
 def policy_tokenizer(policy: Policy) -> Any:

@@ -7,6 +7,10 @@
 | ``pool:<URL>`` | :class:`PoolConfig` | here, on sandboxes leased from a pool server |
 | ``service:<URL>[,<URL>...]`` | :class:`ServiceConfig` | on rollout servers (shipped agent configs only) |
 | ``ray`` / ``ray:<address>`` | :class:`RayConfig` | on the nodes of a Ray cluster |
+
+``reuse`` (local and pool): agents and gradings in sandboxes reset in place between uses, the grading ones
+with a warm test runner (harness/grader.py); the executor then keeps sandboxes that belong to the event
+loop it runs in, so it is for a caller that keeps one loop and closes the executor in it.
 """
 
 from __future__ import annotations
@@ -18,6 +22,7 @@ from pydantic import BaseModel, Field
 from swe_rl.errors import ConfigError
 
 if TYPE_CHECKING:
+    from swe_rl.envs.cache import EnvCache
     from swe_rl.executors.base import Executor
 
 EXECUTOR_SPECS = (
@@ -28,24 +33,32 @@ EXECUTOR_SPECS = (
 class LocalConfig(BaseModel):
     kind: Literal["local"] = "local"
     backend: str = Field(default="ns", description="The sandbox backend: ns, docker, local.")
+    reuse: bool = Field(default=False, description="Sandboxes reset in place and warm test runners.")
 
-    def build(self, *, capacity: int | None = None, token: str | None = None) -> Executor:
+    def build(
+        self, *, capacity: int | None = None, token: str | None = None, cache: EnvCache | None = None
+    ) -> Executor:
+        """``cache``: the env cache (default: the one at ``$SWE_RL_CACHE`` or ``~/.cache/swe-rl``)."""
         from swe_rl.executors.local import LocalExecutor
         from swe_rl.sandbox import get_factory
 
-        return LocalExecutor(get_factory(self.backend, token=token), capacity=capacity or default_capacity())
+        factory = get_factory(self.backend, token=token)
+        capacity = capacity or default_capacity()
+        return LocalExecutor(factory, cache, capacity=capacity, reuse_grading=self.reuse)
 
 
 class PoolConfig(BaseModel):
     kind: Literal["pool"] = "pool"
     url: str = Field(pattern=r"^https?://", description="The pool server.")
     slots: int = Field(default=128, ge=1, description="Episodes at once against the pool.")
+    reuse: bool = Field(default=False, description="Sandboxes reset in place, where the pool's can be.")
 
-    def build(self, *, token: str | None = None) -> Executor:
+    def build(self, *, token: str | None = None, cache: EnvCache | None = None) -> Executor:
         from swe_rl.executors.local import LocalExecutor
         from swe_rl.sandbox import get_factory
 
-        return LocalExecutor(get_factory(self.url, token=token), capacity=self.slots)
+        factory = get_factory(self.url, token=token)
+        return LocalExecutor(factory, cache, capacity=self.slots, reuse_grading=self.reuse)
 
 
 class ServiceConfig(BaseModel):
@@ -81,22 +94,24 @@ def parse_executor(
     backend: str | None = None,
     pool_slots: int | None = None,
     rollout_timeout_s: float | None = None,
+    reuse: bool = False,
 ) -> LocalConfig | PoolConfig | ServiceConfig | RayConfig:
     """The config a spec names (``EXECUTOR_SPECS``); ConfigError for one that names nothing usable.
 
     ``backend``: a local executor's sandbox backend where the spec names none (default ns), a pool's URL
-    where ``pool`` has none, the nodes' backend for ``ray``.
+    where ``pool`` has none, the nodes' backend for ``ray``. ``reuse``: a local or pool executor's.
     """
     kind, _, arg = spec.strip().partition(":")
     if kind == "local":
         from swe_rl.sandbox.config import parse_backend
 
-        return LocalConfig(backend=parse_backend(arg or backend or "ns").spec)  # an unknown one fails here
+        backend = parse_backend(arg or backend or "ns").spec  # an unknown one fails here
+        return LocalConfig(backend=backend, reuse=reuse)
     if kind == "pool":
         url = arg or backend or ""
         if not url.startswith(("http://", "https://")):
             raise ConfigError("executor pool needs the pool server's URL: pool:<URL>")
-        return PoolConfig(url=url, slots=pool_slots or 128)
+        return PoolConfig(url=url, slots=pool_slots or 128, reuse=reuse)
     if kind == "service":
         if not arg:
             raise ConfigError("executor service:<URL> needs the rollout server's URL")

@@ -8,14 +8,16 @@ from typing import Any
 from swe_rl.agent.config import AgentConfig, load_agent_config
 from swe_rl.agent.context import ContextManager
 from swe_rl.envs.cache import EnvCache
-from swe_rl.episode.request import EpisodeRequest, NamedModel
+from swe_rl.episode.request import EpisodeRequest, HeldModel, NamedModel
+from swe_rl.episode.result import RolloutResult, episode_result
 from swe_rl.episode.run import EpisodeSettings, run_episode
 from swe_rl.errors import ConfigError
 from swe_rl.executors.base import policy_llm
 from swe_rl.executors.models import ModelBook
 from swe_rl.harness.grader import Grader
 from swe_rl.llm.base import LLM
-from swe_rl.rl.rollout import RolloutResult, episode_result, run_rollout
+from swe_rl.llm.select import ModelChoice
+from swe_rl.rl.rollout import run_rollout
 from swe_rl.sandbox.base import SandboxFactory
 from swe_rl.tasks.model import Task, parse_task
 
@@ -65,6 +67,9 @@ class LocalExecutor:
 
     async def run(self, request: EpisodeRequest) -> RolloutResult:
         return await self.run_task(self.task(request.task), request)
+
+    def adopt(self, model: NamedModel | HeldModel, choice: ModelChoice) -> None:
+        self.models.adopt(model, choice)
 
     async def run_task(self, task: Task, request: EpisodeRequest) -> RolloutResult:
         """Run ``request`` on a task object the caller holds (``request.task`` names it), in a slot."""
@@ -125,7 +130,7 @@ class LocalExecutor:
         """(the episode's model, the policy's tokenizer or None, whether the episode owns the model)."""
         from swe_rl.episode.attempt import priced
 
-        if isinstance(request.model, NamedModel):
+        if isinstance(request.model, NamedModel | HeldModel):
             choice = await self.models.get(request.model)
             return priced(choice.factory(task), request.prices), None, False
         llm, tokenizer = await asyncio.to_thread(policy_llm, request.model)  # a first load takes seconds

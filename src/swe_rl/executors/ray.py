@@ -30,7 +30,9 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from swe_rl.episode.result import RolloutResult
 from swe_rl.errors import ConfigError
+from swe_rl.executors.base import refuse_adoption
 from swe_rl.executors.ray_node import (
     NAMESPACE,
     REFRESH_S,
@@ -44,11 +46,11 @@ from swe_rl.executors.ray_node import (
     placement_key,
     run_on_node,
 )
-from swe_rl.rl.rollout import RolloutResult
 from swe_rl.tasks.model import Task, parse_task
 
 if TYPE_CHECKING:
-    from swe_rl.episode.request import EpisodeRequest
+    from swe_rl.episode.request import EpisodeRequest, HeldModel, NamedModel
+    from swe_rl.llm.select import ModelChoice
 
 WATCH_S = 10.0  # how often a waiting rollout checks that some node can still run it
 
@@ -160,6 +162,9 @@ class RayExecutor:
         if isinstance(out, str):
             return RolloutResult(status="infra_error", exit_status="infra_error", error=out)
         return RolloutResult.model_validate(out)
+
+    def adopt(self, model: NamedModel | HeldModel, choice: ModelChoice) -> None:
+        raise refuse_adoption(self.name, model)  # the nodes build their models from the request
 
     async def close(self) -> None:
         if self.owns_cluster:

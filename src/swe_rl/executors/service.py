@@ -24,9 +24,10 @@ from typing import Any
 from pydantic import ValidationError
 
 from swe_rl import wire
+from swe_rl.episode.result import RolloutResult
 from swe_rl.errors import ConfigError, InfraError
-from swe_rl.executors.base import RolloutRequest
-from swe_rl.rl.rollout import RolloutResult
+from swe_rl.executors.base import HeldModel, NamedModel, RolloutRequest, refuse_adoption
+from swe_rl.llm.select import ModelChoice
 
 RETRYABLE = frozenset({502, 504})
 BUSY = 503  # capacity or draining: wait as the server asks
@@ -194,6 +195,9 @@ class ServiceExecutor:
                 timeout=aiohttp.ClientTimeout(total=5),
             ) as resp:
                 await resp.read()
+
+    def adopt(self, model: NamedModel | HeldModel, choice: ModelChoice) -> None:
+        raise refuse_adoption(self.name, model)  # the servers build their models from the request
 
     async def close(self) -> None:
         await self._sessions.close()

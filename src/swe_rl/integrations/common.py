@@ -1,8 +1,10 @@
-"""What the SkyRL and verl adapters share: a policy and rollout requests from ``SWE_RL_*`` settings, and
-the exact per-trajectory span of a rollout (their executor is :func:`shared_executor`).
+"""What the trainer adapters share: an executor, a policy and rollout requests from ``SWE_RL_*`` settings,
+and the exact per-trajectory span of a rollout (the hooks' executor is :func:`shared_executor`; TRL's
+rollout function keeps its own, :func:`executor_from`).
 
-Both trainers take one sample per dataset row (verl always; SkyRL unless ``step_wise_trajectories``): the
-first prompt's ids as the prompt and every later id as the response, loss mask 1 exactly on generated ids.
+SkyRL, verl and TRL take one sample per dataset row (verl and TRL always; SkyRL unless
+``step_wise_trajectories``): the first prompt's ids as the prompt and every later id as the response, loss
+mask 1 exactly on generated ids.
 That span is :func:`swe_rl.rl.samples.trajectory_samples`' first sample: it is exact while each step's
 prompt extends the previous prompt + reply. Where a prompt does not extend (the context manager dropped
 turns, a template dropped an earlier ``<think>``), the later spans cannot join it without training on
@@ -19,14 +21,13 @@ from typing import Any
 
 from pydantic import BaseModel
 
+from swe_rl.episode.result import RolloutResult, TrainingSample, rollout_record
 from swe_rl.episode.summary import summarize
 from swe_rl.errors import ConfigError
 from swe_rl.executors import get_executor
 from swe_rl.executors.base import Executor, Policy, RolloutRequest
 from swe_rl.integrations.settings import AdapterSettings
 from swe_rl.llm.base import SamplingParams
-from swe_rl.rl.rollout import RolloutResult, rollout_record
-from swe_rl.rl.samples import TrainingSample
 
 
 def policy_from_env(
@@ -133,11 +134,26 @@ def infra_placeholder(instance_id: str) -> TrainingSample:
     )
 
 
+def executor_from(settings: AdapterSettings | None = None) -> Executor:
+    """A new executor, where the settings place rollouts (``SWE_RL_EXECUTOR``, ``SWE_RL_BACKEND``,
+    ``SWE_RL_REUSE``, ...); its caller closes it (in the event loop it ran in, where it reuses sandboxes)."""
+    settings = settings or AdapterSettings.from_environ()
+    return get_executor(
+        settings.executor,
+        backend=settings.backend,
+        capacity=settings.capacity,
+        token=settings.token,
+        pool_slots=settings.pool_slots,
+        rollout_timeout_s=settings.rollout_timeout_s,
+        reuse=settings.reuse,
+    )
+
+
 _SHARED: dict[tuple[Any, ...], Executor] = {}
 
 
 def shared_executor(settings: AdapterSettings | None = None) -> Executor:
-    """The executor the settings name (``SWE_RL_EXECUTOR``), made once per process and setting.
+    """The executor the settings name (:func:`executor_from`), made once per process and setting.
 
     For trainer hooks, which have nowhere to keep one; :func:`close_shared_executors` ends them.
     """
@@ -145,20 +161,14 @@ def shared_executor(settings: AdapterSettings | None = None) -> Executor:
     key = (
         settings.executor,
         settings.backend,
+        settings.reuse,
         settings.token,
         settings.capacity,
         settings.pool_slots,
         settings.rollout_timeout_s,
     )
     if key not in _SHARED:
-        _SHARED[key] = get_executor(
-            settings.executor,
-            backend=settings.backend,
-            capacity=settings.capacity,
-            token=settings.token,
-            pool_slots=settings.pool_slots,
-            rollout_timeout_s=settings.rollout_timeout_s,
-        )
+        _SHARED[key] = executor_from(settings)
     return _SHARED[key]
 
 

@@ -11,6 +11,7 @@ below the command line that reads it: everything under ``integrations/`` gets an
 | ``RAY_ADDRESS`` | executor | the cluster of a plain ``ray`` executor (Ray's own variable) |
 | ``SWE_RL_BACKEND`` | backend | sandboxes of a local executor: ns \\| docker \\| a pool URL |
 | ``SWE_RL_TOKEN`` | token | bearer token of the pool and rollout servers |
+| ``SWE_RL_REUSE`` | reuse | 1: a local or pool executor resets sandboxes in place, with warm test runners (default 0) |
 | ``SWE_RL_CAPACITY`` | capacity | rollouts at once on this machine (default: from its CPUs and memory) |
 | ``SWE_MAX_CONCURRENT`` | pool_slots | rollouts at once against a pool (default 128) |
 | ``SWE_RL_ROLLOUT_TIMEOUT`` | rollout_timeout_s | seconds a rollout server may take (default 3600) |
@@ -59,6 +60,7 @@ class AdapterSettings(BaseModel):
 
     executor: str = "local"
     backend: str | None = None
+    reuse: bool = False
     token: str | None = None
     capacity: int | None = Field(default=None, ge=1)
     pool_slots: int | None = Field(default=None, ge=1)
@@ -91,10 +93,8 @@ class AdapterSettings(BaseModel):
                 parse_executor(values["executor"], backend=values.get("backend"))
             except ConfigError as exc:
                 raise ConfigError(f"SWE_RL_EXECUTOR={values['executor']!r}: {exc}") from None
-        history = (environ.get("SWE_RL_DYNAMIC_HISTORY") or "1").strip()
-        if history not in ("0", "1"):
-            raise ConfigError(f"SWE_RL_DYNAMIC_HISTORY must be 1 or 0, not {history!r}")
-        values["dynamic_history"] = history == "1"
+        values["dynamic_history"] = _flag(environ, "SWE_RL_DYNAMIC_HISTORY", "1")
+        values["reuse"] = _flag(environ, "SWE_RL_REUSE", "0")
         if environ.get("SWE_RL_PRM_URL"):
             values["prm"] = {
                 "url": environ["SWE_RL_PRM_URL"],
@@ -106,6 +106,13 @@ class AdapterSettings(BaseModel):
             return cls.model_validate(values)
         except ValidationError as exc:
             raise ConfigError(_named(exc)) from None
+
+
+def _flag(environ: Mapping[str, str], variable: str, default: str) -> bool:
+    value = (environ.get(variable) or default).strip()
+    if value not in ("0", "1"):
+        raise ConfigError(f"{variable} must be 1 or 0, not {value!r}")
+    return value == "1"
 
 
 def _named(exc: ValidationError) -> str:

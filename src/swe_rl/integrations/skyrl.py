@@ -28,6 +28,7 @@ import importlib
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from swe_rl.episode.result import RolloutResult
 from swe_rl.errors import InfraError
 from swe_rl.executors.base import Executor, Policy
 from swe_rl.integrations.common import (
@@ -42,7 +43,6 @@ from swe_rl.integrations.common import (
     trajectory_span,
 )
 from swe_rl.llm.base import SamplingParams
-from swe_rl.rl.rollout import RolloutResult
 
 # SkyRL's stop reasons are the inference engine's ("stop", "length"); options such as
 # zero_reward_on_non_stop and apply_overlong_filtering read them.

@@ -25,10 +25,10 @@ import copy
 import zlib
 from typing import Any
 
+from swe_rl.episode.result import TrainingSample
 from swe_rl.integrations.common import rollout
 from swe_rl.integrations.settings import AdapterSettings
 from swe_rl.llm.base import SamplingParams
-from swe_rl.rl.samples import TrainingSample
 
 STATUS = {"completed": "COMPLETED", "truncated": "TRUNCATED", "aborted": "ABORTED", "infra_error": "FAILED"}
 

@@ -8,6 +8,14 @@ later id as the completion, with ``env_mask`` = 1 exactly on generated ids (obse
 are 0) and the rollout logprobs. The reward is the outcome reward (resolved or not); rewards and
 advantages are per episode, groups being TRL's ``num_generations`` episodes of one task.
 
+The episodes run on an executor (executors/), as every trainer's do: the one ``SWE_RL_EXECUTOR`` and
+``SWE_RL_REUSE`` name (:func:`~swe_rl.integrations.common.executor_from`), or one the caller gives. The
+trainer's model is an object of this process, handed to the executor each step (``Executor.adopt``) and
+named in the requests as a ``HeldModel``: so the executor must run episodes here (local or pool); a rollout
+server or a Ray cluster refuses it. The function owns the executor and runs every step's episodes in one
+event loop of its own, so the sandboxes the executor keeps between steps (reset in place, the grading
+ones with their warm test runner) stay usable; :meth:`SweRolloutFunc.close` closes them there.
+
 An infrastructure failure cannot leave TRL's fixed-size batch, so its episode carries no loss (mask all
 0) and no reward (None): TRL (>= 1.x, ``_generate_and_score_completions``) marks a completion every reward
 function left None unscorable, keeps it out of its group's nan-aware mean and std, and sets its advantage
@@ -25,14 +33,16 @@ from collections.abc import Sequence
 from typing import Any, Protocol
 
 from swe_rl.agent.config import AgentConfig
-from swe_rl.envs.cache import EnvCache
+from swe_rl.episode.request import EpisodeRequest, HeldModel
+from swe_rl.episode.result import RolloutResult
 from swe_rl.errors import ConfigError
-from swe_rl.integrations.common import episode_metrics, trajectory_span
+from swe_rl.executors.base import Executor
+from swe_rl.integrations.common import episode_metrics, executor_from, trajectory_span
 from swe_rl.llm.base import SamplingParams
-from swe_rl.rl.rewards import OutcomeReward
-from swe_rl.rl.rollout import RolloutResult, run_rollout
-from swe_rl.sandbox.base import SandboxFactory
+from swe_rl.llm.select import ModelChoice
 from swe_rl.tasks.model import Task
+
+POLICY = HeldModel(name="trl-policy")  # the trainer's model, as the requests name it
 
 
 class StepLog(Protocol):
@@ -44,32 +54,35 @@ class StepLog(Protocol):
 
 
 class SweRolloutFunc:
-    """TRL ``rollout_func``: each prompt is an instance id; one graded agent episode per prompt."""
+    """TRL ``rollout_func``: each prompt is an instance id; one graded agent episode per prompt, run on
+    ``executor`` (default: the one the ``SWE_RL_*`` settings name), which the function owns and closes."""
 
     def __init__(
         self,
         tasks: Sequence[Task],
-        factory: SandboxFactory,
-        cache: EnvCache,
         agent: AgentConfig,
         params: SamplingParams,
         *,
+        executor: Executor | None = None,
         log: StepLog | None = None,
         max_concurrent: int = 16,
-        outcome: OutcomeReward | None = None,
         window_s: float = 0.5,
     ) -> None:
         self.window_s = window_s  # episodes run in step: wait this long to batch a whole turn together
         self.tasks = {t.instance_id: t for t in tasks}
-        self.factory = factory
-        self.cache = cache
+        self.executor = executor or executor_from()
         self.agent = agent
         self.params = params
         self.log = log
         self.max_concurrent = max_concurrent
-        self.outcome = outcome or OutcomeReward()
         self.split_episodes = 0
         self.last_metrics: dict[str, float] = {}
+        self._loop = asyncio.Runner()  # one event loop for every step: the kept sandboxes live in it
+        try:  # an executor whose episodes run in other processes refuses the trainer's model: fail now
+            self.executor.adopt(POLICY, ModelChoice(_between_steps, None, POLICY.name))
+        except ConfigError:
+            self.close()
+            raise
 
     def __call__(self, prompts: list[Any], trainer: Any) -> dict[str, list[Any]]:
         from swe_rl.llm.hf import BatchedHFPolicy
@@ -78,8 +91,12 @@ class SweRolloutFunc:
         model = trainer.accelerator.unwrap_model(trainer.model)
         tokenizer = trainer.processing_class
         policy = BatchedHFPolicy(model, tokenizer, max_batch=self.max_concurrent, window_s=self.window_s)
+        self.executor.adopt(POLICY, ModelChoice(lambda _task: policy, None, POLICY.name))
         started = time.monotonic()
-        results = asyncio.run(self._episodes(ids, policy))
+        try:
+            results = self._loop.run(self._episodes(ids, policy))
+        finally:  # the executor lets go of the model until the next step
+            self.executor.adopt(POLICY, ModelChoice(_between_steps, None, POLICY.name))
         step = int(trainer.state.global_step)
         metrics = episode_metrics(results)
         metrics["rl/rollout_time_s"] = time.monotonic() - started
@@ -98,26 +115,34 @@ class SweRolloutFunc:
             raise ConfigError(f"rollout prompt {text!r} is not an instance id of the training tasks")
         return str(text)
 
+    def request(self, instance_id: str) -> EpisodeRequest:
+        """The episode of one prompt: the task's record, the trainer's model, one exact multi-turn sample."""
+        return EpisodeRequest(
+            task=self.tasks[instance_id].to_record(),
+            model=POLICY,
+            sampling=self.params,
+            agent=self.agent,
+            dynamic_history=False,
+        )
+
     async def _episodes(self, ids: list[str], policy: Any) -> list[RolloutResult]:
         limit = asyncio.Semaphore(self.max_concurrent)
 
         async def one(instance_id: str) -> RolloutResult:
             async with limit:
-                return await run_rollout(
-                    self.tasks[instance_id],
-                    policy,
-                    self.factory,
-                    self.cache,
-                    self.agent,
-                    self.params,
-                    dynamic_history=False,
-                    outcome=self.outcome,
-                )
+                return await self.executor.run(self.request(instance_id))
 
         try:
             return list(await asyncio.gather(*(one(i) for i in ids)))
         finally:
             await policy.close()
+
+    def close(self) -> None:
+        """Close the executor (its kept sandboxes, in the loop they live in), then the loop."""
+        try:
+            self._loop.run(self.executor.close())
+        finally:
+            self._loop.close()
 
     def to_trl(self, ids: list[str], results: list[RolloutResult], tokenizer: Any) -> dict[str, list[Any]]:
         """TRL's rollout output: prompt/completion ids, logprobs, env_mask, and the rewards as extra fields."""
@@ -146,6 +171,10 @@ class SweRolloutFunc:
             out["swe_reward"].append(span.reward)
             out["swe_status"].append(span.status)
         return out
+
+
+def _between_steps(task: Task) -> Any:
+    raise ConfigError(f"{task.instance_id}: the trainer's model is lent to episodes only during a step")
 
 
 def swe_reward(completions: list[Any], swe_reward: list[float | None], **_: Any) -> list[float | None]:

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from swe_rl.episode.result import RolloutResult
 from swe_rl.errors import MissingExtraError
 from swe_rl.integrations.common import (
     build_request,
@@ -40,7 +41,6 @@ from swe_rl.integrations.common import (
 )
 from swe_rl.integrations.settings import AdapterSettings
 from swe_rl.llm.base import SamplingParams
-from swe_rl.rl.rollout import RolloutResult
 
 try:
     import numpy as np

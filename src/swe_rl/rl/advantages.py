@@ -5,7 +5,7 @@ from __future__ import annotations
 import statistics
 from collections.abc import Sequence
 
-from swe_rl.rl.samples import TrainingSample
+from swe_rl.episode.result import TrainingSample
 
 
 def drop_infra_errors(samples: Sequence[TrainingSample]) -> list[TrainingSample]:

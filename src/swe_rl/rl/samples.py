@@ -6,50 +6,19 @@
   previous prompt + completion; observation ids in between get mask 0. Where a prompt does not extend
   (the context manager dropped turns, a template dropped an earlier ``<think>``) a new sample starts.
 * :func:`fill_ids_fixed_base` — for servers that return text only: the seed's fixed-base method.
+
+The sample type itself belongs to the episode's result (episode/result.py), which carries the samples.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any, Literal
+from typing import Any
 
-from pydantic import BaseModel, Field
-
-from swe_rl.agent.trajectory import ExitStatus, Trajectory
+from swe_rl.agent.trajectory import Trajectory
+from swe_rl.episode.result import SampleStatus, TrainingSample, status_of
 from swe_rl.errors import ConfigError
 from swe_rl.llm.base import Message
-
-SampleStatus = Literal["completed", "truncated", "aborted", "infra_error"]
-STATUS_OF: dict[ExitStatus, SampleStatus] = {
-    "submitted": "completed",
-    "limits_exceeded": "truncated",
-    "timeout": "truncated",
-    "format_error_limit": "aborted",
-    "agent_error": "aborted",  # the agent broke its own sandbox: scored with the failure reward
-    "infra_error": "infra_error",
-}
-
-
-class TrainingSample(BaseModel):
-    tokens: list[int] = Field(description="Prompt ids then response ids.")
-    prompt_length: int
-    loss_mask: list[int] = Field(description="One per response id: 1 where the model generated it.")
-    rollout_logprobs: list[float] = Field(description="One per response id; 0.0 where not generated.")
-    reward: float | None = None
-    resolved: bool | None = Field(default=None, description="Whether the rollout's patch resolved the task.")
-    advantage: float | None = None
-    status: SampleStatus
-    instance_id: str
-    trajectory_id: str
-    step_indices: list[int]
-
-    @property
-    def response_length(self) -> int:
-        return len(self.tokens) - self.prompt_length
-
-
-def status_of(traj: Trajectory) -> SampleStatus:
-    return STATUS_OF[traj.exit_status or "infra_error"]
 
 
 def _ids(traj: Trajectory) -> list[tuple[list[int], list[int], list[float]]]:

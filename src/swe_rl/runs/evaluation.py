@@ -85,12 +85,11 @@ class Attempts:
         the attempts it starts. ``reuse_grading``: see :class:`~swe_rl.executors.local.LocalExecutor`
         (then :meth:`close` the attempts)."""
         from swe_rl.executors.local import LocalExecutor
-        from swe_rl.executors.models import ModelBook
         from swe_rl.llm.select import ModelChoice
 
-        model, book = NamedModel(llm=name), ModelBook()
-        book.adopt(model, ModelChoice(make_llm, None, name))
-        executor = LocalExecutor(factory, cache, capacity=capacity, models=book, reuse_grading=reuse_grading)
+        model = NamedModel(llm=name)
+        executor = LocalExecutor(factory, cache, capacity=capacity, reuse_grading=reuse_grading)
+        executor.adopt(model, ModelChoice(make_llm, None, name))
         return cls(executor, model, agent)
 
     def request(
@@ -127,16 +126,8 @@ class Attempts:
         self, task: Task, attempt: int, params: SamplingParams, settings: AttemptSettings
     ) -> EpisodeRecord:
         """One attempt, its artifacts written under ``settings.output_dir``; its record."""
-        from swe_rl.executors.local import LocalExecutor
-
         folder = attempt_folder(settings.output_dir, task.instance_id, attempt)
-        request = self.request(task, attempt, params, settings)
-        if isinstance(
-            self.executor, LocalExecutor
-        ):  # the caller's task object (a test's model may key on it)
-            result = await self.executor.run_task(task, request)
-        else:
-            result = await self.executor.run(request)
+        result = await self.executor.run(self.request(task, attempt, params, settings))
         record = (result.record or _lost(task, result.error)).model_copy(
             update={"attempt": attempt, "artifacts": str(folder)}
         )

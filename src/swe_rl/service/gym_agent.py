@@ -19,9 +19,9 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from swe_rl.episode.result import RolloutResult
 from swe_rl.executors.base import Policy, RolloutRequest
 from swe_rl.llm.base import SamplingParams
-from swe_rl.rl.rollout import RolloutResult
 from swe_rl.service.common import ServiceError
 
 GYM_KEYS = frozenset(

@@ -26,13 +26,13 @@ from starlette.requests import Request
 from starlette.routing import Route
 
 from swe_rl.envs.cache import EnvCache
+from swe_rl.episode.result import RolloutResult
 from swe_rl.errors import ConfigError
 from swe_rl.executors import default_capacity
-from swe_rl.executors.base import NamedModel, RolloutRequest, policy_tokenizer
+from swe_rl.executors.base import Policy, RolloutRequest, policy_tokenizer
 from swe_rl.executors.local import LocalExecutor, agent_config
 from swe_rl.executors.models import ModelBook
 from swe_rl.harness.official import preload
-from swe_rl.rl.rollout import RolloutResult
 from swe_rl.sandbox.base import Limits, SandboxFactory
 from swe_rl.service import gym_agent
 from swe_rl.service.common import (
@@ -132,10 +132,10 @@ class RolloutNode:
             raise ServiceError("bad_request", "agent_config: a shipped config name, not a path on the server")
         try:
             agent_config(req)
-            if isinstance(req.model, NamedModel):
-                self.executor.models.check(req.model)
-            else:
+            if isinstance(req.model, Policy):
                 policy_tokenizer(req.model)
+            else:  # a named model it may build, or a held one (no model object reaches a server: refused)
+                self.executor.models.check(req.model)
         except ConfigError as exc:
             raise ServiceError("bad_request", str(exc)) from None
         return task

@@ -19,15 +19,15 @@ from pydantic import BaseModel, Field, model_validator
 
 from swe_rl.agent.config import AgentConfig
 from swe_rl.envs.cache import EnvCache
+from swe_rl.episode.result import RolloutResult, rollout_record
 from swe_rl.episode.summary import step_curve
 from swe_rl.errors import ConfigError, MissingExtraError
+from swe_rl.executors.base import Executor
 from swe_rl.fileio import atomic_write_json
 from swe_rl.integrations.trl import SweRolloutFunc, swe_reward
 from swe_rl.llm.base import SamplingParams
-from swe_rl.rl.rollout import RolloutResult, rollout_record
 from swe_rl.rundir import RunDir
 from swe_rl.runs.metrics import MetricsSink
-from swe_rl.sandbox.base import SandboxFactory
 from swe_rl.tasks.model import Task
 
 
@@ -113,26 +113,25 @@ class RolloutLog:
 def train_grpo(
     tasks: Sequence[Task],
     settings: GRPOSettings,
-    factory: SandboxFactory,
     cache: EnvCache,
     agent: AgentConfig,
     *,
+    executor: Executor | None = None,
     quiet: bool = False,
     resume: bool = False,
 ) -> dict[str, Any]:
     """GRPO with TRL on ``tasks``; returns the run summary (also written to summary.json).
 
-    ``resume``: continue the run in ``settings.output_dir`` from its newest complete checkpoint (the same
-    settings and tasks; train/resume.py)."""
+    ``cache``: where the tasks' envs are built before the first step (the executor's own, for a local one).
+    ``executor``: where the episodes run (default: the one the ``SWE_RL_*`` settings name); the rollout
+    function closes it at the end. ``resume``: continue the run in ``settings.output_dir`` from its newest
+    complete checkpoint (the same settings and tasks; train/resume.py)."""
     try:
         import torch
         from datasets import Dataset
         from trl import GRPOConfig
     except ImportError as exc:
         raise MissingExtraError(exc.name or "trl", "train", "RL training with TRL") from None
-    from swe_rl.llm.hf import load_model
-    from swe_rl.train.models import model_source
-
     _check(tasks, settings, {f.name for f in dataclasses.fields(GRPOConfig)})
     if quiet:
         _quiet_libraries()
@@ -142,32 +141,44 @@ def train_grpo(
     out = settings.output_dir
     for task in tasks:  # build every env once, up front, so the first step does not pay for it
         cache.ensure(task)
-    model, tokenizer = load_model(model_source(settings.model))
-    if tokenizer.pad_token is None:
-        tokenizer.pad_token = tokenizer.eos_token
+    model, tokenizer = _policy(settings)
     cuda = torch.cuda.is_available()  # load_model put the model there
-    if settings.freeze_embeddings:
-        freeze_token_embeddings(model)
     log = RolloutLog(out)
     params = SamplingParams(
         max_tokens=settings.max_tokens, temperature=settings.temperature, top_p=settings.top_p
     )
     rollout = SweRolloutFunc(
-        tasks, factory, cache, agent, params, log=log, max_concurrent=settings.max_concurrent
+        tasks, agent, params, executor=executor, log=log, max_concurrent=settings.max_concurrent
     )
-    bf16 = bool(cuda and torch.cuda.is_bf16_supported())
-    trainer = _trainer_class()(
-        model=model,
-        reward_funcs=[swe_reward],
-        args=GRPOConfig(**_grpo_config(settings, cuda=cuda, bf16=bf16, quiet=quiet)),
-        train_dataset=Dataset.from_list([{"prompt": t.instance_id} for t in tasks]),
-        processing_class=tokenizer,
-        rollout_func=rollout,
-    )
-    _fit_trainer(trainer, log, settings, cuda=cuda, quiet=quiet)
-    started = time.monotonic()
-    trainer.train(resume_from_checkpoint=str(checkpoint) if checkpoint else None)
+    try:  # the rollout function's executor is closed in the event loop its kept sandboxes live in
+        bf16 = bool(cuda and torch.cuda.is_bf16_supported())
+        trainer = _trainer_class()(
+            model=model,
+            reward_funcs=[swe_reward],
+            args=GRPOConfig(**_grpo_config(settings, cuda=cuda, bf16=bf16, quiet=quiet)),
+            train_dataset=Dataset.from_list([{"prompt": t.instance_id} for t in tasks]),
+            processing_class=tokenizer,
+            rollout_func=rollout,
+        )
+        _fit_trainer(trainer, log, settings, cuda=cuda, quiet=quiet)
+        started = time.monotonic()
+        trainer.train(resume_from_checkpoint=str(checkpoint) if checkpoint else None)
+    finally:
+        rollout.close()
     return _finish(trainer, tokenizer, settings, rollout, time.monotonic() - started)
+
+
+def _policy(settings: GRPOSettings) -> tuple[Any, Any]:
+    """The model to train (on the GPU when torch sees one) and its tokenizer, with a pad token."""
+    from swe_rl.llm.hf import load_model
+    from swe_rl.train.models import model_source
+
+    model, tokenizer = load_model(model_source(settings.model))
+    if tokenizer.pad_token is None:
+        tokenizer.pad_token = tokenizer.eos_token
+    if settings.freeze_embeddings:
+        freeze_token_embeddings(model)
+    return model, tokenizer
 
 
 def _check(tasks: Sequence[Task], settings: GRPOSettings, config_fields: set[str]) -> None:
