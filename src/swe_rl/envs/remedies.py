@@ -13,7 +13,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from swe_rl.envs.dating import Resolver, Widening, norm, to_wheel
+from swe_rl.envs.dating import PYTEST_RA_AS_OF, PYTEST_RA_FLOOR, Resolver, Widening, norm, to_wheel
 from swe_rl.envs.recipe import EnvRecipe
 from swe_rl.envs.uv_output import DEPENDENCY_FAILED, FILTERED, NO_LIBRARY, NO_WHEEL, SDIST_DISABLED, pinned_by
 
@@ -141,3 +141,15 @@ def undated_packages(recipe: EnvRecipe) -> list[str]:
         if sep and re.fullmatch(r"[A-Za-z0-9._-]+", name.strip()) and version.strip():
             names.append(name.strip())
     return sorted(set(names))
+
+
+def runner_floor(recipe: EnvRecipe) -> tuple[list[str], str]:
+    """pytest >= 4.6 for a date before it, and a line for the build log: older pytest lists no passed test under
+    ``-rA``, and SWE-bench's log parsers read that list (the official images ran pytest from their own build
+    time, 2023-24). Not when the recipe pins pytest itself."""
+    if not recipe.exclude_newer or recipe.exclude_newer >= PYTEST_RA_AS_OF:
+        return [], ""
+    if [p for p in [*recipe.pip, *recipe.constraints] if re.match(r"pytest\s*[=<>!~]", p)]:
+        return [], ""
+    said = f"swe-rl: {PYTEST_RA_FLOOR} as of {PYTEST_RA_AS_OF[:10]} (older pytest lists no passed test under -rA)"
+    return [PYTEST_RA_FLOOR], said
