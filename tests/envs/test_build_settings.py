@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 from tests.envs.helpers import git, make_repo
-from tests.envs.test_dating import BEFORE, pins
+from tests.envs.test_dating import BEFORE, OLD_BACKEND, build, pins
 
 from swe_rl.envs.cache import EnvCache
 from swe_rl.envs.install_tools import uv_binary
@@ -142,15 +142,16 @@ def test_a_tag_in_the_testbed_is_left_to_setuptools_scm(tmp_path, index):
 
 
 # matplotlib's setupext.py, reduced to its FreeType choice: the host's when mplsetup.cfg (MPLSETUPCFG) says
-# system_freetype, else a download that cannot succeed offline
+# system_freetype, else a download that cannot succeed offline; the backend runs it as matplotlib's setup.py does
+SETUPEXT = """import configparser, os
+config = configparser.ConfigParser()
+config.read(os.environ.get("MPLSETUPCFG") or "mplsetup.cfg")
+if not config.getboolean("libs", "system_freetype", fallback=False):
+    raise SystemExit("downloading freetype-2.6.1.tar.gz: network unreachable")
+"""
 MPL_BACKEND = SCM_BACKEND.replace(
     "def build_editable(wheel_directory, config_settings=None, metadata_directory=None):\n",
-    "def build_editable(wheel_directory, config_settings=None, metadata_directory=None):\n"
-    "    import configparser\n"
-    "    config = configparser.ConfigParser()\n"
-    "    config.read(os.environ.get('MPLSETUPCFG') or 'mplsetup.cfg')\n"
-    "    if not config.getboolean('libs', 'system_freetype', fallback=False):\n"
-    "        raise SystemExit('downloading freetype-2.6.1.tar.gz: network unreachable')\n",
+    "def build_editable(wheel_directory, config_settings=None, metadata_directory=None):\n    import setupext\n",
 )
 
 
@@ -165,14 +166,16 @@ def test_a_build_that_would_download_freetype_is_told_to_use_the_hosts(tmp_path,
     scm_repo(tmp_path / "mirrors")
     repo = tmp_path / "mirrors/acme/widget"
     (repo / "scmbackend.py").write_text(MPL_BACKEND)
-    git(repo, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qam", "freetype")
+    (repo / "setupext.py").write_text(SETUPEXT)
+    git(repo, "add", "-A")
+    git(repo, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "freetype")
     commit = git(repo, "rev-parse", "HEAD")
     env = EnvCache(tmp_path / "envs", repo_cache=tmp_path / "mirrors").ensure(
         row_task(commit, "3.6", "python -m pip install -e .")
     )
     assert env.venv is not None
     log = (env.venv / "swe-rl-install.log").read_text()
-    assert "MPLSETUPCFG" in log and "system_freetype" in log
+    assert "matplotlib's build is told (MPLSETUPCFG): system_freetype" in log
     # control: the same build without MPLSETUPCFG would download FreeType
     build = "import scmbackend, tempfile; scmbackend.build_editable(tempfile.mkdtemp())"
     proc = subprocess.run(
@@ -219,3 +222,41 @@ def test_a_release_that_fails_to_import_beside_a_later_numpy_has_numpy_bounded_t
     assert "# swe-rl: bounded numpy (needed by numbish==0.53.1;" in lock and "import fails" not in lock
     record = json.loads((env.venv / "swe-rl-env.json").read_text())
     assert [(w["package"], w["as_of"]) for w in record["widened"]] == [("numpy", "2021-03-25T00:00:01Z")]
+
+
+def test_the_pip_fallback_does_not_hold_the_repo_to_a_copy_of_it_from_the_index(tmp_path, index, monkeypatch):
+    """matplotlib 3.6's environment file pulled matplotlib 3.6.1 from the index (mpl-sphinx-theme needs it); when pip
+    then ran the repo's own editable install, it held every installed distribution to its version, the repo's own
+    included: `matplotlib 0.1.0.dev44475 ... conflicting dependencies: (constraint) matplotlib==3.6.1`."""
+    import ensurepip
+
+    setuptools = next((Path(ensurepip.__file__).parent / "_bundled").glob("setuptools-*.whl"), None)
+    if setuptools is None:
+        pytest.skip("this interpreter bundles no setuptools wheel for pip's build environment")
+    links = tmp_path / "links"
+    links.mkdir()
+    (links / setuptools.name).write_bytes(setuptools.read_bytes())
+    for key in ("PIP_FIND_LINKS", "UV_FIND_LINKS"):
+        monkeypatch.setenv(key, str(links))
+    index.add("oldpkg", "0.5", BEFORE)  # the repo's own distribution, released
+    repo_cache = tmp_path / "mirrors"
+    make_repo(repo_cache)
+    repo = repo_cache / "acme/widget"
+    (repo / "oldpkg").mkdir()
+    (repo / "oldpkg" / "__init__.py").write_text("VALUE = 1\n")
+    (repo / "oldbackend.py").write_text(OLD_BACKEND)  # no build_editable: uv cannot, pip runs it
+    (repo / "setup.py").write_text(
+        'from setuptools import setup\nsetup(name="oldpkg", version="1.0", packages=["oldpkg"])\n'
+    )
+    (repo / "pyproject.toml").write_text(
+        '[build-system]\nrequires = ["setuptools"]\nbuild-backend = "oldbackend"\nbackend-path = ["."]\n'
+    )
+    git(repo, "add", "-A")
+    git(repo, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "-m", "old build backend")
+    venv, record = build(
+        tmp_path, "python -m pip install oldpkg && python -m pip install -e .", as_of_date=False
+    )
+    assert record["pip_fallbacks"] == ["python -m pip install oldpkg && python -m pip install -e ."]
+    # the repo's own release gave way to the editable install (its metadata is in the testbed, /testbed here)
+    assert "oldpkg==0.5" not in pins(venv)
+    assert "Successfully installed oldpkg-1.0" in (venv / "swe-rl-install.log").read_text()

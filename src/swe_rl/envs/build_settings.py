@@ -38,6 +38,8 @@ def repo_build_settings(
     """The environment the repo's install commands get besides the installer's (:func:`mpl_setup`,
     :func:`scm_version`), the lock's lines (the version given to the build), and lines for the build log."""
     mpl, said = mpl_setup(venv)
+    if "MPLSETUPCFG" not in _read(testbed / "setupext.py"):
+        said = ""  # set for matplotlib built as a dependency; said where the repo is matplotlib
     given, told = scm_version(testbed, version)
     notes = [f"{VERSION_GIVEN}{told.partition('; ')[2]}"] if given else []
     return {**mpl, **given}, notes, [line for line in (said, told) if line]
@@ -53,7 +55,12 @@ def mpl_setup(venv: Path) -> tuple[dict[str, str], str]:
     with path.open("w") as out:
         config.write(out)
     said = ", ".join(found) if found else "none of system_freetype, system_qhull (pkg-config finds neither)"
-    return {"MPLSETUPCFG": str(path)}, f"swe-rl: matplotlib's build is told (MPLSETUPCFG): {said}"
+    # the official images' builds downloaded FreeType 2.6.1, the version matplotlib's baseline images were made
+    # with: text renders otherwise with the host's, and image comparisons with text fail (matplotlib says so)
+    caveat = (
+        "; image comparisons with text expect the FreeType 2.6.1 its build would download" if found else ""
+    )
+    return {"MPLSETUPCFG": str(path)}, f"swe-rl: matplotlib's build is told (MPLSETUPCFG): {said}{caveat}"
 
 
 def uses_setuptools_scm(testbed: Path) -> bool:
@@ -75,9 +82,9 @@ def project_name(testbed: Path) -> str:
             name = config.get("metadata", "name", fallback="")
         except configparser.Error:
             name = ""
-    if not name and (
-        found := re.search(r"""\bname\s*=\s*["']([A-Za-z0-9._-]+)["']""", _read(testbed / "setup.py"))
-    ):
+    # setup(name="matplotlib"), or the constant it names (pvlib's and scikit-learn's DISTNAME = "pvlib")
+    pattern = r"""\b(?:name|DISTNAME|NAME)\s*=\s*["']([A-Za-z0-9._-]+)["']"""
+    if not name and (found := re.search(pattern, _read(testbed / "setup.py"))):
         name = found[1]
     return str(name)
 

@@ -24,12 +24,14 @@ from swe_rl.envs.lock import IMPORT_FAILS, pinned
 
 IMPORT_TIMEOUT_S = 600
 
-# what a numpy that does not fit says at import: a package's own check (numba: "Numba needs NumPy 1.20 or less"),
-# or numpy's check of a binary built for another numpy (its C API version, its array struct's size)
+# what a numpy that does not fit says at import: a package's own check (numba 0.54 on: "Numba needs NumPy 1.20 or
+# less"), numpy's check of a binary built for another numpy (its C API version, its array struct's size), or a
+# compiled module of a package that requires numpy failing to initialize (numba 0.53.1 beside numpy 1.25:
+# "SystemError: initialization of _internal failed without raising an exception")
 NUMPY_MISMATCH = re.compile(
     r"(needs|requires) NumPy|NumPy [\d.]+ or (less|older|earlier)|compiled (against|using) (API version|NumPy)"
     r"|numpy\.core\.(_)?multiarray(_umath)? failed to import|_ARRAY_API not found"
-    r"|numpy\.(dtype|ndarray|ufunc) size changed",
+    r"|numpy\.(dtype|ndarray|ufunc) size changed|initialization of \S+ (failed|raised)",
     re.IGNORECASE,
 )
 

@@ -28,6 +28,7 @@ DEBIAN_PACKAGE = {
     "make": "make",
     "pkg-config": "pkg-config",
     "gfortran": "gfortran",
+    "gs": "ghostscript",
 }
 
 

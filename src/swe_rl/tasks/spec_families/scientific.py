@@ -35,8 +35,10 @@ _MPL_PINS = pins(
 _MPL_REQS = ("requirements/dev/dev-requirements.txt", "requirements/testing/travis_all.txt")
 # FreeType from the host: matplotlib's build downloads it otherwise (3.3 on, unless mplsetup.cfg says
 # system_freetype; 3.0-3.2 link the host's always); qhull from the host from 3.4, whose build downloads it
-# unless told system_qhull (3.0-3.3 compile the copy in extern/). The installer tells the build (MPLSETUPCFG)
-_MPL_OLD_SYSTEM = ("gcc", "g++", "pkg-config", "pc:freetype2")
+# unless told system_qhull (3.0-3.3 compile the copy in extern/). The installer tells the build (MPLSETUPCFG).
+# Ghostscript's gs for the tests: without it every pdf image comparison is skipped (the official images had it
+# from conda's ghostscript), and FAIL_TO_PASS lists hold such tests (24026's test_stackplot[pdf])
+_MPL_OLD_SYSTEM = ("gcc", "g++", "pkg-config", "pc:freetype2", "gs")
 _MPL_SYSTEM = (*_MPL_OLD_SYSTEM, "pc:qhull_r")
 
 _SEABORN_PINS = pins(
