@@ -32,15 +32,21 @@ def make_repo(repo_cache: Path, repo: str = "acme/widget") -> str:
 
 
 def make_wheel(
-    index: Path, name: str, version: str, requires: tuple[str, ...] = (), tag: str = "py3-none-any"
+    index: Path,
+    name: str,
+    version: str,
+    requires: tuple[str, ...] = (),
+    tag: str = "py3-none-any",
+    source: str = "",
 ) -> Path:
-    """A wheel of module ``name`` whose ``VERSION`` is ``version``, depending on ``requires``: pure Python, or by
-    its ``tag`` (a platform's, e.g. ``cp311-cp311-linux_x86_64``) one that only this Python installs."""
+    """A wheel of module ``name`` whose ``VERSION`` is ``version`` (and whose code is ``source`` after that),
+    depending on ``requires``: pure Python, or by its ``tag`` (a platform's, e.g. ``cp311-cp311-linux_x86_64``) one
+    that only this Python installs."""
     index.mkdir(parents=True, exist_ok=True)
     dist = f"{name}-{version}.dist-info"
     needs = "".join(f"Requires-Dist: {r}\n" for r in requires)
     files = {
-        f"{name}.py": f"VERSION = {version!r}\n",
+        f"{name}.py": f"VERSION = {version!r}\n{source}",
         f"{dist}/METADATA": f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n{needs}",
         f"{dist}/WHEEL": f"Wheel-Version: 1.0\nGenerator: swe-rl-tests\nRoot-Is-Purelib: true\nTag: {tag}\n",
     }

@@ -24,8 +24,9 @@ class Index:
         uploaded: str,
         requires: tuple[str, ...] = (),
         tag: str = "py3-none-any",
+        source: str = "",
     ) -> None:
-        self.serve(name, make_wheel(self.root, name, version, requires, tag), uploaded)
+        self.serve(name, make_wheel(self.root, name, version, requires, tag, source), uploaded)
 
     def serve(self, name: str, dist: Path, uploaded: str) -> None:
         digest = hashlib.sha256(dist.read_bytes()).hexdigest()

@@ -278,3 +278,30 @@ def test_sphinx_tox_env_python_runs_the_venvs_python_with_tox_bin_first_on_path(
     shim.write_text('#!/bin/sh\nexec python "$@"\n')
     with pytest.raises(subprocess.TimeoutExpired):
         subprocess.run([str(shim), "-c", "pass"], env={"PATH": path}, capture_output=True, timeout=3)
+
+
+def test_a_library_a_build_compiles_against_is_found_by_pkg_config_and_its_package_named(
+    tmp_path, monkeypatch
+):
+    """matplotlib's build downloads FreeType and qhull unless told to use the host's: the spec names them, and a
+    host without them is told the Debian packages (no pkg-config at all: that too)."""
+    monkeypatch.setenv("PKG_CONFIG_LIBDIR", str(tmp_path))  # the host's modules out of sight
+    monkeypatch.setenv("PKG_CONFIG_PATH", str(tmp_path))
+    with pytest.raises(
+        EnvBuildError, match=r"needs pc:freetype2, pc:qhull_r .*apt-get install libfreetype-dev libqhull-dev"
+    ):
+        check_system(["pc:freetype2", "pc:qhull_r"], "matplotlib")
+    with pytest.raises(EnvBuildError, match=r"apt-get install libswe-rl-no-such-dev\)"):
+        check_system(["pc:swe-rl-no-such"], "x")
+    (tmp_path / "freetype2.pc").write_text("Name: freetype2\nDescription: t\nVersion: 24.3.18\n")
+    check_system(["pc:freetype2"], "control")  # found where pkg-config looks
+    monkeypatch.setenv("PATH", str(tmp_path / "no-bin"))
+    with pytest.raises(
+        EnvBuildError, match=r"needs pkg-config, pc:freetype2 .*apt-get install pkg-config libfreetype-dev"
+    ):
+        check_system(["pc:freetype2"], "matplotlib")
+    new, old = spec_for(task("matplotlib/matplotlib", "3.6")), spec_for(task("matplotlib/matplotlib", "3.3"))
+    assert new is not None and {"pc:freetype2", "pc:qhull_r", "gs"} <= set(
+        new.system
+    )  # 3.4 on download qhull
+    assert old is not None and "pc:freetype2" in old.system and "pc:qhull_r" not in old.system  # extern/

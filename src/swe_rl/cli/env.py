@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
@@ -23,6 +23,10 @@ from swe_rl.cli.common import (
     resolve_backend,
     run,
 )
+
+if TYPE_CHECKING:
+    from swe_rl.envs.recipe import InstallOptions
+    from swe_rl.tasks.model import Task
 
 app = typer.Typer(
     help="Environments: the repo at base_commit plus its venv, cached and shared.", no_args_is_help=True
@@ -46,6 +50,15 @@ InstallPythonOpt = Annotated[
     bool,
     typer.Option(
         "--install-python", help="Install a missing Python with `uv python install` (or $SWE_RL_CONDA)."
+    ),
+]
+
+InstallSystemDepsOpt = Annotated[
+    bool,
+    typer.Option(
+        "--install-system-deps",
+        help="Install the Debian packages the builds need and the host lacks (compilers, C libraries) with "
+        "apt-get first; needs root. Without it a build that lacks one stops and names the package.",
     ),
 ]
 
@@ -85,6 +98,7 @@ def build(
     as_of_date: AsOfDateOpt = True,
     constraints: ConstraintsOpt = None,
     install_python: InstallPythonOpt = False,
+    install_system_deps: InstallSystemDepsOpt = False,
     json_out: JsonOpt = False,
 ) -> None:
     """Build (or find in the cache) the environment of every task; with --validate, prove each one.
@@ -113,6 +127,8 @@ def build(
     options = _options(installer, as_of_date, constraints, install_python)
     assert isinstance(options, InstallOptions)
     cache = EnvCache(cache_dir, repo_cache=repo_cache, options=options)
+    if install_system_deps:  # once for the whole run, before builds start in parallel (apt-get takes a lock)
+        _provide_system([t for t in tasks if cache.imported_for(t) is None], options)
     factory = None
     if validate:
         from swe_rl.cli.common import pool_token
@@ -127,6 +143,14 @@ def build(
     counts = result.counts()
     unusable = ("failed", "invalid", "error", "unfetchable")
     raise typer.Exit(1 if any(counts.get(status) for status in unusable) else 0)
+
+
+def _provide_system(tasks: list[Task], options: InstallOptions) -> None:
+    from swe_rl.envs.system_deps import install_system_deps, system_needs
+
+    installed = install_system_deps(system_needs(tasks, options))
+    if installed:
+        note(f"installed with apt-get: {' '.join(installed)}")
 
 
 def print_build(result: object) -> None:

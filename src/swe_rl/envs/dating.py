@@ -20,13 +20,32 @@ import subprocess
 import tomllib
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import NamedTuple
+from typing import Any, NamedTuple
 from urllib.parse import unquote, urlparse
 
 from packaging.version import InvalidVersion, Version
 from pydantic import BaseModel, Field
 
+# Build tools are not resolved as of the task's date: setuptools older than 64 cannot make the editable
+# installs (PEP 660) that uv performs, and the official images built every repo with a 2024 setuptools.
+# An sdist that builds only with the setuptools of its time (setuptools.Feature, gone in 46) makes the
+# build retry with the task date's build tools (recorded).
+BUILD_TOOLS_AS_OF = "2024-06-01T00:00:00Z"  # setuptools 70.0 (the SWE-bench specs' own pin), wheel 0.43
+# setuptools' plugins go with it: setuptools-scm as of a 2021 task (6.0, which reads pkg_resources.packaging)
+# does not load in 2024's setuptools (70 dropped that), where the official images had a 2024 setuptools-scm
+BUILD_TOOLS = ("setuptools", "wheel", "setuptools-scm")
+# ...but never older than what a project without pyproject.toml builds with: PEP 517's default build
+# requirement, which uv and pip apply, is setuptools>=40.8.0 (uploaded 2019-02-05).
+DATED_BUILD_TOOLS_FLOOR = "2019-02-06T00:00:00Z"
+
+UNDATED = "2100-01-01T00:00:00Z"
+PYTEST_RA_FLOOR = "pytest>=4.6"  # 4.5 (2019-05) first listed passed tests under -rA; 4.6 is its LTS line
+# the floor's own date: 4.6.0-4.6.2 were uploaded 2019-06-01..03. pytest is resolved as of it, not from today:
+# a 2019 env's plugins (pytest-rerunfailures 7.0 imports _pytest.resultlog, gone in 6.1) need a 2019 pytest
+PYTEST_RA_AS_OF = "2019-06-04T00:00:00Z"
+
 WIDENED = "# swe-rl: widened "
+BOUNDED = "# swe-rl: bounded "
 
 
 class Widening(BaseModel):
@@ -48,6 +67,14 @@ class Widening(BaseModel):
 
     def lock_line(self) -> str:
         return f"{WIDENED}{self.package} {self.detail()}"
+
+
+class Bounding(Widening):
+    """A dependency resolved as of an earlier time than the task's (``as_of``): the releases of the time of a
+    release that fails to import beside a later one (:mod:`swe_rl.envs.import_check`)."""
+
+    def lock_line(self) -> str:
+        return f"{BOUNDED}{self.package} {self.detail()}"
 
 
 class WheelRelease(NamedTuple):
@@ -107,33 +134,39 @@ class Resolver:
     def first_wheel(self, name: str, after: str) -> WheelRelease | None:
         """The earliest release of ``name`` after version ``after`` (any, with ''), on today's index, that has a wheel for this
         Python (None: none has). uv matches the tags and reports the files (its pylock.toml output)."""
-        cmd = [self.uv, "pip", "compile", "-", "--python", str(self.python), "--quiet", "--no-header"]
-        cmd += ["--no-deps", "--only-binary", name, "--resolution", "lowest", "--format", "pylock.toml"]
-        proc = subprocess.run(
-            cmd,
-            input=f"{name}>{after}\n" if after else f"{name}\n",
-            capture_output=True,
-            text=True,
-            env=self.environ,
-            check=False,
-        )
-        try:
-            lock = tomllib.loads(proc.stdout) if proc.returncode == 0 else {}
-        except tomllib.TOMLDecodeError:  # a uv too old for pylock.toml output
-            return None
-        for package in lock.get("packages", []):
+        extra = ["--only-binary", name, "--resolution", "lowest"]
+        for package in self._pylock(f"{name}>{after}" if after else name, extra):
             wheels = package.get("wheels", [])
             if norm(str(package.get("name", ""))) != norm(name) or not wheels:
                 continue
             files = [_file_name(w) for w in wheels]
-            times = [_utc(w["upload-time"]) for w in wheels if isinstance(w.get("upload-time"), datetime)]
-            uploaded = min(times) + timedelta(seconds=1) if times else None  # uv's times are to the second
             return WheelRelease(
                 version=str(package["version"]),
-                uploaded=uploaded.strftime("%Y-%m-%dT%H:%M:%SZ") if uploaded else "",
+                uploaded=_first_upload(wheels),
                 compiled=not all(f.endswith("-none-any.whl") for f in files),
             )
         return None
+
+    def uploaded(self, name: str, version: str) -> str:
+        """Just after the first upload of release ``version`` of ``name`` (its wheel for this Python, or its
+        sdist), RFC 3339; '' when the index does not say."""
+        for package in self._pylock(f"{name}=={version}", []):
+            if norm(str(package.get("name", ""))) == norm(name):
+                return _first_upload([*package.get("wheels", []), package.get("sdist") or {}])
+        return ""
+
+    def _pylock(self, requirement: str, extra: list[str]) -> list[dict[str, Any]]:
+        """The packages of uv's pylock.toml for ``requirement`` alone (no dependencies) on today's index."""
+        cmd = [self.uv, "pip", "compile", "-", "--python", str(self.python), "--quiet", "--no-header"]
+        cmd += ["--no-deps", *extra, "--format", "pylock.toml"]
+        proc = subprocess.run(
+            cmd, input=f"{requirement}\n", capture_output=True, text=True, env=self.environ, check=False
+        )
+        try:
+            lock = tomllib.loads(proc.stdout) if proc.returncode == 0 else {}
+        except tomllib.TOMLDecodeError:  # a uv too old for pylock.toml output
+            return []
+        return [p for p in lock.get("packages", []) if isinstance(p, dict)]
 
     def python_tag(self) -> str:
         """``cp39`` for a CPython 3.9 venv."""
@@ -205,6 +238,12 @@ def _file_name(wheel: dict[str, object]) -> str:
     """A pylock.toml wheel entry's file name (its ``name``, else the last part of its url or path)."""
     where = str(wheel.get("name") or wheel.get("url") or wheel.get("path") or "")
     return unquote(urlparse(where).path).rsplit("/", 1)[-1]
+
+
+def _first_upload(files: list[dict[str, Any]]) -> str:
+    """Just after the earliest upload time of pylock.toml file entries (uv's times are to the second)."""
+    times = [_utc(f["upload-time"]) for f in files if isinstance(f.get("upload-time"), datetime)]
+    return (min(times) + timedelta(seconds=1)).strftime("%Y-%m-%dT%H:%M:%SZ") if times else ""
 
 
 def _utc(when: datetime) -> datetime:

@@ -11,18 +11,35 @@ dated install fails, :mod:`swe_rl.envs.remedies` chooses what to take from today
 from __future__ import annotations
 
 import os
-import re
 import shlex
 import subprocess
 import tempfile
 from pathlib import Path
 
-from swe_rl.envs.dating import WIDENED, Resolver, Widening, unreachable, widened_in
+from swe_rl.envs.build_settings import project_name, repo_build_settings
+from swe_rl.envs.dating import (
+    BUILD_TOOLS_AS_OF,
+    DATED_BUILD_TOOLS_FLOOR,
+    WIDENED,
+    Resolver,
+    Widening,
+    norm,
+    unreachable,
+    widened_in,
+)
+from swe_rl.envs.import_check import ImportFailure, failed_imports, numpy_bound
 from swe_rl.envs.install_tools import PROBE_FAILED, SHIMS, choose_installer, freeze, install_environ
 from swe_rl.envs.lock import DATED_BUILD_TOOLS, FALLBACK, READ_AT_BASE, SKIPPED, pinned
 from swe_rl.envs.recipe import EnvRecipe, Installer
-from swe_rl.envs.remedies import held_to_first_wheel, probe_remedy, to_widen, undated_packages
-from swe_rl.envs.requirement_files import RecipeFiles
+from swe_rl.envs.remedies import (
+    dated_options,
+    held_to_first_wheel,
+    probe_remedy,
+    runner_floor,
+    to_widen,
+    undated_packages,
+)
+from swe_rl.envs.requirement_files import RecipeFiles, install_best_effort
 from swe_rl.envs.uv_output import (
     BUILD_FAILED,
     LOCAL_BUILD_FAILED,
@@ -33,23 +50,7 @@ from swe_rl.envs.uv_output import (
 from swe_rl.errors import EnvBuildError
 from swe_rl.tasks.specs import check_system
 
-# Build tools are not resolved as of the task's date: setuptools older than 64 cannot make the editable
-# installs (PEP 660) that uv performs, and the official images built every repo with a 2024 setuptools.
-# An sdist that builds only with the setuptools of its time (setuptools.Feature, gone in 46) makes the
-# build retry with the task date's build tools (recorded).
-BUILD_TOOLS_AS_OF = "2024-06-01T00:00:00Z"  # setuptools 70.0 (the SWE-bench specs' own pin), wheel 0.43
-# setuptools' plugins go with it: setuptools-scm as of a 2021 task (6.0, which reads pkg_resources.packaging)
-# does not load in 2024's setuptools (70 dropped that), where the official images had a 2024 setuptools-scm
-BUILD_TOOLS = ("setuptools", "wheel", "setuptools-scm")
-# ...but never older than what a project without pyproject.toml builds with: PEP 517's default build
-# requirement, which uv and pip apply, is setuptools>=40.8.0 (uploaded 2019-02-05).
-DATED_BUILD_TOOLS_FLOOR = "2019-02-06T00:00:00Z"
-
-UNDATED = "2100-01-01T00:00:00Z"
-PYTEST_RA_FLOOR = "pytest>=4.6"  # 4.5 (2019-05) first listed passed tests under -rA; 4.6 is its LTS line
-# the floor's own date: 4.6.0-4.6.2 were uploaded 2019-06-01..03. pytest is resolved as of it, not from today:
-# a 2019 env's plugins (pytest-rerunfailures 7.0 imports _pytest.resultlog, gone in 6.1) need a 2019 pytest
-PYTEST_RA_AS_OF = "2019-06-04T00:00:00Z"
+SYSTEM_HINT = "; or as root: swe-rl env build --install-system-deps"
 
 
 class InstallRun:
@@ -89,6 +90,9 @@ class InstallRun:
         self.probe_said = ""  # what the probe said when it stopped the last run
         self.from_source: set[str] = set()  # dependencies the probe lets build from their sdists
         self._pip_upgraded: set[str] = set()  # {"pip"} once the venv's pip was brought up for a fallback
+        self.build_environ: dict[str, str] = {}  # what the repo's build reads (swe_rl.envs.build_settings)
+        self.settings_notes: list[str] = []  # the lock's lines on it (the version given to the build)
+        self.import_failures: list[ImportFailure] = []  # after the build (swe_rl.envs.import_check)
 
     def install_command(self, *, probe: bool = False) -> str:
         """The installer with the build's options; with ``probe``, uv's dry run that builds nothing but the repo
@@ -109,23 +113,7 @@ class InstallRun:
                 # setuptools' compat mode gives the same path entry.
                 opts += ["-C", "editable_mode=compat"]
             if self.recipe.exclude_newer:
-                opts += ["--exclude-newer", self.recipe.exclude_newer]
-                tools_as_of = self.build_tools_as_of()
-                if tools_as_of > self.recipe.exclude_newer:
-                    for tool in BUILD_TOOLS:
-                        opts += ["--exclude-newer-package", f"{tool}={tools_as_of}"]
-                # a spec's exact pins name versions on purpose, sometimes newer than the task; not the build
-                # tools' date, though: that is what builds its sdists (astropy 1.3's setuptools==38.2.4 pin made
-                # MarkupSafe 1.0's build env take today's setuptools, which has no Feature, at the dated retry)
-                tools = set(BUILD_TOOLS) if tools_as_of > self.recipe.exclude_newer else set()
-                undated = {
-                    name: UNDATED for name in undated_packages(self.recipe) if name.lower() not in tools
-                }
-                undated.update({w.package: w.as_of or UNDATED for w in self.widened})
-                if self.pytest_floor and "pytest" not in undated:
-                    opts += ["--exclude-newer-package", f"pytest={PYTEST_RA_AS_OF}"]
-                for name, as_of in undated.items():
-                    opts += ["--exclude-newer-package", f"{name}={as_of}"]
+                opts += dated_options(self.recipe, self.widened, self.build_tools_as_of(), self.pytest_floor)
         else:
             head = [str(self.venv / "bin" / "python"), "-m", "pip", "install"]
         return " ".join(shlex.quote(p) for p in [*head, *opts])
@@ -139,7 +127,7 @@ class InstallRun:
 
     def environ(self) -> dict[str, str]:
         """The environment of install commands: the venv first on PATH, the host's network settings."""
-        return install_environ(self.testbed, self.venv, self.cache)
+        return {**install_environ(self.testbed, self.venv, self.cache), **self.build_environ}
 
     def run(self, command: str) -> None:
         """Run ``command`` in the testbed with the venv first on PATH and the install shims defined.
@@ -296,19 +284,12 @@ class InstallRun:
             return proc.returncode, log.read().decode(errors="replace")
 
     def _runner_floor(self) -> list[str]:
-        """pytest >= 4.6 for a date before it: older pytest lists no passed test under ``-rA``, and SWE-bench's
-        log parsers read that list (the official images ran pytest from their own build time, 2023-24).
-        Not when the recipe pins pytest itself."""
-        if not self.recipe.exclude_newer or self.recipe.exclude_newer >= PYTEST_RA_AS_OF:
-            return []
-        named = [p for p in [*self.recipe.pip, *self.recipe.constraints] if re.match(r"pytest\s*[=<>!~]", p)]
-        if named:
-            return []
-        self._note(
-            f"swe-rl: {PYTEST_RA_FLOOR} as of {PYTEST_RA_AS_OF[:10]} (older pytest lists no passed test under -rA)"
-        )
-        self.pytest_floor = True
-        return [PYTEST_RA_FLOOR]
+        """:func:`~swe_rl.envs.remedies.runner_floor`, logged."""
+        floor, said = runner_floor(self.recipe)
+        self.pytest_floor = bool(floor)
+        if said:
+            self._note(said)
+        return floor
 
     def _setup_py_only(self) -> bool:
         return (self.testbed / "setup.py").is_file() and not (self.testbed / "pyproject.toml").is_file()
@@ -333,7 +314,10 @@ class InstallRun:
             )
             self._run("python -m pip install -q --upgrade 'pip<25'", pip)
         held = self.venv / "swe-rl-pip-constraints.txt"
-        held.write_text("".join(f"{line}\n" for line in pinned(self.freeze())))
+        # not the repo's own distribution: a copy of it from the index (matplotlib 3.6.1, which mpl-sphinx-theme
+        # pulled in) would hold the editable install to that version
+        own = norm(project_name(self.testbed))
+        held.write_text("".join(f"{p}\n" for p in pinned(self.freeze()) if norm(p.split("==")[0]) != own))
         python = str(self.venv / "bin" / "python")
         head = [python, "-m", "pip", "install", "--disable-pip-version-check", "-c", str(held)]
         if self.constraints.is_file():
@@ -354,12 +338,23 @@ class InstallRun:
         )
         for item in found:
             self._note(f"swe-rl: widened {item.package}: {item.lock_line()[len(WIDENED) :]}")
+        held = {
+            norm(n) for n in [*undated_packages(self.recipe), *(w.package for w in [*self.widened, *found])]
+        }
+        if "numpy" not in held and (bound := numpy_bound(self.import_failures, lock, resolver)) is not None:
+            self._note(f"swe-rl: bounded numpy: {bound.detail()}; building again")
+            found.append(bound)
         return found
 
     def build(self, lock: list[str] | None) -> list[str]:
         """Install the recipe; with ``lock`` (a previous build's resolved set), under it. Returns the new lock."""
         recipe = self.recipe
-        check_system(recipe.system, f"this env ({recipe.source})")
+        check_system(recipe.system, f"this env ({recipe.source})", hint=SYSTEM_HINT)
+        self.build_environ, self.settings_notes, said = repo_build_settings(
+            self.testbed, self.venv, recipe.version
+        )
+        for line in said:
+            self._note(line)
         known = {w.package for w in self.widened}
         self.widened += [
             Widening(package=name, needed_by="the lock")
@@ -378,7 +373,7 @@ class InstallRun:
         requirements = files.requirements()
         if requirements:
             self.run("python -m pip install " + " ".join(shlex.quote(p) for p in requirements))
-        self._install_best_effort(files.conda_packages())
+        self.skipped += install_best_effort(files.conda_packages(), self.run, self._note)
         self.read_at_base = [f"{name} ({why})" for name, why in files.read_at_base.items()]
         for note in self.read_at_base:
             self._note(f"swe-rl: read at the base commit: {note}")
@@ -388,32 +383,17 @@ class InstallRun:
             self.run(command)
         if recipe.install:
             self.run(recipe.install)
-        notes = [w.lock_line() for w in self.widened]
+        self.import_failures = failed_imports(
+            self.venv / "bin" / "python", self.testbed, self.environ(), self._note
+        )
+        notes = [w.lock_line() for w in self.widened] + self.settings_notes
+        notes += [failure.lock_line() for failure in self.import_failures]
         notes += [f"{FALLBACK}{command}" for command in self.fallbacks]
         notes += [f"{READ_AT_BASE}{note}" for note in self.read_at_base]
         notes += [f"{SKIPPED}{package}" for package in self.skipped]
         notes += [f"{DATED_BUILD_TOOLS}{command}" for command in self.dated_commands]
         self.lock = [*self.freeze(), *notes]
         return self.lock
-
-    def _install_best_effort(self, packages: list[str]) -> None:
-        """Conda's packages with pip: all at once, else one by one, skipping (and logging) what pip cannot install
-        (conda-only names, libraries pip would have to build without their C dependencies)."""
-        if not packages:
-            return
-        try:
-            self.run("python -m pip install " + " ".join(shlex.quote(p) for p in packages))
-            return
-        except EnvBuildError:
-            self._note(
-                "swe-rl: the conda environment's packages do not install together with pip; one by one"
-            )
-        for package in packages:
-            try:
-                self.run(f"python -m pip install {shlex.quote(package)}")
-            except EnvBuildError:
-                self.skipped.append(package)
-                self._note(f"swe-rl: skipped conda package {package}: pip cannot install it here")
 
     def freeze(self) -> list[str]:
         return freeze(self.kind, self.uv, self.venv)

@@ -74,6 +74,13 @@ class EnvRecipe(BaseModel):
     exclude_newer: str = Field(default="", description="Resolve as of this time (RFC 3339), '' for today.")
     constraints: list[str] = Field(default_factory=list, description="User constraints on every install.")
     source: str = Field(default="", description="Where the recipe came from: builtin, record or spec.")
+    # not in the digest (excluded from dumps): the spec's source names it already, and envs keep their keys
+    version: str = Field(
+        default="",
+        exclude=True,
+        description="The task's version (the release line of its repo, e.g. 3.6): what a build gives a "
+        "setuptools_scm project whose testbed has no tag (swe_rl.envs.build_settings).",
+    )
 
     def digest(self, interpreter: Path) -> str:
         text = f"{interpreter}\n{self.model_dump_json()}"
@@ -130,6 +137,7 @@ def recipe_for(task: Task, options: InstallOptions | None = None, *, as_of: str 
             pre_install=list(spec.pre_install),
             install=spec.install,
             source=f"row:{task.instance_id}" if own else f"spec:{task.repo}@{task.version}",
+            version=task.version or "",
             **common,
         )
     raise ConfigError(

@@ -13,7 +13,16 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from swe_rl.envs.dating import Resolver, Widening, norm, to_wheel
+from swe_rl.envs.dating import (
+    BUILD_TOOLS,
+    PYTEST_RA_AS_OF,
+    PYTEST_RA_FLOOR,
+    UNDATED,
+    Resolver,
+    Widening,
+    norm,
+    to_wheel,
+)
 from swe_rl.envs.recipe import EnvRecipe
 from swe_rl.envs.uv_output import (
     BAD_METADATA,
@@ -157,3 +166,39 @@ def undated_packages(recipe: EnvRecipe) -> list[str]:
         if sep and re.fullmatch(r"[A-Za-z0-9._-]+", name.strip()) and version.strip():
             names.append(name.strip())
     return sorted(set(names))
+
+
+def runner_floor(recipe: EnvRecipe) -> tuple[list[str], str]:
+    """pytest >= 4.6 for a date before it, and a line for the build log: older pytest lists no passed test under
+    ``-rA``, and SWE-bench's log parsers read that list (the official images ran pytest from their own build
+    time, 2023-24). Not when the recipe pins pytest itself."""
+    if not recipe.exclude_newer or recipe.exclude_newer >= PYTEST_RA_AS_OF:
+        return [], ""
+    if [p for p in [*recipe.pip, *recipe.constraints] if re.match(r"pytest\s*[=<>!~]", p)]:
+        return [], ""
+    said = f"swe-rl: {PYTEST_RA_FLOOR} as of {PYTEST_RA_AS_OF[:10]} (older pytest lists no passed test under -rA)"
+    return [PYTEST_RA_FLOOR], said
+
+
+def dated_options(
+    recipe: EnvRecipe, widened: list[Widening], tools_as_of: str, pytest_floor: bool
+) -> list[str]:
+    """uv's options for an install resolved as of ``recipe.exclude_newer``: the date, the build tools' own date
+    (:meth:`~swe_rl.envs.installer.InstallRun.build_tools_as_of`), and the packages exempt from the date (exact
+    pins, widenings) or held to another (pytest's floor)."""
+    opts = ["--exclude-newer", recipe.exclude_newer]
+    tools: set[str] = set()
+    if tools_as_of > recipe.exclude_newer:
+        tools = set(BUILD_TOOLS)
+        for tool in BUILD_TOOLS:
+            opts += ["--exclude-newer-package", f"{tool}={tools_as_of}"]
+    # a spec's exact pins name versions on purpose, sometimes newer than the task; not the build tools' date,
+    # though: that is what builds its sdists (astropy 1.3's setuptools==38.2.4 pin made MarkupSafe 1.0's build
+    # env take today's setuptools, which has no Feature, at the dated retry)
+    undated = {name: UNDATED for name in undated_packages(recipe) if name.lower() not in tools}
+    undated.update({w.package: w.as_of or UNDATED for w in widened})
+    if pytest_floor and "pytest" not in undated:
+        opts += ["--exclude-newer-package", f"pytest={PYTEST_RA_AS_OF}"]
+    for name, as_of in undated.items():
+        opts += ["--exclude-newer-package", f"{name}={as_of}"]
+    return opts

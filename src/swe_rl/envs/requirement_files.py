@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import posixpath
 import re
+import shlex
 import subprocess
 from collections.abc import Callable
 from pathlib import Path
@@ -106,3 +107,26 @@ def read_requirements(name: str, read: Callable[[str], str | None]) -> list[str]
         name = re.split(r"[<>=!~ ;\[]", line, maxsplit=1)[0]
         out.append(REPLACED_REQUIREMENTS.get(name, line))
     return out
+
+
+def install_best_effort(
+    packages: list[str], run: Callable[[str], None], note: Callable[[str], None]
+) -> list[str]:
+    """Conda's packages with pip (``run`` an install command): all at once, else one by one, skipping what pip
+    cannot install (conda-only names, libraries pip would have to build without their C dependencies). Returns
+    the packages skipped; ``note`` logs each."""
+    if not packages:
+        return []
+    try:
+        run("python -m pip install " + " ".join(shlex.quote(p) for p in packages))
+        return []
+    except EnvBuildError:
+        note("swe-rl: the conda environment's packages do not install together with pip; one by one")
+    skipped = []
+    for package in packages:
+        try:
+            run(f"python -m pip install {shlex.quote(package)}")
+        except EnvBuildError:
+            skipped.append(package)
+            note(f"swe-rl: skipped conda package {package}: pip cannot install it here")
+    return skipped

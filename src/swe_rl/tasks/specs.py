@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import re
 import shutil
+import subprocess
 from typing import Any
 
 import yaml
@@ -27,6 +28,7 @@ DEBIAN_PACKAGE = {
     "make": "make",
     "pkg-config": "pkg-config",
     "gfortran": "gfortran",
+    "gs": "ghostscript",
 }
 
 
@@ -97,23 +99,51 @@ def conda_to_pip(spec: str) -> str:
 # Shared libraries an env loads at test time that pip cannot provide ("lib:<name>" in a spec's ``system``),
 # and their Debian packages; the official images had them from conda.
 DEBIAN_LIBRARY = {"eccodes": "libeccodes0"}
+# C libraries a build compiles against, found with pkg-config ("pc:<module>"), and their Debian packages:
+# matplotlib's FreeType and qhull, which its build would otherwise download (the official images' builds did)
+DEBIAN_PKG_CONFIG = {"freetype2": "libfreetype-dev", "qhull_r": "libqhull-dev"}
 
 
-def _present(need: str) -> bool:
+def present(need: str) -> bool:
+    """Whether the host has ``need``: a command, a shared library (``lib:<name>``), or a library to compile
+    against that pkg-config knows (``pc:<module>``)."""
     if need.startswith("lib:"):
         import ctypes.util
 
         return ctypes.util.find_library(need[4:]) is not None
+    if need.startswith("pc:"):
+        pkg_config = shutil.which("pkg-config")
+        if pkg_config is None:
+            return False
+        found = subprocess.run([pkg_config, "--exists", need[3:]], capture_output=True, check=False)
+        return found.returncode == 0
     return shutil.which(need) is not None
 
 
-def check_system(commands: list[str] | tuple[str, ...], what: str) -> None:
-    """EnvBuildError naming the Debian packages to install when the host lacks a command the build needs, or
-    a shared library (``lib:<name>``) its tests load."""
-    missing = [command for command in commands if not _present(command)]
+def debian_package(need: str) -> str:
+    """The Debian package that provides ``need`` (see :func:`present`)."""
+    kind, _, name = need.partition(":")
+    if kind == "lib" and name:
+        return DEBIAN_LIBRARY.get(name, f"lib{name}")
+    if kind == "pc" and name:
+        return DEBIAN_PKG_CONFIG.get(name, f"lib{name}-dev")
+    return DEBIAN_PACKAGE.get(need, need)
+
+
+def missing_system(needs: list[str] | tuple[str, ...]) -> list[str]:
+    """The needs the host lacks; a pkg-config module also needs pkg-config itself."""
+    missing = [need for need in needs if not present(need)]
+    if any(need.startswith("pc:") for need in missing) and not present("pkg-config"):
+        missing.insert(0, "pkg-config")
+    return list(dict.fromkeys(missing))
+
+
+def check_system(needs: list[str] | tuple[str, ...], what: str, *, hint: str = "") -> None:
+    """EnvBuildError naming the Debian packages to install when the host lacks a command the build needs, a
+    library it compiles against (``pc:<module>``), or a shared library (``lib:<name>``) its tests load."""
+    missing = missing_system(needs)
     if missing:
-        packages = " ".join(
-            DEBIAN_LIBRARY.get(c[4:], f"lib{c[4:]}") if c.startswith("lib:") else DEBIAN_PACKAGE.get(c, c)
-            for c in missing
+        packages = " ".join(dict.fromkeys(debian_package(need) for need in missing))
+        raise EnvBuildError(
+            f"{what} needs {', '.join(missing)} on this host (apt-get install {packages}){hint}"
         )
-        raise EnvBuildError(f"{what} needs {', '.join(missing)} on this host (apt-get install {packages})")

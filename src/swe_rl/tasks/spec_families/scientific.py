@@ -33,7 +33,13 @@ _MPL_PINS = pins(
     "setuptools==68.1.2 setuptools-scm==7.1.0 typing-extensions==4.7.1"
 )
 _MPL_REQS = ("requirements/dev/dev-requirements.txt", "requirements/testing/travis_all.txt")
-_MPL_SYSTEM = ("gcc", "g++", "pkg-config")
+# FreeType from the host: matplotlib's build downloads it otherwise (3.3 on, unless mplsetup.cfg says
+# system_freetype; 3.0-3.2 link the host's always); qhull from the host from 3.4, whose build downloads it
+# unless told system_qhull (3.0-3.3 compile the copy in extern/). The installer tells the build (MPLSETUPCFG).
+# Ghostscript's gs for the tests: without it every pdf image comparison is skipped (the official images had it
+# from conda's ghostscript), and FAIL_TO_PASS lists hold such tests (24026's test_stackplot[pdf])
+_MPL_OLD_SYSTEM = ("gcc", "g++", "pkg-config", "pc:freetype2", "gs")
+_MPL_SYSTEM = (*_MPL_OLD_SYSTEM, "pc:qhull_r")
 
 _SEABORN_PINS = pins(
     "contourpy==1.1.0 cycler==0.11.0 fonttools==4.42.1 importlib-resources==6.0.1 kiwisolver==1.4.5 "
@@ -102,15 +108,27 @@ SCIENTIFIC_SPECS: dict[str, list[tuple[str, RepoSpec]]] = {
             ),
         ),
         (
-            "3.1 3.2 3.3 3.4",
+            "3.4",
             RepoSpec(
                 python="3.8", requirements=_MPL_REQS, packages=("pytest", "ipython"), system=_MPL_SYSTEM
             ),
         ),
-        ("3.0", RepoSpec(python="3.7", requirements=_MPL_REQS, packages=("pytest",), system=_MPL_SYSTEM)),
+        (
+            "3.1 3.2 3.3",
+            RepoSpec(
+                python="3.8",
+                requirements=_MPL_REQS,
+                packages=("pytest", "ipython"),
+                system=_MPL_OLD_SYSTEM,
+            ),
+        ),
+        (
+            "3.0",
+            RepoSpec(python="3.7", requirements=_MPL_REQS, packages=("pytest",), system=_MPL_OLD_SYSTEM),
+        ),
         (
             "2.0 2.1 2.2 1.0 1.1 1.2 1.3 1.4 1.5",
-            RepoSpec(python="3.5", packages=("pytest",), system=_MPL_SYSTEM),
+            RepoSpec(python="3.5", packages=("pytest",), system=_MPL_OLD_SYSTEM),
         ),
     ],
     "mwaskom/seaborn": [
