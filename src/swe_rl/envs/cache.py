@@ -262,6 +262,11 @@ class EnvCache:
                 if path not in used:
                     shutil.rmtree(path, ignore_errors=True)
                     removed.append(path)
+        # shared testbed files no testbed links any more (the packs stay: later testbeds chain onto them)
+        for kept in sorted((self.root / "gitpacks").glob("*/files/*/*")):
+            if kept.stat().st_nlink == 1:
+                kept.unlink()
+                removed.append(kept)
         return removed
 
     # -- building ---------------------------------------------------------------------------------
