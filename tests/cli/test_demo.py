@@ -29,3 +29,8 @@ def test_demo_validates_grades_evaluates_and_trains(tmp_path):
     rollouts = (out / "train" / "rollouts.jsonl").read_text().splitlines()
     assert len(rollouts) == 4  # 2 steps x 1 task x 2 episodes, each graded
     assert "resolve rate per step" in (out / "train" / "report.html").read_text()
+    # it says whether GRPO had anything to learn from (a random model: every group's rewards equal), and how big
+    # its output is; no intermediate checkpoint or TRL model card beside what a user opens
+    assert "changed no weight" in done.stdout or "updated the model" in done.stdout
+    assert f"{out}/ holds " in done.stdout and " MiB" in done.stdout
+    assert not list((out / "train").glob("checkpoint-*")) and not (out / "train" / "README.md").exists()

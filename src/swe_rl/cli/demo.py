@@ -84,9 +84,11 @@ def demo(
             f"\nRL (GRPO with TRL, a random tiny Qwen3 on CPU: the pipeline, not learning): "
             f"{trained['steps']} steps, resolve rate per step {rates}; report: {out / 'train' / 'report.html'}"
         )
+        print(f"  {_update_said(out / 'train')}")
     print(
         f"\nvalid tasks {validation.valid}/{validation.total}; resolved {report['resolved_instances']}/"
-        f"{report['submitted_instances']} predictions; {time.monotonic() - started:.1f}s"
+        f"{report['submitted_instances']} predictions; {time.monotonic() - started:.1f}s; "
+        f"{out}/ holds {_size(out)}"
     )
     raise typer.Exit(0 if validation.ok and not mismatches else 1)
 
@@ -144,9 +146,36 @@ def _demo_train(tasks: list[Any], cache: Any, factory: Any, out: Path) -> dict[s
         num_generations=2,
         max_tokens=16,
         max_concurrent=2,
+        save_steps=0,  # the final model only: the demo starts over each time, nothing to resume
     )
     executor = LocalExecutor(factory, cache, capacity=settings.max_concurrent, reuse_grading=True)
     agent = load_agent_config(step_limit=2)
     summary = train_grpo(tasks[:2], settings, cache, agent, executor=executor, quiet=True)
+    card = out / "train" / "README.md"  # TRL's generated model card ("a fine-tuned version of None")
+    if card.is_file() and "fine-tuned version of" in card.read_text(errors="replace"):
+        card.unlink()
     render_training_report(out / "train")
     return summary
+
+
+def _update_said(run_dir: Path) -> str:
+    """Whether GRPO had anything to learn from: a group (one task's episodes in one step) whose rewards differ.
+    Where every group's rewards are equal, the advantages are zero and no weight changed."""
+    import json
+
+    groups: dict[tuple[int, str], set[float]] = {}
+    for line in (run_dir / "rollouts.jsonl").read_text().splitlines():
+        record = json.loads(line)
+        groups.setdefault((record.get("step") or 0, record["instance_id"]), set()).add(record.get("reward"))
+    differing = sum(len(rewards) > 1 for rewards in groups.values())
+    if differing:
+        return f"{differing} of {len(groups)} groups had rewards that differ: those steps updated the model"
+    return (
+        f"every group's rewards were equal ({len(groups)} groups): GRPO's advantages were zero, so these steps "
+        "changed no weight (a random model resolves nothing; docs/TRAINING.md starts from a warm start)"
+    )
+
+
+def _size(path: Path) -> str:
+    total = sum(p.stat().st_size for p in path.rglob("*") if p.is_file() and not p.is_symlink())
+    return f"{total / 2**20:.1f} MiB"
