@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 from tests.envs.helpers import git, make_repo
-from tests.envs.test_dating import BEFORE, OLD_BACKEND, build, pins
+from tests.envs.test_dating import BEFORE, build, make_old_backend_repo, pins
 
 from swe_rl.envs.cache import EnvCache
 from swe_rl.envs.install_tools import uv_binary
@@ -239,20 +239,7 @@ def test_the_pip_fallback_does_not_hold_the_repo_to_a_copy_of_it_from_the_index(
     for key in ("PIP_FIND_LINKS", "UV_FIND_LINKS"):
         monkeypatch.setenv(key, str(links))
     index.add("oldpkg", "0.5", BEFORE)  # the repo's own distribution, released
-    repo_cache = tmp_path / "mirrors"
-    make_repo(repo_cache)
-    repo = repo_cache / "acme/widget"
-    (repo / "oldpkg").mkdir()
-    (repo / "oldpkg" / "__init__.py").write_text("VALUE = 1\n")
-    (repo / "oldbackend.py").write_text(OLD_BACKEND)  # no build_editable: uv cannot, pip runs it
-    (repo / "setup.py").write_text(
-        'from setuptools import setup\nsetup(name="oldpkg", version="1.0", packages=["oldpkg"])\n'
-    )
-    (repo / "pyproject.toml").write_text(
-        '[build-system]\nrequires = ["setuptools"]\nbuild-backend = "oldbackend"\nbackend-path = ["."]\n'
-    )
-    git(repo, "add", "-A")
-    git(repo, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "-m", "old build backend")
+    make_old_backend_repo(tmp_path / "mirrors")
     venv, record = build(
         tmp_path, "python -m pip install oldpkg && python -m pip install -e .", as_of_date=False
     )

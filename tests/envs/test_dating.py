@@ -144,6 +144,24 @@ def build_wheel(wheel_directory, config_settings=None, metadata_directory=None):
 '''
 
 
+def make_old_backend_repo(repo_cache: Path) -> Path:
+    """acme/widget in ``repo_cache`` as the package ``oldpkg`` 1.0, built by a backend without build_editable."""
+    make_repo(repo_cache)
+    repo = repo_cache / "acme/widget"
+    (repo / "oldpkg").mkdir()
+    (repo / "oldpkg" / "__init__.py").write_text("VALUE = 1\n")
+    (repo / "oldbackend.py").write_text(OLD_BACKEND)  # no build_editable: uv cannot, pip runs it
+    (repo / "setup.py").write_text(
+        'from setuptools import setup\nsetup(name="oldpkg", version="1.0", packages=["oldpkg"])\n'
+    )
+    (repo / "pyproject.toml").write_text(
+        '[build-system]\nrequires = ["setuptools"]\nbuild-backend = "oldbackend"\nbackend-path = ["."]\n'
+    )
+    git(repo, "add", "-A")
+    git(repo, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "-m", "old build backend")
+    return repo
+
+
 def test_an_editable_install_uv_cannot_build_falls_back_to_pip(tmp_path, index, monkeypatch):
     import ensurepip
 
@@ -157,20 +175,7 @@ def test_an_editable_install_uv_cannot_build_falls_back_to_pip(tmp_path, index, 
     monkeypatch.setenv("PIP_FIND_LINKS", str(links))
     monkeypatch.setenv("UV_FIND_LINKS", str(links))
     monkeypatch.setenv("PIP_NO_INDEX", "1")
-    repo_cache = tmp_path / "mirrors"
-    make_repo(repo_cache)
-    repo = repo_cache / "acme/widget"
-    (repo / "oldpkg").mkdir()
-    (repo / "oldpkg" / "__init__.py").write_text("VALUE = 1\n")
-    (repo / "oldbackend.py").write_text(OLD_BACKEND)
-    (repo / "setup.py").write_text(
-        'from setuptools import setup\nsetup(name="oldpkg", version="1.0", packages=["oldpkg"])\n'
-    )
-    (repo / "pyproject.toml").write_text(
-        '[build-system]\nrequires = ["setuptools"]\nbuild-backend = "oldbackend"\nbackend-path = ["."]\n'
-    )
-    git(repo, "add", "-A")
-    git(repo, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "-m", "old build backend")
+    make_old_backend_repo(tmp_path / "mirrors")
     venv, record = build(tmp_path, "python -m pip install -e .", as_of_date=False)
     log = (venv / "swe-rl-install.log").read_text()
     assert "build_editable" in log  # uv tried first and could not: the failure is real
