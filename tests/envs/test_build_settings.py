@@ -7,7 +7,8 @@ control), then what the installer does about it:
   package that requires it at that version installs beside it (matplotlib without tags: ``0.1.devN``);
 - a matplotlib-style build that would download FreeType is told to use the host's (``MPLSETUPCFG``);
 - a release whose old metadata does not bound numpy, which then fails at import, has numpy bounded to the
-  releases of its own time (numba 0.53.1 beside numpy 1.25).
+  releases of its own time (numba 0.53.1 beside numpy 1.25);
+- the pip fallback does not hold the repo to a release of it from the index (matplotlib 3.6.1 beside 3.6's repo).
 """
 
 from __future__ import annotations

@@ -11,7 +11,9 @@ Two things the official images' builds had from their checkout or their network,
 - **C libraries.** matplotlib's build downloads FreeType (3.3 on) and qhull (3.4 on) unless its build
   configuration says to use the system's; here that configuration (``MPLSETUPCFG``, read by every matplotlib
   from 3.0) asks for the host's, where the host has them (pkg-config). The spec table names them as the
-  build's needs, so that a host without them is told which Debian packages to install.
+  build's needs, so that a host without them is told which Debian packages to install. Not the same env: the
+  official builds downloaded FreeType 2.6.1, the version of matplotlib's baseline images, and with another
+  FreeType its image comparisons that draw text fail (24026: 86 png comparisons of test_axes.py).
 """
 
 from __future__ import annotations
