@@ -96,7 +96,10 @@ class EnvCache:
             return built
         # not built, or its testbed or venv was deleted by hand since: build what is missing
         source = self._source(task)
-        testbed = self._ensure_dir("testbeds", keys.testbed, lambda d, _: self._build_testbed(task, d))
+        packs = PackStore(self.root, source)
+        testbed = self._ensure_dir(
+            "testbeds", keys.testbed, lambda d, _: make_testbed(source, task.base_commit, d, packs)
+        )
         notes = {"as_of_from": as_of}
         shared = self._ensure_dir(
             "venvs",
@@ -113,7 +116,7 @@ class EnvCache:
                 ),
             )
         with self._lock(keys.testbed):  # its install has run: nothing writes into it again
-            share_files(PackStore(self.root, source).dir / "files", testbed)
+            share_files(packs.dir / "files", testbed)
         spec = EnvSpec(
             key=keys.env,
             repo=task.repo,
@@ -290,10 +293,6 @@ class EnvCache:
             finally:
                 shutil.rmtree(work, ignore_errors=True)
         return final
-
-    def _build_testbed(self, task: Task, dest: Path) -> None:
-        source = self._source(task)
-        make_testbed(source, task.base_commit, dest, PackStore(self.root, source))
 
     def _source(self, task: Task) -> str:
         return task.repo_source or find_repo_source(

@@ -89,7 +89,7 @@ class InstallRun:
         self.probing = False
         self.probe_said = ""  # what the probe said when it stopped the last run
         self.from_source: set[str] = set()  # dependencies the probe lets build from their sdists
-        self._pip_upgraded: set[str] = set()  # {"pip"} once the venv's pip was brought up for a fallback
+        self._pip_upgraded = False  # the venv's pip was brought up for a fallback
         self.build_environ: dict[str, str] = {}  # what the repo's build reads (swe_rl.envs.build_settings)
         self.settings_notes: list[str] = []  # the lock's lines on it (the version given to the build)
         self.import_failures: list[ImportFailure] = []  # after the build (swe_rl.envs.import_check)
@@ -307,8 +307,8 @@ class InstallRun:
         """pip in the venv, held to what is installed already (pip cannot resolve as of a date); first brought up
         to the last pip for the venv's Python (3.6's bundled 18.1 knows no ``--no-use-pep517``), as the official
         images' conda pip was."""
-        if "pip" not in self._pip_upgraded:
-            self._pip_upgraded.add("pip")
+        if not self._pip_upgraded:
+            self._pip_upgraded = True
             pip = (
                 shlex.quote(str(self.venv / "bin" / "python")) + " -m pip install --disable-pip-version-check"
             )
