@@ -1,8 +1,9 @@
 """The SkyRL generator against SkyRL's GeneratorOutput contract, real sandboxes and a token-level SGLang
 server on loopback (the scripted oracle plays the policy).
 
-skyrl-train (which defines GeneratorOutput) needs Python 3.12 and flash-attn and cannot be installed here,
-so its contract is restated below from its source, not imported: the TypedDict ``GeneratorOutput`` and
+SkyRL (PyPI ``skyrl``, which defines GeneratorOutput) needs Python >= 3.12 and pulls a CUDA torch there, so it
+is not in the test venv (bench/skyrl_advantages.py runs its own validation and estimators on the adapter's
+outputs by hand); its contract is restated below from its source, not imported: the TypedDict ``GeneratorOutput`` and
 dataclass ``TrajectoryID`` in NovaSky-AI/SkyRL ``skyrl/train/generators/base.py`` (commit a9564572eb8e;
 ``skyrl-train/skyrl_train/generators/base.py`` in older trees), and the invariants its trainer asserts in
 ``validate_generator_output`` / ``_validate_step_wise_fields`` (``skyrl/train/utils/trainer_utils.py``).
@@ -219,6 +220,7 @@ async def test_infra_failures_are_never_scored(task_by_id, envs, tok):
         # the failed one carries no loss and the group's healthy mean: GRPO's group mean is unchanged
         assert out["loss_masks"][1] == [0] and out["response_ids"][1] == [7]
         assert out["rewards"] == [1.0, 1.0] and out["rollout_metrics"]["swe_rl/infra_errors"] == 1.0
+        assert out["rollout_metrics"]["swe_rl/infra_retries"] == 2.0  # run again twice, failed each time
 
         step_wise = SkyRLGenerator(Policy(url=server.url), step_wise=True, executor=executor)
         out = await step_wise.generate(_batch([good, bad], ["g", "g"]))
@@ -240,6 +242,38 @@ async def test_infra_failures_are_never_scored(task_by_id, envs, tok):
 
         with pytest.raises(InfraError, match="infrastructure"):
             await step_wise.generate(_batch([bad], ["g"]))
+
+
+async def test_a_rollout_failed_by_infrastructure_is_run_again_per_trajectory(task_by_id, envs, tok):
+    """Per trajectory every output counts in its group's statistics (a placeholder moves the std and RLOO's
+    baselines: bench/skyrl_advantages.py), so a rollout that failed on infrastructure is run again first."""
+    good, flaky = task_by_id["swe-rl-builtin__textkit-1"], task_by_id["swe-rl-builtin__textkit-3"]
+    envs.ensure(good)
+    envs.ensure(flaky)
+    oracle = oracle_policy([good, flaky])
+    refused: list[int] = []
+
+    def policy(messages):  # the server refuses the first request about the second task only
+        about_flaky = any(flaky.problem_statement.strip() in m.get("content", "") for m in messages)
+        if about_flaky and not refused:
+            refused.append(1)
+            return Fault(status=400)
+        return oracle(messages)
+
+    async with FakeLLMServer(policy, tokenizer=tok) as server:
+        executor = get_executor("local:ns")
+        no_retry = SkyRLGenerator(Policy(url=server.url), executor=executor, infra_retries=0)
+        out = await no_retry.generate(_batch([good, flaky], ["g", "g"]))
+        assert out["stop_reasons"] == ["stop", "infra_error"]  # the control: without a retry, a placeholder
+        refused.clear()
+        gen = SkyRLGenerator(Policy(url=server.url), executor=executor)
+        out = await gen.generate(_batch([good, flaky], ["g", "g"]))
+        check_generator_output(out, 2, step_wise=False)
+        assert refused and out["stop_reasons"] == ["stop", "stop"] and out["rewards"] == [1.0, 1.0]
+        assert 1 in out["loss_masks"][1] and out["rollout_metrics"]["swe_rl/infra_retries"] == 1.0
+        assert out["rollout_metrics"]["swe_rl/infra_errors"] == 0.0
+    with pytest.raises(ConfigError, match="infra_retries"):
+        SkyRLGenerator(Policy(url="http://127.0.0.1:1"), infra_retries=-1)
 
 
 def test_sampling_and_policy_from_skyrl_objects(monkeypatch):
@@ -274,6 +308,7 @@ async def test_a_row_without_a_task_is_a_clear_error():
 
 def test_the_generator_is_skyrls_generator_interface_where_skyrl_is_installed():
     """SkyRL's trainer takes a GeneratorInterface; where skyrl is importable the generator is one (by subclass).
-    skyrl-train needs Python 3.12 and flash-attn: not here, so this runs where it installs."""
+    SkyRL needs Python >= 3.12: not the test venv's, so this runs where it installs (checked by hand with skyrl
+    0.3.0 on Python 3.12, see bench/skyrl_advantages.py)."""
     base = pytest.importorskip("skyrl.train.generators.base", exc_type=ImportError)
     assert issubclass(SkyRLGenerator, base.GeneratorInterface)

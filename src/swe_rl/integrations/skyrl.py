@@ -16,9 +16,13 @@ Two shapes, as SkyRL's ``generator.step_wise_trajectories`` chooses:
 
 Infrastructure failures are never scored. Step-wise, their trajectories are left out of the batch (SkyRL
 allows any number of step outputs), except that a group whose every trajectory failed keeps one placeholder
-step (loss mask 0, reward 0.0): SkyRL's trainer asserts that every prompt of the batch is there. Per trajectory, SkyRL needs one output per prompt, so a failed one
+step (loss mask 0, reward 0.0): SkyRL's trainer asserts that every prompt of the batch is there. Per
+trajectory, SkyRL needs one output per prompt and counts every output in its group's statistics, so a
+rollout that failed on infrastructure is first run again (``infra_retries`` times): the failure did not
+come from the policy, so the new rollout is a sample of the same distribution. One that keeps failing
 becomes a one-token placeholder with loss mask 0 and, as its reward, the mean reward of its group's
-healthy trajectories (its group's mean is unchanged), ``stop_reasons`` ``"infra_error"``.
+healthy trajectories (the group's mean is unchanged, its std and RLOO's baselines are not:
+bench/skyrl_advantages.py), ``stop_reasons`` ``"infra_error"``.
 """
 
 from __future__ import annotations
@@ -29,7 +33,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from swe_rl.episode.result import RolloutResult
-from swe_rl.errors import InfraError
+from swe_rl.errors import ConfigError, InfraError
 from swe_rl.executors.base import Executor, Policy
 from swe_rl.integrations.common import (
     Span,
@@ -71,8 +75,12 @@ class SkyRLGenerator(_generator_interface()):  # type: ignore[misc]  # SkyRL's, 
         step_wise: bool = False,
         executor: Executor | None = None,
         filler_id: int = 0,
+        infra_retries: int = 2,
     ) -> None:
+        if infra_retries < 0:
+            raise ConfigError(f"infra_retries must be >= 0, not {infra_retries}")
         self.policy = policy
+        self.infra_retries = infra_retries
         self.sampling = sampling or SamplingParams(max_tokens=4096, temperature=1.0)
         self.step_wise = step_wise
         self._executor = executor
@@ -128,7 +136,8 @@ class SkyRLGenerator(_generator_interface()):  # type: ignore[misc]  # SkyRL's, 
         params = sampling_from(input_batch.get("sampling_params"), self.sampling)
         tasks = [task_of(extra or {}) for extra in extras]
         requests = [build_request(t, self.policy, params, dynamic_history=self.step_wise) for t in tasks]
-        results = await asyncio.gather(*(self.executor.run(r) for r in requests))
+        results = list(await asyncio.gather(*(self.executor.run(r) for r in requests)))
+        retried = 0 if self.step_wise else await self._run_failed_again(requests, results)
         traj_ids = [
             tid if tid is not None else f"{_name(t)}_{i}"
             for i, (tid, t) in enumerate(zip(ids, tasks, strict=True))
@@ -136,7 +145,23 @@ class SkyRLGenerator(_generator_interface()):  # type: ignore[misc]  # SkyRL's, 
         groups = [_group(tid, t) for tid, t in zip(ids, tasks, strict=True)]
         if self.step_wise:
             return self._step_outputs(results, traj_ids, groups)
-        return self._trajectory_outputs(results, traj_ids, groups)
+        out = self._trajectory_outputs(results, traj_ids, groups)
+        out["rollout_metrics"]["swe_rl/infra_retries"] = float(retried)
+        return out
+
+    async def _run_failed_again(self, requests: Sequence[Any], results: list[RolloutResult]) -> int:
+        """Runs each rollout that failed on infrastructure again, up to ``infra_retries`` times, in place in
+        ``results``; the number of runs made again."""
+        retried = 0
+        for _ in range(self.infra_retries):
+            failed = [i for i, r in enumerate(results) if r.status == "infra_error"]
+            if not failed:
+                break
+            again = await asyncio.gather(*(self.executor.run(requests[i]) for i in failed))
+            for i, result in zip(failed, again, strict=True):
+                results[i] = result
+            retried += len(failed)
+        return retried
 
     def _trajectory_outputs(
         self, results: Sequence[RolloutResult], traj_ids: list[Any], groups: list[str]
