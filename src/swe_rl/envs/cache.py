@@ -34,10 +34,11 @@ from pathlib import Path
 from typing import NamedTuple, TypeVar
 
 from swe_rl.envs.disk import DiskUsage, disk_usage
-from swe_rl.envs.gitpacks import PackStore, share_files
+from swe_rl.envs.gitpacks import SHARED_FILES, PackStore, share_files
 from swe_rl.envs.interpreters import find_python
 from swe_rl.envs.recipe import EnvRecipe, InstallOptions, recipe_for
 from swe_rl.envs.repos import find_repo_source
+from swe_rl.envs.slim import slim_build_output
 from swe_rl.envs.testbed import make_testbed
 from swe_rl.envs.venvbuild import VenvBuilder, shared_env_of
 from swe_rl.errors import SweRlError
@@ -116,6 +117,8 @@ class EnvCache:
                 ),
             )
         with self._lock(keys.testbed):  # its install has run: nothing writes into it again
+            if not (testbed / ".git" / SHARED_FILES).exists():
+                slim_build_output(testbed)
             share_files(packs.dir / "files", testbed)
         spec = EnvSpec(
             key=keys.env,
