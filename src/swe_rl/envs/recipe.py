@@ -24,6 +24,8 @@ from swe_rl.tasks.rowspec import row_spec
 from swe_rl.tasks.specs import spec_for
 
 Installer = Literal["uv", "pip"]
+# a requirement that pins pytest (``pytest==5.4.3``, ``pytest<7``): the spec's own pytest, kept as it is
+PINNED_PYTEST = re.compile(r"pytest\s*[=<>!~]")
 
 
 class InstallOptions(BaseModel):
@@ -101,7 +103,7 @@ class EnvRecipe(BaseModel):
         if not (self.pre_install or self.install):
             return None
         # a pytest the spec pins stays as pinned (and keeps the installer's pytest floor out)
-        pins = [p for p in self.pip if re.match(r"pytest\s*[=<>!~]", p)]
+        pins = [p for p in self.pip if PINNED_PYTEST.match(p)]
         cleared = {"seed": [], "pip": [], "requirements": [], "env_yml": [], "requirements_at": ""}
         return self.model_copy(update={**cleared, "constraints": [*self.constraints, *pins]})
 

@@ -23,7 +23,7 @@ from swe_rl.envs.dating import (
     norm,
     to_wheel,
 )
-from swe_rl.envs.recipe import EnvRecipe
+from swe_rl.envs.recipe import PINNED_PYTEST, EnvRecipe
 from swe_rl.envs.uv_output import (
     BAD_METADATA,
     DEPENDENCY_FAILED,
@@ -174,7 +174,7 @@ def runner_floor(recipe: EnvRecipe) -> tuple[list[str], str]:
     time, 2023-24). Not when the recipe pins pytest itself."""
     if not recipe.exclude_newer or recipe.exclude_newer >= PYTEST_RA_AS_OF:
         return [], ""
-    if [p for p in [*recipe.pip, *recipe.constraints] if re.match(r"pytest\s*[=<>!~]", p)]:
+    if any(PINNED_PYTEST.match(p) for p in [*recipe.pip, *recipe.constraints]):
         return [], ""
     said = f"swe-rl: {PYTEST_RA_FLOOR} as of {PYTEST_RA_AS_OF[:10]} (older pytest lists no passed test under -rA)"
     return [PYTEST_RA_FLOOR], said
