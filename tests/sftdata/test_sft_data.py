@@ -13,7 +13,7 @@ import pytest
 from tests.conftest import available_factory
 
 from swe_rl.agent.config import load_agent_config
-from swe_rl.harness.grade import grade_patch
+from swe_rl.harness.grade_patch import grade_patch
 from swe_rl.llm.base import Message, SamplingParams
 from swe_rl.llm.scripted import scripted_for
 from swe_rl.runs.evaluation import Attempts, EvalSettings, run_eval

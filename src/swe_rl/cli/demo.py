@@ -33,7 +33,7 @@ def demo(
     from swe_rl.cli.env import print_validation
     from swe_rl.fileio import atomic_write_json
     from swe_rl.runs.demo import demo_predictions
-    from swe_rl.runs.grading import grade_predictions
+    from swe_rl.runs.grade_predictions import grade_predictions
     from swe_rl.runs.validation import validate_tasks
     from swe_rl.sandbox import get_factory
     from swe_rl.tasks.builtin import builtin_tasks
