@@ -16,7 +16,7 @@ from pathlib import Path
 import aiohttp
 import pytest
 
-from swe_rl.sandbox.wire import FileWriteRequest
+from swe_rl.sandbox.exec_protocol import FileWriteRequest
 from swe_rl.service.common import BODY_CAPS, CHUNKED_MAX, MIB
 from tests.service.servers import exec_server, pool_server, post
 

@@ -25,7 +25,7 @@ from swe_rl.errors import (
     OutputLimitError,
     SweRlError,
 )
-from swe_rl.sandbox.wire import (
+from swe_rl.sandbox.exec_protocol import (
     MAX_FILE,
     AllocateRequest,
     CreateRequest,

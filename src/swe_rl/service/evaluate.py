@@ -15,7 +15,7 @@ import shlex
 from swe_rl.harness.evalscript import CANDIDATE_PATCH, EVAL_SCRIPT
 from swe_rl.harness.grade_patch import grade_patch
 from swe_rl.sandbox.base import EnvSpec, Limits, SandboxFactory
-from swe_rl.sandbox.wire import EvaluateResponse
+from swe_rl.sandbox.exec_protocol import EvaluateResponse
 from swe_rl.tasks.model import Task
 
 APPLY_TIMEOUT = 300.0

@@ -25,7 +25,7 @@ from swe_rl.errors import ConfigError, SweRlError
 from swe_rl.harness.official import preload
 from swe_rl.sandbox.base import EnvSpec, Limits, Sandbox, SandboxFactory
 from swe_rl.sandbox.capacity import machine_capacity
-from swe_rl.sandbox.wire import (
+from swe_rl.sandbox.exec_protocol import (
     CreateRequest,
     CreateResponse,
     DiffResponse,

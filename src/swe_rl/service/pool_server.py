@@ -17,7 +17,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from swe_rl.sandbox.wire import (
+from swe_rl.sandbox.exec_protocol import (
     AllocateRequest,
     EvaluateRequest,
     ExecRequest,
