@@ -20,7 +20,7 @@ from starlette.requests import Request
 from starlette.routing import Route
 
 from swe_rl.envs.cache import EnvCache
-from swe_rl.envs.images import ImageEntry, image_inventory
+from swe_rl.envs.image_pull import ImageEntry, image_inventory
 from swe_rl.errors import ConfigError, SweRlError
 from swe_rl.harness.official import preload
 from swe_rl.sandbox.base import EnvSpec, Limits, Sandbox, SandboxFactory
@@ -42,7 +42,7 @@ from swe_rl.sandbox.exec_protocol import (
 )
 from swe_rl.service.common import Access, Idempotency, Metrics, ServiceError, endpoint, parse
 from swe_rl.service.evaluate import grade_officially, run_eval_script, unresolved
-from swe_rl.tasks.images import canonical_image, image_name
+from swe_rl.tasks.image_names import canonical_image, image_name
 from swe_rl.tasks.model import Task, parse_task
 
 
