@@ -7,7 +7,7 @@ from typing import Annotated, Any
 
 import typer
 
-from swe_rl.cli.common import BackendOpt, CacheOpt, ConcurrencyOpt, env_cache, note, resolve_backend, run
+from swe_rl.cli.options import BackendOpt, CacheOpt, ConcurrencyOpt, env_cache, note, resolve_backend, run
 
 
 def demo(
@@ -29,8 +29,8 @@ def demo(
     """
     import time
 
-    from swe_rl.cli.common import pool_token
     from swe_rl.cli.env import print_validation
+    from swe_rl.cli.options import pool_token
     from swe_rl.fileio import atomic_write_json
     from swe_rl.runs.demo import demo_predictions
     from swe_rl.runs.grade_predictions import grade_predictions

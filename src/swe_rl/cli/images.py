@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from swe_rl.cli.common import CacheOpt, JsonOpt, console, env_cache, note, print_json
+from swe_rl.cli.options import CacheOpt, JsonOpt, console, env_cache, note, print_json
 
 app = typer.Typer(help="Evaluation images: pull through a mirror, retag, list.", no_args_is_help=True)
 

@@ -35,7 +35,7 @@ from swe_rl.executors.models import ModelBook
 from swe_rl.harness.official import preload
 from swe_rl.sandbox.base import Limits, SandboxFactory
 from swe_rl.service import gym_agent
-from swe_rl.service.common import (
+from swe_rl.service.server_kit import (
     MAX_BODY,
     Access,
     Idempotency,

@@ -1,4 +1,4 @@
-"""Pieces both servers use: typed errors, bearer auth, body limits, idempotent requests, metrics."""
+"""What the servers are built from: typed errors, bearer auth, body limits, idempotent requests, metrics."""
 
 from __future__ import annotations
 
