@@ -49,7 +49,7 @@ async def _run(
     from swe_rl.episode.run import EpisodeSettings, run_episode
     from swe_rl.harness.grade_many import Grader
     from swe_rl.llm.base import SamplingParams
-    from swe_rl.llm.scripted import scripted_for
+    from swe_rl.llm.oracle import scripted_for
 
     grader = Grader(factory, idle=64) if warm else None
     limit = asyncio.Semaphore(jobs)

@@ -101,7 +101,7 @@ async def _demo_eval(
 
     from swe_rl.agent.config import load_agent_config
     from swe_rl.llm.base import SamplingParams
-    from swe_rl.llm.scripted import scripted_for
+    from swe_rl.llm.oracle import scripted_for
     from swe_rl.runs.evaluation import Attempts, EvalSettings, run_eval
 
     chosen = tasks[:4] + tasks[-4:]
