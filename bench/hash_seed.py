@@ -108,7 +108,7 @@ def seed_in_log(output: str) -> str | None:
 async def grade_run(task: Any, kind: str, seed: int | None, factory: Any, env: Any, timeout: float) -> dict:
     """One cold grading: the gold patch (``kind`` gold) or the base tests (empty), under ``seed``."""
     from swe_rl.errors import SweRlError
-    from swe_rl.harness.grade import grade_patch, run_tests
+    from swe_rl.harness.grade_patch import grade_patch, run_tests
 
     run: dict[str, Any] = {"seed": DEFAULT if seed is None else str(seed)}
     started = time.monotonic()

@@ -57,7 +57,7 @@ def statuses(verdict: Any) -> dict[str, str]:
 
 
 async def grade_both(task: Any, env: Any, factories: dict[str, Any], timeout: float) -> dict[str, Any]:
-    from swe_rl.harness.grade import grade_patch, run_tests
+    from swe_rl.harness.grade_patch import grade_patch, run_tests
 
     row: dict[str, Any] = {"instance_id": task.instance_id}
     for backend, factory in factories.items():

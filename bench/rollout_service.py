@@ -38,7 +38,7 @@ from swe_rl.executors.local import LocalExecutor
 from swe_rl.executors.service import ServiceExecutor
 from swe_rl.llm.base import SamplingParams
 from swe_rl.llm.fake_server import FakeLLMServer
-from swe_rl.llm.scripted import oracle_policy
+from swe_rl.llm.oracle import oracle_policy
 from swe_rl.rl.tokenizer import qwen_tokenizer
 from swe_rl.sandbox import get_factory
 from swe_rl.sandbox.remote import RemoteFactory

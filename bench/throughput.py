@@ -9,7 +9,7 @@ tests. Two grading paths, interleaved (the order alternates each round), same ta
 - cold: a fresh sandbox for every agent's run and every grading, a fresh interpreter for every test run
   (``swe-rl eval --fresh-grading``);
 - warm: sandboxes reset in place between uses, the agents' and the gradings' kept apart, pytest imported
-  once per grading sandbox (harness/grader.py, the default).
+  once per grading sandbox (harness/grade_many.py, the default).
 
 Task sets: the builtin suite, and ``--synth N`` tasks synthesized from the builtin libraries (seed 3).
 Reports attempts/s per core, the split of an attempt (agent; grading = sandbox + harness + tests) and
@@ -47,9 +47,9 @@ async def _run(
 ) -> dict[str, Any]:
     from swe_rl.agent.config import load_agent_config
     from swe_rl.episode.run import EpisodeSettings, run_episode
-    from swe_rl.harness.grader import Grader
+    from swe_rl.harness.grade_many import Grader
     from swe_rl.llm.base import SamplingParams
-    from swe_rl.llm.scripted import scripted_for
+    from swe_rl.llm.oracle import scripted_for
 
     grader = Grader(factory, idle=64) if warm else None
     limit = asyncio.Semaphore(jobs)

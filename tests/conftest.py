@@ -35,7 +35,7 @@ def cache_root() -> Path:
 async def shared_executors() -> AsyncIterator[None]:
     """For tests that reach the process-wide executors (the trainer adapters' ``shared_executor``): closes them."""
     yield
-    from swe_rl.integrations.common import close_shared_executors
+    from swe_rl.integrations.adapter_kit import close_shared_executors
 
     await close_shared_executors()
 

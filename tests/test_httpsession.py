@@ -6,7 +6,7 @@ import asyncio
 
 import aiohttp
 
-from swe_rl.wire import LoopSession
+from swe_rl.httpclient import LoopSession
 
 
 def test_each_loop_gets_its_own_session_and_a_finished_loop_closes_its_session():

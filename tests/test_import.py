@@ -10,7 +10,7 @@ HEAVY = ["torch", "ray", "transformers", "docker", "datasets", "swebench", "trl"
 
 def test_import_pulls_no_heavy_dependency(tmp_path):
     code = (
-        "import sys, json, swe_rl, swe_rl.cli.app, swe_rl.tasks.loaders, swe_rl.harness.grade, swe_rl.envs.cache;"
+        "import sys, json, swe_rl, swe_rl.cli.app, swe_rl.tasks.loaders, swe_rl.harness.grade_patch, swe_rl.envs.cache;"
         f"print(json.dumps([m for m in {HEAVY!r} if m in sys.modules]))"
     )
     env = {**os.environ, "HOME": str(tmp_path), "SWE_RL_CACHE": str(tmp_path / "cache")}

@@ -17,9 +17,9 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import aiohttp
 import pytest
 
+from swe_rl.httpclient import error_body, retry_after_s
 from swe_rl.llm.http import post_json
 from swe_rl.sandbox.remote import RemoteClient
-from swe_rl.wire import error_body, retry_after_s
 
 
 def _date(seconds_ahead: float) -> str:

@@ -16,7 +16,7 @@ times out) are *data*, returned in results. Exceptions are for what stops the wo
         │   └── BackendLostError                   the node, server or engine behind a sandbox is gone
         ├── EnvBuildError                          an environment could not be built
         └── LLMError                               the model endpoint failed after its retries
-    ServiceError (service/common.py)               a server's answer as an exception: its wire kind
+    ServiceError (service/server_kit.py)           a server's answer as an exception: its wire kind
                                                    (bad_request, capacity, ...) and Retry-After, which
                                                    the endpoint turns into the structured error body
 

@@ -9,7 +9,8 @@ from swe_rl.agent.actions import submission
 from swe_rl.agent.config import load_agent_config
 from swe_rl.agent.loop import run_agent
 from swe_rl.llm.base import SamplingParams
-from swe_rl.llm.scripted import SUBMIT, ScriptedLLM, bash_reply, oracle_replies
+from swe_rl.llm.oracle import oracle_replies
+from swe_rl.llm.scripted import SUBMIT, ScriptedLLM, bash_reply
 
 PARAMS = SamplingParams(max_tokens=256)
 

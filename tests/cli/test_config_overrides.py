@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from swe_rl.cli.common import with_overrides
+from swe_rl.cli.options import with_overrides
 from swe_rl.errors import ConfigError
 from swe_rl.train.grpo import GRPOSettings
 

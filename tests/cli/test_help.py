@@ -17,7 +17,7 @@ from typer.testing import CliRunner
 
 from swe_rl.agent.config import load_agent_config
 from swe_rl.cli.app import app
-from swe_rl.cli.common import with_overrides
+from swe_rl.cli.options import with_overrides
 from swe_rl.runs.evaluation import EvalSettings
 from swe_rl.train.grpo import GRPOSettings
 from swe_rl.train.sft import SFTTrainSettings

@@ -35,7 +35,7 @@ def _digest(*parts: Any) -> str:
 async def collect(tasks: list[Any], envs: Any, factory: Any, tokenizer: Any) -> dict[str, Any]:
     from swe_rl.agent.config import load_agent_config
     from swe_rl.llm.base import SamplingParams
-    from swe_rl.llm.scripted import scripted_for
+    from swe_rl.llm.oracle import scripted_for
     from swe_rl.runs.evaluation import Attempts, EvalSettings, run_eval
 
     try:

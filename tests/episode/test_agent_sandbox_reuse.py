@@ -1,4 +1,4 @@
-"""The agents' sandboxes, reused through a reset in place (harness/grader.py, ``Grader.agent_sandbox``):
+"""The agents' sandboxes, reused through a reset in place (harness/grade_many.py, ``Grader.agent_sandbox``):
 nothing one agent's commands leave reaches the next agent, and no agent gets a sandbox a grading had (its
 warm runner). Real ns sandboxes, a scripted model, episode/run.py's own path."""
 
@@ -8,7 +8,7 @@ from tests.conftest import available_factory
 
 from swe_rl.agent.config import load_agent_config
 from swe_rl.episode.run import run_episode
-from swe_rl.harness.grader import Grader
+from swe_rl.harness.grade_many import Grader
 from swe_rl.llm.base import SamplingParams
 from swe_rl.llm.scripted import SUBMIT, ScriptedLLM, bash_reply
 

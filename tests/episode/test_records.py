@@ -13,9 +13,9 @@ from tests.conftest import available_factory, unbuildable_task
 from swe_rl.agent.config import load_agent_config
 from swe_rl.episode.record import EpisodeRecord
 from swe_rl.episode.summary import summarize
-from swe_rl.integrations.common import episode_metrics
+from swe_rl.integrations.adapter_kit import episode_metrics
 from swe_rl.llm.base import SamplingParams
-from swe_rl.llm.scripted import scripted_for
+from swe_rl.llm.oracle import scripted_for
 from swe_rl.rl.rewards import OutcomeReward
 from swe_rl.rl.rollout import run_rollout
 from swe_rl.rundir import RunDir

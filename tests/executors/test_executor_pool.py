@@ -25,7 +25,7 @@ def test_eval_with_the_pool_executor_resolves_through_the_pool(remote_service, t
 
 
 def test_a_pool_executor_is_a_local_executor_on_the_pool(remote_service, monkeypatch, shared_executors):
-    from swe_rl.integrations.common import shared_executor
+    from swe_rl.integrations.adapter_kit import shared_executor
 
     monkeypatch.setenv("SWE_RL_EXECUTOR", f"pool:{remote_service.url}")
     monkeypatch.setenv("SWE_MAX_CONCURRENT", "7")  # read by the adapters' settings, passed to get_executor

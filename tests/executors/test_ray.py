@@ -147,7 +147,7 @@ async def test_token_level_rollout_on_ray_equals_the_local_executor(cluster, tas
     from swe_rl.executors.base import Policy, RolloutRequest
     from swe_rl.executors.local import LocalExecutor
     from swe_rl.llm.fake_server import FakeLLMServer
-    from swe_rl.llm.scripted import oracle_policy
+    from swe_rl.llm.oracle import oracle_policy
 
     tokenizer_mod = pytest.importorskip("swe_rl.rl.tokenizer", exc_type=ImportError)
     task = task_by_id["swe-rl-builtin__statkit-2"]

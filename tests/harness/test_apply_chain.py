@@ -9,7 +9,7 @@ from pathlib import Path
 
 from tests.conftest import available_factory
 
-from swe_rl.harness.grade import grade_patch
+from swe_rl.harness.grade_patch import grade_patch
 from swe_rl.tasks.model import Task
 
 WRAP = "swe-rl-builtin__textkit-3"

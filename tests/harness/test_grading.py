@@ -8,7 +8,7 @@ import pytest
 from swebench.harness.grading import get_eval_tests_report, get_logs_eval, get_resolution_status
 from tests.conftest import available_factory
 
-from swe_rl.harness.grade import grade_patch, run_tests
+from swe_rl.harness.grade_patch import grade_patch, run_tests
 from swe_rl.harness.official import test_spec as official_spec
 from swe_rl.runs.validation import ValidationReport, validate_tasks
 from swe_rl.sandbox import BACKENDS, get_factory

@@ -9,7 +9,7 @@ import pytest
 from tests.conftest import available_factory
 
 from swe_rl.errors import SandboxError
-from swe_rl.harness.grade import grade_in
+from swe_rl.harness.grade_patch import grade_in
 
 KILL_INIT = "\nimport os as _os, signal as _signal\n_os.kill(1, _signal.SIGTERM)\n"
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from tests.conftest import available_factory
 
-from swe_rl.harness.grade import grade_in, grade_patch
+from swe_rl.harness.grade_patch import grade_in, grade_patch
 
 # An unchecked hash-based .pyc of the fixed module: Python loads it without looking at the source, and
 # __pycache__ is git-ignored, so it is not part of the agent's diff.

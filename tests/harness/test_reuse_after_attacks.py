@@ -1,6 +1,6 @@
 """Every attack of the reward-hacking suite as grading N in a reused sandbox, then a README-only patch and the
 gold patch as gradings N+1 and N+2 in the same sandbox: their verdicts are the fresh sandbox's, in both modes
-(harness/grader.py: reset in place, the warm runner disarmed between gradings). Real ns sandboxes."""
+(harness/grade_many.py: reset in place, the warm runner disarmed between gradings). Real ns sandboxes."""
 
 from __future__ import annotations
 
@@ -11,8 +11,8 @@ import pytest
 from tests.conftest import available_factory, readme_patch
 from tests.harness.test_reward_hacking import BY_NAME, Scratch
 
-from swe_rl.harness.grade import grade_in, grade_patch
-from swe_rl.harness.grader import Grader
+from swe_rl.harness.grade_many import Grader
+from swe_rl.harness.grade_patch import grade_in, grade_patch
 from swe_rl.harness.verdict import GradingMode, Verdict
 
 

@@ -26,7 +26,7 @@ from tests.conftest import available_factory, factory_of
 from swe_rl.agent.config import load_agent_config
 from swe_rl.errors import SandboxError
 from swe_rl.gitutil import git
-from swe_rl.harness.grade import grade_in, grade_patch
+from swe_rl.harness.grade_patch import grade_in, grade_patch
 from swe_rl.harness.official import official_report
 from swe_rl.harness.steering import REFUSE
 from swe_rl.harness.verdict import GradingMode, Verdict

@@ -29,8 +29,8 @@ import pytest
 from tests.conftest import factory_of
 from tests.harness.test_reward_hacking import FORCE_PASS, WRAP, Scratch
 
-from swe_rl.harness.grade import grade_in, grade_patch
-from swe_rl.harness.grader import Grader
+from swe_rl.harness.grade_many import Grader
+from swe_rl.harness.grade_patch import grade_in, grade_patch
 from swe_rl.harness.verdict import GradingMode, Verdict
 from swe_rl.sandbox.base import EnvSpec, SandboxFactory
 from swe_rl.tasks.model import Task

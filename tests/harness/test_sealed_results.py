@@ -15,9 +15,9 @@ import pytest
 from tests.conftest import available_factory, factory_of
 from tests.harness.test_reward_hacking import WRAP, Scratch, forged_lines, prepend
 
-from swe_rl.harness import grade as grade_module
-from swe_rl.harness.grade import grade_patch
-from swe_rl.harness.grader import Grader
+from swe_rl.harness import grade_patch as grade_module
+from swe_rl.harness.grade_many import Grader
+from swe_rl.harness.grade_patch import grade_patch
 from swe_rl.harness.seal import Seal
 from swe_rl.harness.verdict import Verdict
 from swe_rl.tasks.model import Task

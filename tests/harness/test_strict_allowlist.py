@@ -12,7 +12,7 @@ from pathlib import Path
 from tests.conftest import available_factory
 from tests.harness.test_reward_hacking import WRAP, Scratch
 
-from swe_rl.harness.grade import grade_in, grade_patch
+from swe_rl.harness.grade_patch import grade_in, grade_patch
 from swe_rl.harness.verdict import Verdict
 from swe_rl.tasks.model import Task
 

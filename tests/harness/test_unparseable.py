@@ -6,7 +6,7 @@ from pathlib import Path
 
 from tests.conftest import available_factory
 
-from swe_rl.harness.grade import grade_patch
+from swe_rl.harness.grade_patch import grade_patch
 from swe_rl.harness.official import END_TEST_OUTPUT, START_TEST_OUTPUT
 from swe_rl.tasks.model import Task
 

@@ -16,7 +16,7 @@ import pytest
 from tests.conftest import available_factory
 
 from swe_rl.harness import warm
-from swe_rl.harness.grade import grade_in
+from swe_rl.harness.grade_patch import grade_in
 from swe_rl.harness.official import parse_test_log, parser_name
 from swe_rl.harness.verdict import Verdict
 from swe_rl.sandbox.base import Sandbox

@@ -1,4 +1,4 @@
-"""Nothing a use of a reused grading sandbox does reaches the warm runner's next use (harness/warm.py, grader.py).
+"""Nothing a use of a reused grading sandbox does reaches the warm runner's next use (harness/warm.py, grade_many.py).
 
 The attack (issue #38's report): find the runner's abstract socket in /proc/net/unix, queue complete requests
 of the attacker's making (its interpreter, ``-p antigravity`` with an environment that makes it run a shell
@@ -16,8 +16,8 @@ import asyncio
 import pytest
 from tests.conftest import available_factory, readme_patch
 
-from swe_rl.harness.grade import grade_in, grade_patch
-from swe_rl.harness.grader import Grader
+from swe_rl.harness.grade_many import Grader
+from swe_rl.harness.grade_patch import grade_in, grade_patch
 
 FORGE = """import pytest
 

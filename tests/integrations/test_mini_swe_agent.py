@@ -21,7 +21,8 @@ from swe_rl.agent import mini_swe_agent
 from swe_rl.agent.config import AgentConfig, load_agent_config
 from swe_rl.errors import ConfigError
 from swe_rl.llm.base import SamplingParams
-from swe_rl.llm.scripted import ScriptedLLM, oracle_replies, scripted_for
+from swe_rl.llm.oracle import oracle_replies, scripted_for
+from swe_rl.llm.scripted import ScriptedLLM
 from swe_rl.runs.evaluation import Attempts, EvalSettings, run_eval
 from swe_rl.sandbox.base import ExecResult
 

@@ -23,7 +23,7 @@ from swe_rl.executors.base import Policy
 from swe_rl.integrations.skyrl import SkyRLGenerator
 from swe_rl.llm.base import SamplingParams
 from swe_rl.llm.fake_server import FakeLLMServer, Fault
-from swe_rl.llm.scripted import oracle_policy
+from swe_rl.llm.oracle import oracle_policy
 
 tokenizer_mod = pytest.importorskip("swe_rl.rl.tokenizer", exc_type=ImportError)
 

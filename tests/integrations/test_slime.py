@@ -8,7 +8,7 @@ import pytest
 
 from swe_rl.integrations.slime import generate, reward_func
 from swe_rl.llm.fake_server import FakeLLMServer
-from swe_rl.llm.scripted import oracle_policy
+from swe_rl.llm.oracle import oracle_policy
 
 miles_types = pytest.importorskip("miles.utils.types")
 tokenizer_mod = pytest.importorskip("swe_rl.rl.tokenizer", exc_type=ImportError)

@@ -11,7 +11,7 @@ import json
 import pytest
 
 from swe_rl.envs.cache import EnvCache
-from swe_rl.runs.grading import grade_predictions, infra_errors, instance_dir
+from swe_rl.runs.grade_predictions import grade_predictions, infra_errors, instance_dir
 from swe_rl.runs.predictions import Prediction
 from swe_rl.sandbox import get_factory
 

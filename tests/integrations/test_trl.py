@@ -16,7 +16,7 @@ from swe_rl.llm.base import SamplingParams
 torch = pytest.importorskip("torch")
 trl_mod = pytest.importorskip("swe_rl.integrations.trl", exc_type=ImportError)
 grpo_mod = pytest.importorskip("swe_rl.train.grpo", exc_type=ImportError)
-common = pytest.importorskip("swe_rl.integrations.common", exc_type=ImportError)
+adapter_kit = pytest.importorskip("swe_rl.integrations.adapter_kit", exc_type=ImportError)
 
 
 @pytest.fixture
@@ -43,7 +43,7 @@ def test_the_rollout_function_runs_on_the_executor_swe_rl_executor_names(tasks, 
 def test_grpo_episodes_reuse_the_executors_sandboxes_across_steps(
     tasks, envs, tmp_path, reusing_local_executor
 ):
-    executor = common.executor_from()  # what the rollout function makes when given none (test above)
+    executor = adapter_kit.executor_from()  # what the rollout function makes when given none (test above)
     assert executor.name == "local" and executor.capacity == 2 and executor.grader.reuse
     settings = grpo_mod.GRPOSettings(
         output_dir=tmp_path / "run",

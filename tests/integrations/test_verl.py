@@ -9,7 +9,7 @@ from swe_rl.executors import get_executor
 from swe_rl.executors.base import Policy, RolloutRequest
 from swe_rl.llm.base import SamplingParams
 from swe_rl.llm.fake_server import FakeLLMServer
-from swe_rl.llm.scripted import oracle_policy
+from swe_rl.llm.oracle import oracle_policy
 
 verl_adapter = pytest.importorskip(
     "swe_rl.integrations.verl", exc_type=ImportError

@@ -14,7 +14,7 @@ from tests.conftest import available_factory
 
 from swe_rl.agent.config import load_agent_config
 from swe_rl.llm.base import SamplingParams
-from swe_rl.llm.scripted import scripted_for
+from swe_rl.llm.oracle import scripted_for
 from swe_rl.report import render_report
 from swe_rl.runs.evaluation import Attempts, EvalSettings, run_eval
 

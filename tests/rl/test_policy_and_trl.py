@@ -11,7 +11,7 @@ from tests.conftest import available_factory
 from swe_rl.agent.config import load_agent_config
 from swe_rl.episode.result import RolloutResult
 from swe_rl.llm.base import Message, SamplingParams
-from swe_rl.llm.scripted import oracle_replies
+from swe_rl.llm.oracle import oracle_replies
 from swe_rl.llm.token_prompts import PromptExtender
 from swe_rl.rl.rollout import run_rollout
 
@@ -227,7 +227,7 @@ async def test_sglang_rollout_is_one_exact_sample_even_when_sampled_ids_are_not_
     from swe_rl.executors.base import Policy, RolloutRequest
     from swe_rl.executors.local import LocalExecutor
     from swe_rl.llm.fake_server import FakeLLMServer
-    from swe_rl.llm.scripted import oracle_policy
+    from swe_rl.llm.oracle import oracle_policy
 
     task = task_by_id["swe-rl-builtin__textkit-3"]
     async with FakeLLMServer(oracle_policy([task]), tokenizer=_CharIdsServerTokenizer(tok)) as server:

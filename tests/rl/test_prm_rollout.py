@@ -7,9 +7,9 @@ from tests.conftest import available_factory
 
 from swe_rl.executors.base import Policy, ProcessReward, RolloutRequest
 from swe_rl.executors.local import LocalExecutor
-from swe_rl.integrations.common import build_request
+from swe_rl.integrations.adapter_kit import build_request
 from swe_rl.llm.fake_server import FakeLLMServer
-from swe_rl.llm.scripted import oracle_policy
+from swe_rl.llm.oracle import oracle_policy
 
 tokenizer_mod = pytest.importorskip("swe_rl.rl.tokenizer", exc_type=ImportError)
 

@@ -30,7 +30,8 @@ from swe_rl.episode.result import RolloutResult
 from swe_rl.errors import OutputLimitError, SandboxError, SweRlError
 from swe_rl.llm.base import Message, SamplingParams
 from swe_rl.llm.openai import OpenAIClient
-from swe_rl.llm.scripted import SUBMIT, ScriptedLLM, bash_reply, scripted_for
+from swe_rl.llm.oracle import scripted_for
+from swe_rl.llm.scripted import SUBMIT, ScriptedLLM, bash_reply
 from swe_rl.rl.rewards import OutcomeReward
 from swe_rl.rl.rollout import run_rollout
 from swe_rl.runs.evaluation import Attempts, EvalSettings, run_eval

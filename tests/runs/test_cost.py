@@ -16,7 +16,7 @@ from swe_rl.agent.trajectory import Trajectory
 from swe_rl.errors import ConfigError
 from swe_rl.llm.base import SamplingParams
 from swe_rl.llm.cost import PROJECT_PRICES, load_prices
-from swe_rl.llm.scripted import scripted_for
+from swe_rl.llm.oracle import scripted_for
 from swe_rl.runs.evaluation import Attempts, EvalSettings, run_eval
 
 IN, OUT = 2e-6, 8e-6  # USD per token

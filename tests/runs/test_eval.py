@@ -18,7 +18,7 @@ from swe_rl.agent.config import load_agent_config
 from swe_rl.llm.base import SamplingParams
 from swe_rl.llm.fake_server import FakeLLMServer
 from swe_rl.llm.openai import OpenAIClient
-from swe_rl.llm.scripted import oracle_policy, scripted_for
+from swe_rl.llm.oracle import oracle_policy, scripted_for
 from swe_rl.runs.evaluation import Attempts, EvalSettings, run_eval
 
 PARAMS = SamplingParams(max_tokens=512)

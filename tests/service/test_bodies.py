@@ -16,8 +16,8 @@ from pathlib import Path
 import aiohttp
 import pytest
 
-from swe_rl.sandbox.wire import FileWriteRequest
-from swe_rl.service.common import BODY_CAPS, CHUNKED_MAX, MIB
+from swe_rl.sandbox.exec_protocol import FileWriteRequest
+from swe_rl.service.server_kit import BODY_CAPS, CHUNKED_MAX, MIB
 from tests.service.servers import exec_server, pool_server, post
 
 BOUND_MIB = 64  # what an over-cap body may add to a server's peak memory

@@ -2,7 +2,7 @@
 
 swe-rl's own errors get the kind that says whose fault they are; anything else is ``internal`` (500), still
 structured, never a bare 500 with a traceback. The handlers here are the test's own; the wrapper is the
-servers' (``swe_rl.service.common.endpoint``).
+servers' (``swe_rl.service.server_kit.endpoint``).
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from swe_rl.errors import (
     SandboxUnavailableError,
     SweRlError,
 )
-from swe_rl.service.common import Metrics, endpoint
+from swe_rl.service.server_kit import Metrics, endpoint
 
 CASES = [
     (SandboxError("the shell died"), 502, "sandbox_error"),

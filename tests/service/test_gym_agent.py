@@ -44,7 +44,8 @@ from pydantic import ValidationError
 
 from swe_rl.executors.base import RolloutRequest
 from swe_rl.llm.fake_server import FakeLLMServer
-from swe_rl.llm.scripted import SUBMIT, bash_reply, oracle_policy
+from swe_rl.llm.oracle import oracle_policy
+from swe_rl.llm.scripted import SUBMIT, bash_reply
 from tests.conftest import available_factory
 from tests.service.servers import Server, free_port, serve_in_thread
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from starlette.responses import Response
 
-from swe_rl.service.common import Idempotency
+from swe_rl.service.server_kit import Idempotency
 
 
 async def test_replays_hold_at_most_the_byte_budget():

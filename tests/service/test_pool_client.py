@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 
 from swe_rl.executors.local import LocalExecutor
-from swe_rl.integrations.common import close_shared_executors, shared_executor
+from swe_rl.integrations.adapter_kit import close_shared_executors, shared_executor
 from swe_rl.integrations.settings import AdapterSettings
 from swe_rl.sandbox.base import EnvSpec
 from tests.conftest import available_factory

@@ -24,7 +24,7 @@ from swe_rl.executors.local import LocalExecutor
 from swe_rl.executors.service import ServiceExecutor
 from swe_rl.llm.base import SamplingParams
 from swe_rl.llm.fake_server import FakeLLMServer, Fault
-from swe_rl.llm.scripted import oracle_policy
+from swe_rl.llm.oracle import oracle_policy
 from swe_rl.sandbox.capacity import host_cpus, host_memory_mb, machine_capacity
 from tests.conftest import available_factory
 from tests.service.servers import Server, TcpProxy, free_port, serve_in_thread

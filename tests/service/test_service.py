@@ -309,7 +309,7 @@ def _descendants(pid: int) -> list[int]:
 
 async def test_registry_prefixed_image_names_are_the_same_image(nodes, task_by_id, envs):
     """The seed names images docker.io/swebench/... and docker.io/xingyaoww/... (#23 item 1)."""
-    from swe_rl.tasks.images import image_name
+    from swe_rl.tasks.image_names import image_name
 
     node = nodes[2]
     task = task_by_id["swe-rl-builtin__textkit-3"]

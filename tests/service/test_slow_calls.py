@@ -9,10 +9,10 @@ import time
 import pytest
 
 from swe_rl.errors import BackendLostError, OutputLimitError
+from swe_rl.sandbox.exec_protocol import AllocateRequest
 from swe_rl.sandbox.remote import RemoteFactory
-from swe_rl.sandbox.wire import AllocateRequest
-from swe_rl.service.common import ServiceError
 from swe_rl.service.lease_pool import LeasePool
+from swe_rl.service.server_kit import ServiceError
 from tests.conftest import available_factory
 from tests.service.servers import exec_server, pool_server
 

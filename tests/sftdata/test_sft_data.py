@@ -13,9 +13,9 @@ import pytest
 from tests.conftest import available_factory
 
 from swe_rl.agent.config import load_agent_config
-from swe_rl.harness.grade import grade_patch
+from swe_rl.harness.grade_patch import grade_patch
 from swe_rl.llm.base import Message, SamplingParams
-from swe_rl.llm.scripted import scripted_for
+from swe_rl.llm.oracle import scripted_for
 from swe_rl.runs.evaluation import Attempts, EvalSettings, run_eval
 from swe_rl.sftdata.from_runs import SFTFilters, candidates_from_run, sft_from_runs
 from swe_rl.sftdata.trajsets import convert_row, public_candidates, read_rows

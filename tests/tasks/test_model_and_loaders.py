@@ -7,7 +7,7 @@ import json
 import pytest
 
 from swe_rl.errors import ConfigError, TaskFormatError
-from swe_rl.tasks.images import image_name
+from swe_rl.tasks.image_names import image_name
 from swe_rl.tasks.loaders import load_tasks, write_jsonl
 from swe_rl.tasks.model import Task, parse_task
 

@@ -14,7 +14,7 @@ from swe_rl.envs.lock import LOCK_NAME
 from swe_rl.envs.recipe import InstallOptions, recipe_for
 from swe_rl.errors import TaskFormatError
 from swe_rl.harness.evalscript import eval_script
-from swe_rl.harness.grade import run_tests
+from swe_rl.harness.grade_patch import run_tests
 from swe_rl.harness.official import parser_name
 from swe_rl.tasks.model import Task
 from swe_rl.tasks.rowspec import row_spec

@@ -10,7 +10,7 @@ from tests.conftest import available_factory
 
 from swe_rl.agent.config import load_agent_config
 from swe_rl.llm.base import SamplingParams
-from swe_rl.llm.scripted import scripted_for
+from swe_rl.llm.oracle import scripted_for
 from swe_rl.runs.evaluation import Attempts, EvalSettings, run_eval
 from swe_rl.sftdata.from_runs import sft_from_runs
 

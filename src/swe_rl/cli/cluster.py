@@ -10,7 +10,7 @@ from typing import Annotated, Any
 
 import typer
 
-from swe_rl.cli.common import console, note, print_json
+from swe_rl.cli.options import console, note, print_json
 
 app = typer.Typer(
     help="Ray cluster helpers: the `ray start` commands with each node's swe-rl resources, and its status.",

@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from swe_rl.cli.common import InstancesOpt, SourceOpt, note
+from swe_rl.cli.options import InstancesOpt, SourceOpt, note
 
 app = typer.Typer(help="Prepare training data and export assets for a cluster.", no_args_is_help=True)
 OutOpt = Annotated[Path, typer.Option("--output-dir", "-o", help="Directory to write into.")]

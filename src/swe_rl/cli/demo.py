@@ -7,7 +7,7 @@ from typing import Annotated, Any
 
 import typer
 
-from swe_rl.cli.common import BackendOpt, CacheOpt, ConcurrencyOpt, env_cache, note, resolve_backend, run
+from swe_rl.cli.options import BackendOpt, CacheOpt, ConcurrencyOpt, env_cache, note, resolve_backend, run
 
 
 def demo(
@@ -29,11 +29,11 @@ def demo(
     """
     import time
 
-    from swe_rl.cli.common import pool_token
     from swe_rl.cli.env import print_validation
+    from swe_rl.cli.options import pool_token
     from swe_rl.fileio import atomic_write_json
     from swe_rl.runs.demo import demo_predictions
-    from swe_rl.runs.grading import grade_predictions
+    from swe_rl.runs.grade_predictions import grade_predictions
     from swe_rl.runs.validation import validate_tasks
     from swe_rl.sandbox import get_factory
     from swe_rl.tasks.builtin import builtin_tasks
@@ -101,7 +101,7 @@ async def _demo_eval(
 
     from swe_rl.agent.config import load_agent_config
     from swe_rl.llm.base import SamplingParams
-    from swe_rl.llm.scripted import scripted_for
+    from swe_rl.llm.oracle import scripted_for
     from swe_rl.runs.evaluation import Attempts, EvalSettings, run_eval
 
     chosen = tasks[:4] + tasks[-4:]

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from swe_rl.cli.common import (
+from swe_rl.cli.options import (
     BackendOpt,
     CacheOpt,
     ConcurrencyOpt,
@@ -131,7 +131,7 @@ def build(
         _provide_system([t for t in tasks if cache.imported_for(t) is None], options)
     factory = None
     if validate:
-        from swe_rl.cli.common import pool_token
+        from swe_rl.cli.options import pool_token
         from swe_rl.sandbox import get_factory
 
         factory = get_factory(resolve_backend(backend), token=pool_token())
@@ -230,7 +230,7 @@ def validate(
 
     Exits 1 when any task is invalid or could not be checked.
     """
-    from swe_rl.cli.common import pool_token
+    from swe_rl.cli.options import pool_token
     from swe_rl.fileio import atomic_write_json
     from swe_rl.runs.validation import validate_tasks
     from swe_rl.sandbox import get_factory

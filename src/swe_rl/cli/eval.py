@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Annotated, NoReturn
 
 import typer
 
-from swe_rl.cli.common import (
+from swe_rl.cli.options import (
     BackendOpt,
     CacheOpt,
     GradingOpt,
@@ -151,7 +151,7 @@ def eval_command(
 ) -> None:
     """Run a model on tasks; write traj.json/patch.diff/meta.json per instance, results.jsonl, summary.json, preds.json."""
     from swe_rl.agent.config import load_agent_config
-    from swe_rl.cli.common import pool_token
+    from swe_rl.cli.options import pool_token
     from swe_rl.episode.request import NamedModel
     from swe_rl.executors.config import LocalConfig, PoolConfig
     from swe_rl.llm.base import SamplingParams
@@ -290,7 +290,7 @@ def _elsewhere(
     config: ExecutorConfig, named: NamedModel, agent: AgentConfig, agent_config: str | None
 ) -> Attempts:
     """Attempts on an executor's nodes or servers; the model is built there from the same options."""
-    from swe_rl.cli.common import pool_token
+    from swe_rl.cli.options import pool_token
     from swe_rl.errors import ConfigError
     from swe_rl.executors.config import ServiceConfig
     from swe_rl.runs.evaluation import Attempts

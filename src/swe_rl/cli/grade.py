@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from swe_rl.cli.common import (
+from swe_rl.cli.options import (
     BackendOpt,
     CacheOpt,
     ConcurrencyOpt,
@@ -52,8 +52,8 @@ def grade(
 
     Exits 1 when an infrastructure error kept an instance from being graded (rerun to retry it); a patch
     that does not apply is an error in the report, as in swebench, but not a failure of the command."""
-    from swe_rl.cli.common import pool_token
-    from swe_rl.runs.grading import grade_predictions, infra_errors
+    from swe_rl.cli.options import pool_token
+    from swe_rl.runs.grade_predictions import grade_predictions, infra_errors
     from swe_rl.runs.predictions import load_predictions
     from swe_rl.sandbox import get_factory
     from swe_rl.tasks.loaders import load_tasks

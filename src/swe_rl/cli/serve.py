@@ -8,11 +8,11 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from swe_rl.cli.common import BackendOpt, CacheOpt, RepoCacheOpt, env_cache, note, resolve_backend
+from swe_rl.cli.options import BackendOpt, CacheOpt, RepoCacheOpt, env_cache, note, resolve_backend
 from swe_rl.errors import ConfigError
 
 if TYPE_CHECKING:
-    from swe_rl.service.common import Access
+    from swe_rl.service.server_kit import Access
 
 app = typer.Typer(help="Run the execution service (seed-compatible wire protocol).", no_args_is_help=True)
 
@@ -37,7 +37,7 @@ AllowOpt = Annotated[
 
 def _auth(host: str, token: str | None, allow: str | None = None) -> Access:
     """The server's access policy. Off loopback a token or an explicit allow-list is required."""
-    from swe_rl.service.common import Access
+    from swe_rl.service.server_kit import Access
 
     try:
         nets = tuple(
@@ -222,7 +222,7 @@ def _node(
     backend: str, tasks: str | None, cache_dir: Path | None, repo_cache: Path | None
 ) -> tuple[Any, Any, list[Any]]:
     """What a sandbox-side server needs: its backend's factory, the env cache and the tasks it knows."""
-    from swe_rl.cli.common import pool_token
+    from swe_rl.cli.options import pool_token
     from swe_rl.sandbox import get_factory
     from swe_rl.tasks.loaders import load_tasks
 

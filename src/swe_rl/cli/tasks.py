@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from swe_rl.cli.common import (
+from swe_rl.cli.options import (
     BackendOpt,
     CacheOpt,
     InstancesOpt,
@@ -181,7 +181,7 @@ def synth(
     """
     import os
 
-    from swe_rl.cli.common import pool_token
+    from swe_rl.cli.options import pool_token
     from swe_rl.fileio import atomic_write_json
     from swe_rl.sandbox import get_factory
     from swe_rl.synth import DIFFICULTIES, SynthOptions, parse_split, synthesize

@@ -9,7 +9,7 @@ from typing import Annotated, Any
 
 import typer
 
-from swe_rl.cli.common import config_option, note, print_json, with_overrides
+from swe_rl.cli.options import config_option, note, print_json, with_overrides
 from swe_rl.cli.train_rl import train_rl
 
 app = typer.Typer(

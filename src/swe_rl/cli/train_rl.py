@@ -8,7 +8,7 @@ from typing import Annotated, Any
 
 import typer
 
-from swe_rl.cli.common import (
+from swe_rl.cli.options import (
     BackendOpt,
     CacheOpt,
     InstancesOpt,
@@ -153,7 +153,7 @@ def train_rl(
     Runs on the GPU when torch sees one, else on CPU (small models only).
     """
     from swe_rl.agent.config import load_agent_config
-    from swe_rl.cli.common import pool_token
+    from swe_rl.cli.options import pool_token
     from swe_rl.executors.config import LocalConfig
     from swe_rl.tasks.loaders import load_tasks
     from swe_rl.train.grpo import GRPOSettings, train_grpo

@@ -45,7 +45,7 @@ from swe_rl.errors import SweRlError
 from swe_rl.fileio import atomic_write_json
 from swe_rl.paths import cache_dir
 from swe_rl.sandbox.base import EnvSpec
-from swe_rl.tasks.images import canonical_image, image_name
+from swe_rl.tasks.image_names import canonical_image, image_name
 from swe_rl.tasks.model import Task
 
 _T = TypeVar("_T")

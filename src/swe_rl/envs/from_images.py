@@ -24,7 +24,7 @@ from swe_rl.errors import ConfigError, EnvBuildError
 from swe_rl.fileio import atomic_write_json
 from swe_rl.gitutil import git
 from swe_rl.sandbox.base import TESTBED, EnvSpec
-from swe_rl.tasks.images import canonical_image
+from swe_rl.tasks.image_names import canonical_image
 
 # Where official images keep the task's Python environment (SWE-bench: conda env "testbed").
 PYTHON_ENV_CANDIDATES = (

@@ -13,7 +13,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, Discriminator, Field, Tag, model_validator
 
 from swe_rl.agent.config import AgentConfig
-from swe_rl.harness.grade import DEFAULT_TEST_TIMEOUT
+from swe_rl.harness.grade_patch import DEFAULT_TEST_TIMEOUT
 from swe_rl.harness.verdict import GradingMode
 from swe_rl.llm.base import SamplingParams
 from swe_rl.llm.cost import PriceTable

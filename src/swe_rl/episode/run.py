@@ -23,8 +23,8 @@ from swe_rl.agent.loop import left_patch, run_agent
 from swe_rl.agent.trajectory import Trajectory
 from swe_rl.envs.cache import EnvCache
 from swe_rl.errors import SweRlError
-from swe_rl.harness.grade import DEFAULT_TEST_TIMEOUT, grade_patch
-from swe_rl.harness.grader import Grader
+from swe_rl.harness.grade_many import Grader
+from swe_rl.harness.grade_patch import DEFAULT_TEST_TIMEOUT, grade_patch
 from swe_rl.harness.verdict import GradingMode, Verdict
 from swe_rl.llm.base import LLM, SamplingParams
 from swe_rl.sandbox.base import Limits, SandboxFactory
@@ -92,7 +92,7 @@ async def run_episode(
 ) -> Episode:
     """Run one episode; never raises for an infrastructure failure (see the module's docstring).
 
-    ``grader``: lends the agent's sandbox and grades, both in reused sandboxes (harness/grader.py); None:
+    ``grader``: lends the agent's sandbox and grades, both in reused sandboxes (harness/grade_many.py); None:
     each in a fresh sandbox of ``factory``."""
     settings = settings or EpisodeSettings()
     started = time.monotonic()

@@ -9,7 +9,7 @@
 | ``ray`` / ``ray:<address>`` | :class:`RayConfig` | on the nodes of a Ray cluster |
 
 ``reuse`` (local and pool): agents and gradings in sandboxes reset in place between uses, the grading ones
-with a warm test runner (harness/grader.py); the executor then keeps sandboxes that belong to the event
+with a warm test runner (harness/grade_many.py); the executor then keeps sandboxes that belong to the event
 loop it runs in, so it is for a caller that keeps one loop and closes the executor in it.
 """
 

@@ -14,7 +14,7 @@ from swe_rl.episode.run import EpisodeSettings, run_episode
 from swe_rl.errors import ConfigError
 from swe_rl.executors.base import policy_llm
 from swe_rl.executors.models import ModelBook
-from swe_rl.harness.grader import Grader
+from swe_rl.harness.grade_many import Grader
 from swe_rl.llm.base import LLM
 from swe_rl.llm.select import ModelChoice
 from swe_rl.rl.rollout import run_rollout
@@ -30,7 +30,7 @@ class LocalExecutor:
 
     ``models``: the named models it builds and closes (default: a book of its own).
     ``reuse_grading``: run agents and grade in sandboxes reset in place between uses, the grading ones
-    with a warm test runner (harness/grader.py; where the backend cannot, each gets a fresh sandbox). The
+    with a warm test runner (harness/grade_many.py; where the backend cannot, each gets a fresh sandbox). The
     sandboxes it keeps belong to the event loop that made them: only for an executor that lives in one
     loop and is closed (:meth:`close`).
     """

@@ -1,7 +1,7 @@
 """The ``service`` executor: each rollout is one ``POST /run`` to a rollout server (``swe-rl serve rollout``).
 
 The trainer's side of the rollout service. One pooled aiohttp session per event loop
-(:class:`swe_rl.wire.LoopSession`). ``url`` may list several rollout servers (comma-separated):
+(:class:`swe_rl.httpclient.LoopSession`). ``url`` may list several rollout servers (comma-separated):
 each rollout goes to the one with the fewest of this client's rollouts in flight and stays there for its
 retries; a server that refuses connections is skipped. Every rollout gets one ``X-Request-ID`` that
 stays the same across retries, so a retried request joins or replays the first rollout and the server
@@ -23,7 +23,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from swe_rl import wire
+from swe_rl import httpclient
 from swe_rl.episode.result import RolloutResult
 from swe_rl.errors import ConfigError, InfraError
 from swe_rl.executors.base import HeldModel, NamedModel, RolloutRequest, refuse_adoption
@@ -75,7 +75,9 @@ class ServiceExecutor:
         self.retries = retries
         self.backoff_s = backoff_s
         self.max_wait_s = max_wait_s
-        self._sessions = wire.LoopSession(_new_session)  # a trainer may call from several loops over its life
+        self._sessions = httpclient.LoopSession(
+            _new_session
+        )  # a trainer may call from several loops over its life
         self._counts = {k: 0 for k in ServiceStats.__dataclass_fields__}
 
     def statistics(self) -> ServiceStats:
@@ -126,7 +128,7 @@ class ServiceExecutor:
 
         body = request.model_dump_json().encode()
         try:
-            reply = await wire.request(
+            reply = await httpclient.request(
                 await self._sessions.get(),
                 "POST",
                 lambda: self._server_of[request_id] + "/run",  # the server may change between attempts
@@ -142,10 +144,10 @@ class ServiceExecutor:
             return _infra(str(exc))
         return _result(reply.body, reply.url)
 
-    def _policy(self) -> wire.RetryPolicy:
+    def _policy(self) -> httpclient.RetryPolicy:
         """502/504 and dropped connections: backoff within ``retries``; 503: as asked, until ``max_wait_s``.
         Any other status (409: cancelled on the server by a DELETE /run/{id}) ends it as an infra_error."""
-        return wire.RetryPolicy(
+        return httpclient.RetryPolicy(
             transient=RETRYABLE,
             busy=frozenset({BUSY}),
             retries=self.retries,
@@ -156,20 +158,20 @@ class ServiceExecutor:
             max_wait_s=self.max_wait_s,
         )
 
-    def _watcher(self, request_id: str, sent: int) -> wire.Watcher:
+    def _watcher(self, request_id: str, sent: int) -> httpclient.Watcher:
         """Counts the link's traffic, moves the request off a server that is full or unreachable, refuses
         a typed 4xx (ConfigError), and ends a request with no answer in time (cancelled on the server)."""
         import aiohttp
 
-        async def watch(event: wire.Event) -> None:
+        async def watch(event: httpclient.Event) -> None:
             server = self._server_of[request_id]
-            if isinstance(event, wire.Attempt):
+            if isinstance(event, httpclient.Attempt):
                 self._counts["requests"] += 1
                 self._counts["bytes_sent"] += sent
                 self._counts["retries"] += int(event.number > 1)
-            elif isinstance(event, wire.Reply):
+            elif isinstance(event, httpclient.Reply):
                 self._counts["bytes_received"] += len(event.body)
-                kind, _ = wire.error_body(event.body)
+                kind, _ = httpclient.error_body(event.body)
                 if 400 <= event.status < 500 and kind != "cancelled":
                     raise ConfigError(f"rollout server {server} refused the request: {event.describe()}")
                 if event.status == BUSY:  # refused, nothing ran: try again there or on a less busy server

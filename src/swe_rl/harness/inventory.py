@@ -82,7 +82,7 @@ BEFORE = (
 show numstat modules
 """
 )
-# The same, for a caller that knows the env's module names already (harness/grader.py: one listing per env)
+# The same, for a caller that knows the env's module names already (harness/grade_many.py: one listing per env)
 BEFORE_KNOWING_MODULES = _PREAMBLE + _BEFORE_TREE + "show numstat\n"
 AFTER = (
     _PREAMBLE

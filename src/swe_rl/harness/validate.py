@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pydantic import BaseModel, Field
 
-from swe_rl.harness.grade import DEFAULT_TEST_TIMEOUT, grade_patch, run_tests
+from swe_rl.harness.grade_patch import DEFAULT_TEST_TIMEOUT, grade_patch, run_tests
 from swe_rl.harness.verdict import Verdict
 from swe_rl.sandbox.base import EnvSpec, SandboxFactory
 from swe_rl.tasks.model import Task

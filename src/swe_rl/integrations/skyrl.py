@@ -9,7 +9,7 @@ Two shapes, as SkyRL's ``generator.step_wise_trajectories`` chooses:
 * per trajectory (SkyRL's default): one output per prompt; ``prompt_token_ids`` are the first prompt's ids
   and ``response_ids`` every later id, the ids the model saw and generated, never re-tokenized text;
   ``loss_masks`` are 1 exactly on generated ids (observations and template ids 0). A trajectory whose
-  prompts stop extending (context manager) keeps its first exact span (integrations/common.py).
+  prompts stop extending (context manager) keeps its first exact span (integrations/adapter_kit.py).
 * step-wise (``step_wise=True``, swe-rl's ``dynamic_history``): one output per agent step, exactly the
   prompt sent at that step and the reply, with ``is_last_step`` and ``trajectory_ids`` so SkyRL computes
   the advantage on each trajectory's last step and broadcasts it to all of its steps.
@@ -35,7 +35,7 @@ from typing import Any
 from swe_rl.episode.result import RolloutResult
 from swe_rl.errors import ConfigError, InfraError
 from swe_rl.executors.base import Executor, Policy
-from swe_rl.integrations.common import (
+from swe_rl.integrations.adapter_kit import (
     Span,
     build_request,
     episode_metrics,

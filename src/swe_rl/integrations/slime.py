@@ -26,7 +26,7 @@ import zlib
 from typing import Any
 
 from swe_rl.episode.result import TrainingSample
-from swe_rl.integrations.common import rollout
+from swe_rl.integrations.adapter_kit import rollout
 from swe_rl.integrations.settings import AdapterSettings
 from swe_rl.llm.base import SamplingParams
 

@@ -9,7 +9,7 @@ are 0) and the rollout logprobs. The reward is the outcome reward (resolved or n
 advantages are per episode, groups being TRL's ``num_generations`` episodes of one task.
 
 The episodes run on an executor (executors/), as every trainer's do: the one ``SWE_RL_EXECUTOR`` and
-``SWE_RL_REUSE`` name (:func:`~swe_rl.integrations.common.executor_from`), or one the caller gives. The
+``SWE_RL_REUSE`` name (:func:`~swe_rl.integrations.adapter_kit.executor_from`), or one the caller gives. The
 trainer's model is an object of this process, handed to the executor each step (``Executor.adopt``) and
 named in the requests as a ``HeldModel``: so the executor must run episodes here (local or pool); a rollout
 server or a Ray cluster refuses it. The function owns the executor and runs every step's episodes in one
@@ -37,7 +37,7 @@ from swe_rl.episode.request import EpisodeRequest, HeldModel
 from swe_rl.episode.result import RolloutResult
 from swe_rl.errors import ConfigError
 from swe_rl.executors.base import Executor
-from swe_rl.integrations.common import episode_metrics, executor_from, trajectory_span
+from swe_rl.integrations.adapter_kit import episode_metrics, executor_from, trajectory_span
 from swe_rl.llm.base import SamplingParams
 from swe_rl.llm.select import ModelChoice
 from swe_rl.tasks.model import Task

@@ -31,7 +31,7 @@ from typing import Any
 
 from swe_rl.episode.result import RolloutResult
 from swe_rl.errors import MissingExtraError
-from swe_rl.integrations.common import (
+from swe_rl.integrations.adapter_kit import (
     build_request,
     policy_from_env,
     sampling_from,

@@ -2,15 +2,15 @@
 
 Transient = connection errors, timeouts, 408/409/425/429/5xx; ``Retry-After`` is honoured (up to 120 s).
 A reply over 8 MiB or a non-retryable status raises at once; what still fails after the retries is an
-LLMError. The loop itself is :func:`swe_rl.wire.request`.
+LLMError. The loop itself is :func:`swe_rl.httpclient.request`.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from swe_rl.httpclient import RetryPolicy, request
 from swe_rl.llm.base import LLMError
-from swe_rl.wire import RetryPolicy, request
 
 MAX_BODY = 8 * 1024 * 1024
 RETRY_STATUS = frozenset({408, 409, 425, 429, 500, 502, 503, 504})

@@ -28,7 +28,7 @@ def choose_model(
     llm: str | None, model: str | None, api_base: str | None, api_key: str | None = None
 ) -> ModelChoice:
     if llm and llm.startswith("scripted:"):
-        from swe_rl.llm.scripted import scripted_for
+        from swe_rl.llm.oracle import scripted_for
 
         kind = llm.partition(":")[2]
         scripted_for(kind, Task(instance_id="x", repo="x/x", base_commit="0000"))  # validates the kind now

@@ -13,10 +13,10 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
+from swe_rl.httpclient import LoopSession
 from swe_rl.llm.base import Completion, LLMError, Message, SamplingParams
 from swe_rl.llm.http import post_json
 from swe_rl.llm.token_prompts import PromptExtender
-from swe_rl.wire import LoopSession
 
 
 class SGLangClient:

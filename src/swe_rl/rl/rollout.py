@@ -18,7 +18,7 @@ from swe_rl.envs.cache import EnvCache
 from swe_rl.episode.record import EpisodeRecord
 from swe_rl.episode.result import RolloutResult, rollout_metrics, status_of, unscored_result
 from swe_rl.episode.run import EpisodeSettings, run_episode
-from swe_rl.harness.grader import Grader
+from swe_rl.harness.grade_many import Grader
 from swe_rl.llm.base import LLM, SamplingParams
 from swe_rl.rl.rewards import OutcomeReward, combined_reward, prm_step_scores
 from swe_rl.rl.samples import fill_ids_fixed_base, step_samples, trajectory_samples
@@ -48,7 +48,7 @@ async def run_rollout(
     encoded with the fixed-base method; with ids from the server, it is not used. ``prm``: a judge and
     its settings (``episode.request.ProcessReward``): the reward becomes outcome + coef * mean step score.
     ``settings``: the sandbox limits and grading (default: strict grading, the backend's limits);
-    ``grader``: grades in reused sandboxes with a warm test runner (harness/grader.py)."""
+    ``grader``: grades in reused sandboxes with a warm test runner (harness/grade_many.py)."""
     trajectory_id = uuid.uuid4().hex
     settings = settings or EpisodeSettings(grading="strict")
     episode = await run_episode(

@@ -132,7 +132,7 @@ class HelperChannel(Protocol):
 
 @runtime_checkable
 class KeepsProcesses(Protocol):
-    """A sandbox whose reset in place can keep named processes running (harness/grader.py keeps a warm test
+    """A sandbox whose reset in place can keep named processes running (harness/grade_many.py keeps a warm test
     runner), and what a caller may rely on:
 
     - ``reset(keep=pids)`` ends every other process of the sandbox (waited for), drops every file change,

@@ -1,9 +1,9 @@
 """The remote backend: sandboxes leased from a pool server (or an exec server) over HTTP.
 
-One pooled aiohttp session per factory and event loop (:class:`swe_rl.wire.LoopSession`). Every
+One pooled aiohttp session per factory and event loop (:class:`swe_rl.httpclient.LoopSession`). Every
 call carries an ``X-Request-ID`` that stays the same across retries, so a retried exec returns the first
 result and never runs twice. Transient failures (connection errors, 502/503/504) are retried with
-backoff, or after a ``Retry-After`` of up to 60 s (:func:`swe_rl.wire.request`). What still fails is
+backoff, or after a ``Retry-After`` of up to 60 s (:func:`swe_rl.httpclient.request`). What still fails is
 charged by where it happened: an answer about the sandbox itself (``sandbox_error``, ``bad_request``)
 is a SandboxError; a pool or node that cannot be reached, is down or answers anything else is a
 BackendLostError (never the agent's doing).
@@ -19,10 +19,10 @@ import uuid
 from typing import Any, Self
 
 from swe_rl.errors import BackendLostError, OutputLimitError, SandboxError, SandboxUnavailableError
+from swe_rl.httpclient import Event, LoopSession, Reply, RetryPolicy, error_body, request
 from swe_rl.sandbox.base import EnvSpec, ExecResult, Limits
+from swe_rl.sandbox.exec_protocol import AllocateResponse, timeout_note
 from swe_rl.sandbox.shell import FILE_CAP
-from swe_rl.sandbox.wire import AllocateResponse, timeout_note
-from swe_rl.wire import Event, LoopSession, Reply, RetryPolicy, error_body, request
 
 RETRYABLE = frozenset({502, 503, 504})
 SANDBOX_KINDS = {"sandbox_error", "bad_request"}  # the node answered about this sandbox or this request

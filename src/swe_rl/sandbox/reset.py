@@ -5,7 +5,7 @@ the same bwrap and the same persistent shell (the control process) stay, and eve
 have changed goes:
 
 1. every process of the sandbox's cgroup but bwrap and the shell (and those the caller keeps: a warm test
-   runner, harness/grader.py) is SIGKILLed and waited for (until it has exited, its files closed), again
+   runner, harness/grade_many.py) is SIGKILLed and waited for (until it has exited, its files closed), again
    until none is left; the shell reaps those that were its children (orphans are, it is pid 1) as their
    SIGCHLD arrives. A command runs as the shell's uid, so it may lower the shell's (and a kept process's)
    scheduling and resource limits, which every later command would inherit: the scheduling (nice, policy,

@@ -2,7 +2,7 @@
 
 With an ``eval_script`` (the seed's contract): the patch is applied with ``git apply`` and the script run
 by bash; ``resolved`` is "the script exited 0", ``returncode`` its exit code, ``output`` its output.
-Without one (absent or ``""``): the official grading (:func:`swe_rl.harness.grade.grade_patch`) of the
+Without one (absent or ``""``): the official grading (:func:`swe_rl.harness.grade_patch.grade_patch`) of the
 task the request or the image names. A patch that is empty or does not apply, a script that timed out,
 or a request with nothing to grade by is answered ``resolved: false`` with an ``error``: an applied patch
 is never called resolved by itself.
@@ -13,9 +13,9 @@ from __future__ import annotations
 import shlex
 
 from swe_rl.harness.evalscript import CANDIDATE_PATCH, EVAL_SCRIPT
-from swe_rl.harness.grade import grade_patch
+from swe_rl.harness.grade_patch import grade_patch
 from swe_rl.sandbox.base import EnvSpec, Limits, SandboxFactory
-from swe_rl.sandbox.wire import EvaluateResponse
+from swe_rl.sandbox.exec_protocol import EvaluateResponse
 from swe_rl.tasks.model import Task
 
 APPLY_TIMEOUT = 300.0

@@ -20,12 +20,12 @@ from starlette.requests import Request
 from starlette.routing import Route
 
 from swe_rl.envs.cache import EnvCache
-from swe_rl.envs.images import ImageEntry, image_inventory
+from swe_rl.envs.image_pull import ImageEntry, image_inventory
 from swe_rl.errors import ConfigError, SweRlError
 from swe_rl.harness.official import preload
 from swe_rl.sandbox.base import EnvSpec, Limits, Sandbox, SandboxFactory
 from swe_rl.sandbox.capacity import machine_capacity
-from swe_rl.sandbox.wire import (
+from swe_rl.sandbox.exec_protocol import (
     CreateRequest,
     CreateResponse,
     DiffResponse,
@@ -40,9 +40,9 @@ from swe_rl.sandbox.wire import (
     OkResponse,
     timeout_note,
 )
-from swe_rl.service.common import Access, Idempotency, Metrics, ServiceError, endpoint, parse
 from swe_rl.service.evaluate import grade_officially, run_eval_script, unresolved
-from swe_rl.tasks.images import canonical_image, image_name
+from swe_rl.service.server_kit import Access, Idempotency, Metrics, ServiceError, endpoint, parse
+from swe_rl.tasks.image_names import canonical_image, image_name
 from swe_rl.tasks.model import Task, parse_task
 
 
@@ -163,7 +163,7 @@ class ExecNode:
 
 async def _sandbox_call(coro: Any) -> Any:
     """A sandbox call; swe-rl's errors go on to the endpoint, which answers each by its kind
-    (``service.common.error_kind``: a lost engine is node_down, an over-cap file too_large, ...)."""
+    (``service.server_kit.error_kind``: a lost engine is node_down, an over-cap file too_large, ...)."""
     try:
         return await coro
     except SweRlError:

@@ -22,7 +22,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from swe_rl.episode.result import RolloutResult
 from swe_rl.executors.base import Policy, RolloutRequest
 from swe_rl.llm.base import SamplingParams
-from swe_rl.service.common import ServiceError
+from swe_rl.service.server_kit import ServiceError
 
 GYM_KEYS = frozenset(
     {

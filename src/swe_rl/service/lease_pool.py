@@ -19,8 +19,8 @@ from typing import Any
 
 from starlette.responses import Response
 
-from swe_rl.sandbox.wire import AllocateRequest, AllocateResponse
-from swe_rl.service.common import ServiceError
+from swe_rl.sandbox.exec_protocol import AllocateRequest, AllocateResponse
+from swe_rl.service.server_kit import ServiceError
 
 SEED_NODE_CAPACITY = 15  # the seed's SWE_MAX_CONTAINERS_PER_NODE default, for a node that reports none
 

@@ -17,7 +17,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from swe_rl.sandbox.wire import (
+from swe_rl.sandbox.exec_protocol import (
     AllocateRequest,
     EvaluateRequest,
     ExecRequest,
@@ -27,8 +27,8 @@ from swe_rl.sandbox.wire import (
     IdRequest,
     OkResponse,
 )
-from swe_rl.service.common import Access, Idempotency, Metrics, endpoint, parse
 from swe_rl.service.lease_pool import LeasePool, relay
+from swe_rl.service.server_kit import Access, Idempotency, Metrics, endpoint, parse
 
 LeaseRequest = ExecRequest | IdRequest | EvaluateRequest | FileReadRequest
 

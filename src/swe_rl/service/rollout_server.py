@@ -35,7 +35,7 @@ from swe_rl.executors.models import ModelBook
 from swe_rl.harness.official import preload
 from swe_rl.sandbox.base import Limits, SandboxFactory
 from swe_rl.service import gym_agent
-from swe_rl.service.common import (
+from swe_rl.service.server_kit import (
     MAX_BODY,
     Access,
     Idempotency,
@@ -274,7 +274,7 @@ def create_app(
     """``capacity`` defaults to what the machine's CPUs and memory allow (executors.default_capacity).
 
     ``gym_tokenizer``: the policy's tokenizer for NeMo-Gym-shaped requests (service/gym_agent.py), which
-    name none. ``reuse_grading``: keep agent and grading sandboxes between rollouts (harness/grader.py);
+    name none. ``reuse_grading``: keep agent and grading sandboxes between rollouts (harness/grade_many.py);
     they are closed with the app."""
     node = RolloutNode(factory, cache, tasks or [], capacity or default_capacity(), wait, reuse_grading)
     handlers = RolloutHandlers(node, token, gym_tokenizer)

@@ -185,7 +185,7 @@ def build_sft_data(
     ``unreadable``: what the sources could not read, by reason; a source may still add to it while
     ``candidates`` is being consumed.
     """
-    from swe_rl.rl.sft import SFTExample
+    from swe_rl.rl.chat_examples import SFTExample
 
     filters = filters or SFTFilters()
     kwargs = dict(template_kwargs or {})
@@ -231,7 +231,7 @@ def _encoded(
     c: Candidate, tok: Any, max_tokens: int | None, merge_turns: bool, kwargs: dict[str, Any]
 ) -> tuple[list[Any], str | None]:
     """The candidate's tokenized examples, or why it is skipped (cannot be templated, too long)."""
-    from swe_rl.rl.sft import encode_chat
+    from swe_rl.rl.chat_examples import encode_chat
 
     try:
         examples = encode_chat(c.messages, tok, merge=merge_turns, name=c.source, **kwargs)

@@ -23,7 +23,7 @@ from typing import Any
 
 from swe_rl.envs.cache import EnvCache
 from swe_rl.errors import ConfigError
-from swe_rl.harness.grader import Grader
+from swe_rl.harness.grade_many import Grader
 from swe_rl.sandbox.base import EnvSpec, SandboxFactory
 from swe_rl.synth.mutations import MUTATION_KINDS, Candidate, combinations, same_bytecode
 from swe_rl.synth.mutators import find_mutations

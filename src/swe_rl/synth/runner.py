@@ -18,7 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from swe_rl.envs.venv import compile_venv
 from swe_rl.errors import SynthError
 from swe_rl.harness import warm
-from swe_rl.harness.grader import Grader
+from swe_rl.harness.grade_many import Grader
 from swe_rl.harness.official import parse_test_log
 from swe_rl.sandbox.base import EnvSpec, SandboxFactory
 
@@ -161,7 +161,7 @@ async def run_candidate(
     sandboxes: Grader | None = None,
 ) -> CandidateRun:
     """Run the suite with ``files`` (path -> mutated text) written over the testbed, and classify it.
-    ``sandboxes``: reused sandboxes with a warm test runner (harness/grader.py); else a fresh one, cold."""
+    ``sandboxes``: reused sandboxes with a warm test runner (harness/grade_many.py); else a fresh one, cold."""
     started = time.monotonic()
     if sandboxes is None:
         async with await factory.create(env) as box:

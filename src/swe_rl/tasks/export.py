@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from swe_rl.fileio import atomic_write_text
-from swe_rl.tasks.images import ImageFlavor, image_name
+from swe_rl.tasks.image_names import ImageFlavor, image_name
 from swe_rl.tasks.model import Task
 
 

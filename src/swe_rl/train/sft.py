@@ -1,7 +1,7 @@
 """Supervised fine-tuning on golden trajectories with TRL's SFTTrainer (assistant-only loss). Needs ``train``.
 
 The data is ``swe-rl data sft``'s output. Conversations (chat.jsonl) are tokenized with the *model's* chat
-template by :func:`swe_rl.rl.sft.encode_chat` (the RL samples' encoder), so the loss mask covers exactly the
+template by :func:`swe_rl.rl.chat_examples.encode_chat` (the RL samples' encoder), so the loss mask covers exactly the
 ids the model generates; a tokenized.jsonl is used as it is (it must come from the same tokenizer). TRL gets
 a pre-tokenized dataset (``input_ids`` + ``assistant_masks``) and builds labels from the mask.
 
@@ -71,7 +71,7 @@ def load_model_and_tokenizer(name: str, seed: int = 0) -> tuple[Any, Any]:
 def load_examples(data: Path, tokenizer: Any, settings: SFTTrainSettings) -> list[dict[str, list[int]]]:
     """Rows of ``input_ids`` + ``assistant_masks`` from a data directory, a chat.jsonl or a tokenized.jsonl."""
     from swe_rl.llm.base import Message
-    from swe_rl.rl.sft import encode_chat
+    from swe_rl.rl.chat_examples import encode_chat
 
     path = data / "chat.jsonl" if data.is_dir() else data
     if not path.is_file():

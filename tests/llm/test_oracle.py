@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from swe_rl.llm.scripted import compact_oracle_replies, debug_oracle_replies, sed_fix, zero_context
+from swe_rl.llm.oracle import compact_oracle_replies, debug_oracle_replies, sed_fix, zero_context
 
 
 def _git(cwd: Path, *args: str, stdin: str | None = None) -> str:
@@ -68,7 +68,7 @@ def test_compact_oracle_resolves_with_the_compact_agent_config(task_by_id, envs,
 
     from swe_rl.agent.config import load_agent_config
     from swe_rl.llm.base import SamplingParams
-    from swe_rl.llm.scripted import scripted_for
+    from swe_rl.llm.oracle import scripted_for
     from swe_rl.runs.evaluation import Attempts, EvalSettings, run_eval
 
     config = load_agent_config("compact")
@@ -124,7 +124,7 @@ def test_debug_oracle_runs_the_failing_test_fixes_then_submits(task_by_id, envs,
 
     from swe_rl.agent.config import load_agent_config
     from swe_rl.llm.base import SamplingParams
-    from swe_rl.llm.scripted import scripted_for
+    from swe_rl.llm.oracle import scripted_for
     from swe_rl.runs.evaluation import Attempts, EvalSettings, run_eval
 
     task = task_by_id["swe-rl-builtin__statkit-1"]

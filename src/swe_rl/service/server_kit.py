@@ -1,4 +1,4 @@
-"""Pieces both servers use: typed errors, bearer auth, body limits, idempotent requests, metrics."""
+"""What the servers are built from: typed errors, bearer auth, body limits, idempotent requests, metrics."""
 
 from __future__ import annotations
 
@@ -25,7 +25,7 @@ from swe_rl.errors import (
     OutputLimitError,
     SweRlError,
 )
-from swe_rl.sandbox.wire import (
+from swe_rl.sandbox.exec_protocol import (
     MAX_FILE,
     AllocateRequest,
     CreateRequest,

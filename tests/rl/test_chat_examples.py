@@ -10,8 +10,8 @@ import pytest
 from swe_rl.errors import ConfigError
 from swe_rl.llm.base import Message
 from swe_rl.llm.scripted import SUBMIT, bash_reply
+from swe_rl.rl.chat_examples import encode_chat
 from swe_rl.rl.samples import chat_ids
-from swe_rl.rl.sft import encode_chat
 
 tokenizer_mod = pytest.importorskip("swe_rl.rl.tokenizer", exc_type=ImportError)
 THINK = "<think>\nThe test fails on the boundary; let me look.\n</think>\n\n"

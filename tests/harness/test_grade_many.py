@@ -1,4 +1,4 @@
-"""Grading in reused sandboxes (harness/grader.py): verdicts as in a fresh sandbox, and nothing one grading
+"""Grading in reused sandboxes (harness/grade_many.py): verdicts as in a fresh sandbox, and nothing one grading
 leaves (files, processes, lowered limits, a tampered runner) reaches the next. Real ns sandboxes."""
 
 from __future__ import annotations
@@ -10,8 +10,8 @@ import pytest
 from tests.conftest import available_factory, readme_patch
 
 from swe_rl.errors import SandboxError
-from swe_rl.harness.grade import grade_in, grade_patch
-from swe_rl.harness.grader import Grader, Slot
+from swe_rl.harness.grade_many import Grader, Slot
+from swe_rl.harness.grade_patch import grade_in, grade_patch
 from swe_rl.sandbox.base import Limits
 
 # A conftest.py at the repo's root runs in every test run of its grading: it plants the task's fix for a

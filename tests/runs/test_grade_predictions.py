@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import asyncio
 
+from tests.conftest import unbuildable_task
+
 from swe_rl.envs.cache import EnvCache
-from swe_rl.runs.grading import grade_predictions, infra_errors, instance_dir
+from swe_rl.runs.grade_predictions import grade_predictions, infra_errors, instance_dir
 from swe_rl.runs.predictions import Prediction
 from swe_rl.sandbox import get_factory
-from tests.conftest import unbuildable_task
 
 
 def test_infra_failure_is_an_error_and_is_retried(tmp_path, tasks):

@@ -1,13 +1,13 @@
 """Grading many patches: pristine sandboxes reused through a reset in place, each with a warm test runner.
 
-:func:`.grade.grade_patch` creates a sandbox for one grading and closes it. A :class:`Grader` keeps the
+:func:`.grade_patch.grade_patch` creates a sandbox for one grading and closes it. A :class:`Grader` keeps the
 sandboxes it graded in, per runtime (an env's venv, interpreter and root: :meth:`.EnvSpec.runtime`), and
 resets each in place before its next grading (the same pristine state as a fresh one: sandbox/reset.py),
 keeping only the sandbox's warm test runner alive (:mod:`.warm`: pytest imported once, forked per run).
 A kept sandbox of another env of the same runtime is reset to the env asked for (its testbed becomes the
 new overlay's), so the tasks synthesized from one library, each with its own testbed, share sandboxes and
 runners. Where the backend cannot reset in place while keeping a process, it grades as
-:func:`.grade.grade_patch` does. The agents' sandboxes are reused the same way, on a shelf of their own
+:func:`.grade_patch.grade_patch` does. The agents' sandboxes are reused the same way, on a shelf of their own
 (:meth:`Grader.agent_sandbox`): an agent's run pays a reset (~2 ms) instead of a create (~20 ms).
 
 What a grading leaves behind cannot reach the next one: the runner is armed for each grading with an
@@ -28,7 +28,7 @@ from collections.abc import AsyncIterator
 from typing import Literal
 
 from swe_rl.harness import inventory, warm
-from swe_rl.harness.grade import DEFAULT_TEST_TIMEOUT, grade_in, grade_patch
+from swe_rl.harness.grade_patch import DEFAULT_TEST_TIMEOUT, grade_in, grade_patch
 from swe_rl.harness.verdict import GradingMode, Verdict
 from swe_rl.sandbox.base import EnvSpec, KeepsProcesses, Limits, Sandbox, SandboxFactory
 from swe_rl.tasks.model import Task
@@ -110,7 +110,7 @@ class Grader:
 
     ``idle``: sandboxes kept between gradings, over all environments (the least recently used go first;
     each costs its runner's memory, ~30 MiB), and as many between agents' runs.
-    ``reuse=False``: every grading in a fresh sandbox, cold, as :func:`.grade.grade_patch`, and every
+    ``reuse=False``: every grading in a fresh sandbox, cold, as :func:`.grade_patch.grade_patch`, and every
     agent's run in a fresh one.
     """
 

@@ -26,7 +26,7 @@ from typing import Any
 from swe_rl.envs.cache import EnvCache
 from swe_rl.errors import ConfigError, MissingExtraError, SweRlError
 from swe_rl.fileio import atomic_write_json, atomic_write_text
-from swe_rl.harness.grade import grade_patch
+from swe_rl.harness.grade_patch import grade_patch
 from swe_rl.harness.official import APPLY_PATCH_FAIL
 from swe_rl.harness.verdict import GradingMode, Verdict
 from swe_rl.runs.predictions import Prediction

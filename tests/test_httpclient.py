@@ -1,4 +1,4 @@
-"""The one retrying request (swe_rl.wire.request) against real aiohttp servers on loopback."""
+"""The one retrying request (swe_rl.httpclient.request) against real aiohttp servers on loopback."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ import pytest
 from aiohttp import web
 
 from swe_rl.errors import BackendLostError, ConfigError, InfraError, LLMError, SweRlError
-from swe_rl.wire import Attempt, Event, Fault, Reply, RetryPolicy, request, retry_after_s
+from swe_rl.httpclient import Attempt, Event, Fault, Reply, RetryPolicy, request, retry_after_s
 
 Answer = tuple[int, dict[str, str], bytes]
 OK: Answer = (200, {}, b'{"ok": true}')

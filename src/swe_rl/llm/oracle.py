@@ -1,0 +1,229 @@
+"""Scripted models written from one task: an oracle that knows the gold patch (as a full diff, a terse
+``sed``/zero-context change, or after a debugging look), and agents that misbehave on purpose (never
+submit, only format errors). :func:`scripted_for` picks one by its ``--llm scripted:<kind>`` name;
+:func:`oracle_policy` serves the oracle from a fake server. The only model code that reads a task.
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+from collections.abc import Callable, Sequence
+
+from swe_rl.llm.scripted import SUBMIT, ScriptedLLM, bash_reply
+from swe_rl.tasks.model import Task
+
+
+def oracle_replies(task: Task) -> list[str]:
+    """An agent that knows the gold patch: looks around, applies it, runs the tests, submits."""
+    delimiter = "SWE_RL_GOLD_PATCH"
+    patch = (
+        task.patch if task.patch.endswith("\n") else task.patch + "\n"
+    )  # never strip: blank context lines matter
+    return [
+        bash_reply("Let me look at the repository first.", "git status && ls"),
+        bash_reply(
+            "I know the fix; let me write it as a patch and apply it.",
+            f"cat > /tmp/fix.diff <<'{delimiter}'\n{patch}{delimiter}\ngit apply /tmp/fix.diff && git diff --stat",
+        ),
+        bash_reply("The change is in place. Submitting.", SUBMIT),
+    ]
+
+
+def zero_context(patch: str) -> str:
+    """The same change as a unified diff without context lines (apply with ``git apply --unidiff-zero``)."""
+    out: list[str] = []
+    run: list[str] = []
+    old = new = run_old = run_new = 0
+
+    def flush() -> None:
+        if not run:
+            return
+        minus = sum(1 for line in run if line.startswith("-"))
+        plus = sum(1 for line in run if line.startswith("+"))
+        a = f"{run_old - 1},0" if minus == 0 else f"{run_old},{minus}"
+        b = f"{run_new - 1},0" if plus == 0 else f"{run_new},{plus}"
+        out.append(f"@@ -{a} +{b} @@\n")
+        out.extend(run)
+        run.clear()
+
+    for line in patch.splitlines(keepends=True):
+        if line.startswith("@@"):
+            flush()
+            head = line.split("@@")[1].split()
+            old, new = (int(part[1:].split(",")[0]) for part in head[:2])
+        elif line.startswith(
+            ("diff --git", "index ", "--- ", "+++ ", "new file", "deleted file", "similarity")
+        ):
+            flush()
+            if not line.startswith("index "):
+                out.append(line)
+        elif line.startswith("\\"):  # "\ No newline at end of file" belongs to the line before it
+            (run if run else out).append(line)
+        elif line.startswith(("-", "+")):
+            if not run:
+                run_old, run_new = old, new
+            run.append(line)
+            old, new = (old + 1, new) if line.startswith("-") else (old, new + 1)
+        else:
+            flush()
+            old, new = old + 1, new + 1
+    flush()
+    return "".join(out)
+
+
+def compact_oracle_replies(task: Task) -> list[str]:
+    """A terse agent that knows the fix: the change (one ``sed`` line when it is one line, else a
+    zero-context diff), applied and tested, then submit."""
+    return [
+        bash_reply(
+            "The failing test points at the bug; apply the fix and run the test.", _fix_and_test(task)
+        ),
+        bash_reply("The test passes now. Submitting.", SUBMIT),
+    ]
+
+
+def _fix_and_test(task: Task) -> str:
+    """The gold change (``sed`` when one line, else ``git apply`` of a zero-context diff from a
+    here-document), then the failing tests' files. After a here-document the test command goes on its
+    first line: after the closing delimiter it would be part of that line and never run."""
+    tests = sorted({t.split("::")[0] for t in task.FAIL_TO_PASS})
+    check = f" && python -m pytest -q -p no:cacheprovider {' '.join(tests)} 2>&1 | tail -n 2" if tests else ""
+    fixed = sed_fix(task.patch)
+    if fixed:
+        return fixed + check
+    delimiter = "SWE_RL_FIX"
+    return f"git apply --unidiff-zero - <<'{delimiter}'{check}\n{zero_context(task.patch)}{delimiter}"
+
+
+def debug_oracle_replies(task: Task) -> list[str]:
+    """A terse agent that works as a person would: run the first failing test, fix the line its
+    traceback points at (``sed`` on that line when the fix is one line, else a zero-context diff),
+    run the tests again, submit. Every action can be read off the observations before it, which is
+    what a small model imitating it has to learn."""
+    first = task.FAIL_TO_PASS[0] if task.FAIL_TO_PASS else ""
+    look = f"python -m pytest -q -p no:cacheprovider {shlex.quote(first)} 2>&1 | tail -n 25"
+    return [
+        bash_reply("Let me run the failing test to see where it breaks.", look),
+        bash_reply("The traceback shows the broken line; fix it and run the tests.", _fix_and_test(task)),
+        bash_reply("The tests pass now. Submitting.", SUBMIT),
+    ]
+
+
+_WORD = re.compile(r"\w")
+
+
+def sed_fix(patch: str) -> str | None:
+    """A one-line fix as ``sed -i 'Ns/OLD/NEW/' FILE`` (the smallest whole-word change), else None.
+
+    None when the patch touches more than one line, the change is not unique on its line, or the
+    text needs quoting a single-quoted shell word cannot hold.
+    """
+    path, line_no, old, new = _one_line_change(patch)
+    if path is None or old is None or new is None:
+        return None
+    start = 0
+    while start < min(len(old), len(new)) and old[start] == new[start]:
+        start += 1
+    end = 0
+    while end < min(len(old), len(new)) - start and old[-1 - end] == new[-1 - end]:
+        end += 1
+    a, b = start, len(old) - end  # old[a:b] becomes new[a : len(new) - end]
+    changed = old[a:b] + new[a : len(new) - end]
+    if changed and _WORD.match(changed[0]):  # never cut a word in two
+        while a > 0 and _WORD.match(old[a - 1]):
+            a -= 1
+    if changed and _WORD.match(changed[-1]):
+        while b < len(old) and _WORD.match(old[b]):
+            b += 1
+    while not old[a:b].strip() or old.count(old[a:b]) != 1:  # grow by a token until it is unique
+        if a > 0:
+            while a > 0 and not _WORD.match(old[a - 1]):
+                a -= 1
+            while a > 0 and _WORD.match(old[a - 1]):
+                a -= 1
+        elif b < len(old):
+            while b < len(old) and not _WORD.match(old[b]):
+                b += 1
+            while b < len(old) and _WORD.match(old[b]):
+                b += 1
+        else:
+            return None
+    before, after = old[a:b], new[a : len(new) - (len(old) - b)]
+    if old.replace(before, after, 1) != new:
+        return None
+    if any(c in before + after + path for c in "'\n\t") or not before.isascii() or not after.isascii():
+        return None
+    pattern = re.sub(r"([\\/.*\[\]^$])", r"\\\1", before)
+    replacement = re.sub(r"([\\/&])", r"\\\1", after)
+    return f"sed -i '{line_no}s/{pattern}/{replacement}/' {shlex.quote(path)}"
+
+
+def _one_line_change(patch: str) -> tuple[str | None, int, str | None, str | None]:
+    """(file, line, old text, new text) when the patch replaces exactly one line of one file."""
+    path: str | None = None
+    removed: list[tuple[int, str]] = []
+    added: list[str] = []
+    line_no = 0
+    for line in patch.splitlines():
+        if line.startswith("+++ "):
+            if path is not None:
+                return None, 0, None, None
+            path = line[4:].removeprefix("b/")
+        elif line.startswith(("diff --git", "index ", "--- ")):
+            continue
+        elif line.startswith("@@"):
+            line_no = int(line.split()[1][1:].split(",")[0])
+        elif line.startswith("-"):
+            removed.append((line_no, line[1:]))
+            line_no += 1
+        elif line.startswith("+"):
+            added.append(line[1:])
+        elif line.startswith("\\"):
+            return None, 0, None, None
+        else:
+            line_no += 1
+    if path is None or len(removed) != 1 or len(added) != 1:
+        return None, 0, None, None
+    return path, removed[0][0], removed[0][1], added[0]
+
+
+def never_submit_replies(task: Task, steps: int = 3) -> list[str]:
+    """An agent that edits a file and never submits: the runner must fall back to the diff."""
+    return [bash_reply("Let me add a note.", f"echo 'note {i}' >> NOTES.txt") for i in range(steps)] * 100
+
+
+def scripted_for(kind: str, task: Task) -> ScriptedLLM:
+    """``oracle``, ``oracle-compact``, ``oracle-debug``, ``never-submit`` or ``format-errors`` for one task."""
+    if kind == "oracle":
+        return ScriptedLLM(oracle_replies(task), name="scripted:oracle")
+    if kind == "oracle-compact":
+        return ScriptedLLM(compact_oracle_replies(task), name="scripted:oracle-compact")
+    if kind == "oracle-debug":
+        return ScriptedLLM(debug_oracle_replies(task), name="scripted:oracle-debug")
+    if kind == "never-submit":
+        return ScriptedLLM(never_submit_replies(task), name="scripted:never-submit")
+    if kind == "format-errors":
+        return ScriptedLLM(
+            lambda _: "I will think about it, without any command.", name="scripted:format-errors"
+        )
+    from swe_rl.errors import ConfigError
+
+    raise ConfigError(
+        f"unknown scripted model {kind!r}; use oracle, oracle-compact, oracle-debug, never-submit or format-errors"
+    )
+
+
+def oracle_policy(tasks: Sequence[Task]) -> Callable[[Sequence[dict[str, str]]], str]:
+    """For a server: recognise the task by its problem statement, reply as :func:`oracle_replies` would."""
+    replies = {t.problem_statement.strip(): oracle_replies(t) for t in tasks}
+
+    def policy(messages: Sequence[dict[str, str]]) -> str:
+        problem = messages[1]["content"] if len(messages) > 1 else ""
+        turn = sum(1 for m in messages if m.get("role") == "assistant")
+        for statement, script in replies.items():
+            if statement in problem:
+                return script[min(turn, len(script) - 1)]
+        return "THOUGHT: I do not know this task."
+
+    return policy
