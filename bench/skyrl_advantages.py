@@ -10,8 +10,9 @@ torch there, so it is not in the test venv; run this by hand in a 3.12 venv that
 
 The adapter's outputs (``SkyRLGenerator``'s per-trajectory and step-wise shapes, made from rollout results
 of a group of four where one failed on infrastructure) go through SkyRL's ``validate_generator_output`` and
-its registered GRPO / RLOO estimators, with ``grpo_norm_by_std`` on and off. Printed per case: the largest
-difference between a healthy row's advantage and its advantage in the group without the failed row.
+its registered GRPO / RLOO estimators, with ``grpo_norm_by_std`` on and off. Printed: whether the generator is
+SkyRL's ``GeneratorInterface`` (by subclass) and, per case, the largest difference between a healthy row's
+advantage and its advantage in the group without the failed row.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ import sys
 import numpy as np
 import torch
 from skyrl.backends.skyrl_train.utils import ppo_utils
+from skyrl.train.generators.base import GeneratorInterface
 from skyrl.train.utils.trainer_utils import validate_generator_output
 
 from swe_rl.episode.result import RolloutResult, TrainingSample
@@ -95,7 +97,12 @@ def main() -> int:
                         "max_diff_healthy": round(diff, 6),
                     }
                 )
-    json.dump(rows, sys.stdout, indent=1)
+    subclass = issubclass(SkyRLGenerator, GeneratorInterface)  # SkyRL's trainer takes a GeneratorInterface
+    json.dump(
+        {"generator_is_generator_interface": subclass, "outputs_validated": True, "cases": rows},
+        sys.stdout,
+        indent=1,
+    )
     print()
     return 0
 
