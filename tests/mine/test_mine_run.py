@@ -140,3 +140,16 @@ def _cli(*args: str) -> subprocess.CompletedProcess[str]:
 
 def _files(patch: str) -> list[str]:
     return [line.split(" b/", 1)[1] for line in patch.splitlines() if line.startswith("diff --git ")]
+
+
+def test_excluded_fixes_are_not_mined(mined):
+    _, out, _, root = mined
+    options = OPTIONS.model_copy(update={"exclude": (str(out),)})
+    again = root / "excluded" / "tasks.jsonl"
+    factory = available_factory("ns")
+    report = asyncio.run(
+        mine(root / "repo", again, options=options, cache=EnvCache(root / "envs"), factory=factory)
+    )
+    assert report.tasks == [] and again.read_text() == ""
+    assert report.dropped["exclude"] == {"base commit is a task's in the excluded dataset": 2}
+    assert report.dropped["validate"] == {"no FAIL_TO_PASS": 1}
