@@ -4,7 +4,8 @@ No language model: the rules read packaging metadata as pip would.
 
 - **Interpreter**: the newest Python this host has (:func:`swe_rl.envs.interpreters.find_python`, no
   download) that the project's ``requires-python`` / ``python_requires`` allows and, where it lists
-  ``Programming Language :: Python :: 3.X`` classifiers, one of those.
+  ``Programming Language :: Python :: 3.X`` classifiers, one of those; with the host's pytest, only
+  the Python running swe-rl (that pytest is installed for it).
 - **Install**: ``pip install -e .`` when a ``pyproject.toml``, ``setup.py`` or ``setup.cfg`` exists, with
   the first extra named ``test``, ``tests`` or ``testing`` it declares; every requirement file that exists
   among :data:`REQUIREMENT_FILES` and ``requirements/test*.txt``; then pytest. The env cache resolves all
