@@ -7,7 +7,8 @@ First-parent line of ``main`` (oldest first):
 3. ``docs``: README only;
 4. ``test only``: one more test of ``mul``;
 5. ``refactor mul``: a source change whose new test already passes before (no FAIL_TO_PASS);
-6. a ``--no-ff`` merge of branch ``fix-sub``: one commit fixing ``sub``, one adding its test.
+6. a ``--no-ff`` merge of branch ``fix-sub``: one commit fixing ``sub``, one adding its test and deleting
+   an obsolete test file (which the harness must not be asked to run).
 """
 
 from __future__ import annotations
@@ -102,6 +103,7 @@ def build_history(root: Path) -> dict[str, str]:
     b = Builder(root)
     ids = {}
     b.write({"tiny/__init__.py": "", "tiny/calc.py": CALC, "tests/test_calc.py": TEST_MUL})
+    b.write({"tests/test_old.py": "def test_old():\n    assert True\n"})
     ids["initial"] = b.commit("initial", "2024-01-01T10:00:00Z")
     b.write({"tiny/calc.py": CALC.replace("a - b", "a + b", 1)})
     b.write({"tests/test_calc.py": TEST_ADD}, append=True)
@@ -122,6 +124,7 @@ def build_history(root: Path) -> dict[str, str]:
     b.write({"tiny/calc.py": calc.replace("return a + b\n\n\ndef mul", "return a - b\n\n\ndef mul")})
     ids["branch_fix"] = b.commit("Make sub in tiny/calc.py subtract", "2024-01-06T10:00:00Z")
     b.write({"tests/test_sub.py": TEST_SUB})
+    (root / "tests/test_old.py").unlink()
     ids["branch_test"] = b.commit("Test sub", "2024-01-06T11:00:00Z")
     b.git("checkout", "-q", "main")
     b.git("merge", "-q", "--no-ff", "-m", "Merge branch 'fix-sub'", "fix-sub", when="2024-01-07T10:00:00Z")

@@ -6,7 +6,7 @@ import json
 import sys
 from pathlib import Path
 
-from swe_rl.mine.envinfer import infer_env
+from swe_rl.mine.envinfer import PYTHONS, by_date, infer_env
 from swe_rl.mine.history import drop_reason, is_test_file, split_kind
 from swe_rl.mine.problem import clean_message
 from swe_rl.mine.state import load_exclusion
@@ -30,6 +30,8 @@ def test_test_files_follow_swe_bench_rules():
     neither = ["README.md", "docs/index.rst", "pkg/data.json", ".github/workflows/ci.yml"]
     assert split_kind(tests + sources + neither) == (sorted(sources), sorted(tests), sorted(neither))
     assert not is_test_file("contest.py") and is_test_file("a/b/tests/c/d.py")
+    deleted = frozenset({"tests/test_a.py"})
+    assert split_kind(["tests/test_a.py", "a.py"], deleted) == (["a.py"], [], ["tests/test_a.py"])
     assert (
         drop_reason(["a.py"], []) == "no test change"
         and drop_reason([], ["tests/x.py"]) == "no source change"
@@ -96,3 +98,32 @@ def test_exclusion_matches_base_commits_and_patches_whatever_their_index_lines(t
     other_index = PATCH.replace("1111111..2222222", "abcdef0123..0123abcdef")
     assert exclusion.why("b" * 40, other_index) == "patch is a task's in the excluded dataset"
     assert exclusion.why("b" * 40, PATCH.replace("len(xs)\n", "len(xs) + 0\n")) == ""
+
+
+TOX = """[tox]
+envlist = py{38,37,36,py3}, style
+
+[testenv]
+deps =
+    pytest
+    freezegun
+    py36: dataclasses
+    -r{toxinidir}/requirements/extra.txt
+    {env:EXTRA:}
+commands = pytest {posargs}
+"""
+
+
+def test_tox_deps_and_envlist_count_and_the_commit_date_picks_among_pythons():
+    files = {"setup.py": "setup()", "tox.ini": TOX, "requirements/extra.txt": ""}
+    found = infer_env(files.get, sorted(files), as_of="2020-06-01T00:00:00Z", pytest="dated")
+    steps = found.fields["install"].split(" && ")
+    assert steps[1:] == [
+        "python -m pip install -r requirements/extra.txt",
+        "python -m pip install pytest freezegun",
+        "python -m pip install pytest",
+    ], "factor-conditional and substituted deps are left out"
+    assert "listed versions 3.6, 3.7, 3.8" in found.why["python"]
+    assert by_date("2020-06-01T00:00:00Z")[:3] == ("3.8", "3.7", "3.6"), "3.8 was the newest then"
+    assert by_date("2020-06-01T00:00:00Z")[-2:] == ("3.12", "3.13"), "then later ones, the least change first"
+    assert by_date("") == PYTHONS

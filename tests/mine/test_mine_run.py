@@ -52,6 +52,7 @@ def test_the_fix_and_the_merge_are_kept_with_their_split(mined):
     meta = merge.model_extra["mine"]
     assert meta["merge"] and meta["merged_commits"] == [ids["branch_fix"], ids["branch_test"]]
     assert meta["base"] == ids["refactor"] and "source" in meta["rule"] and "FAIL_TO_PASS" in meta["rule"]
+    assert meta["left_out"] == ["tests/test_old.py"], "a deleted test file is in neither patch"
     assert merge.install == "" and merge.env_seed == ["pytest"] and merge.log_parser == "parse_log_pytest"
 
 
@@ -153,3 +154,12 @@ def test_excluded_fixes_are_not_mined(mined):
     assert report.tasks == [] and again.read_text() == ""
     assert report.dropped["exclude"] == {"base commit is a task's in the excluded dataset": 2}
     assert report.dropped["validate"] == {"no FAIL_TO_PASS": 1}
+
+
+def test_mined_rows_run_through_eval(mined, tmp_path):
+    _, out, _, root = mined
+    where = ["--cache-dir", str(root / "envs"), "--output-dir", str(tmp_path / "run")]
+    done = _cli("eval", "--tasks", str(out), "--llm", "scripted:oracle", "--backend", "ns", "--json", *where)
+    assert done.returncode == 0, done.stderr[-3000:]
+    summary = json.loads(done.stdout)
+    assert (summary["total"], summary["resolved"], summary["errors"]) == (2, 2, 0)

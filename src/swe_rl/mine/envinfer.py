@@ -2,15 +2,17 @@
 
 No language model: the rules read packaging metadata as pip would.
 
-- **Interpreter**: the newest Python this host has (:func:`swe_rl.envs.interpreters.find_python`, no
-  download) that the project's ``requires-python`` / ``python_requires`` allows and, where it lists
-  ``Programming Language :: Python :: 3.X`` classifiers, one of those; with the host's pytest, only
-  the Python running swe-rl (that pytest is installed for it).
+- **Interpreter**: a Python this host has (:func:`swe_rl.envs.interpreters.find_python`, no download)
+  that the project's ``requires-python`` / ``python_requires`` allows and, where it lists versions
+  (``Programming Language :: Python :: 3.X`` classifiers, tox's envlist), one of those; preferring the
+  newest released by the commit's date (the Python its authors ran), then later ones, oldest first.
+  With the host's pytest, only the Python running swe-rl (that pytest is installed for it).
 - **Install**: ``pip install -e .`` when a ``pyproject.toml``, ``setup.py`` or ``setup.cfg`` exists, with
   the first extra named ``test``, ``tests`` or ``testing`` it declares; every requirement file that exists
-  among :data:`REQUIREMENT_FILES` and ``requirements/test*.txt``; then pytest. The env cache resolves all
-  of it as of the task's ``created_at`` (uv ``--exclude-newer``), as for any row with an ``install``.
-  ``pytest="host"`` copies the host's pytest into the env instead (offline, as ``tasks synth`` does).
+  among :data:`REQUIREMENT_FILES` and ``requirements/test*.txt``; tox.ini's ``[testenv]`` deps (plain
+  requirements and ``-r`` files); then pytest. The env cache resolves all of it as of the task's
+  ``created_at`` (uv ``--exclude-newer``), as for any row with an ``install``. ``pytest="host"`` copies
+  the host's pytest into the env instead (offline, as ``tasks synth`` does).
 
 The result is the task record's own env fields (``python``, ``install``, ``env_seed``, ``test_cmd``,
 ``log_parser``), which the env cache builds like any SWE-Gym-style row. Where the rules find no usable
@@ -33,6 +35,7 @@ from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from pydantic import BaseModel, Field
 
 from swe_rl.envs.interpreters import find_python
+from swe_rl.envs.recipe import PYTHON_RELEASED
 from swe_rl.errors import ConfigError
 
 TEST_CMD = "python -m pytest -rA -p no:cacheprovider"
@@ -53,6 +56,7 @@ REQUIREMENT_FILES = (
 PACKAGING = ("pyproject.toml", "setup.py", "setup.cfg")
 _CLASSIFIER = re.compile(r"Programming Language :: Python :: (3\.\d+)\b")
 _PY_REQUIRES = re.compile(r"python_requires\s*=\s*['\"]([^'\"]+)['\"]")
+_FACTOR = re.compile(r"^[\w,{}.-]+:\s")  # tox's "py38: mock": a dependency of some envs only
 _SETUP_PY_EXTRA = re.compile(r"['\"](test|tests|testing)['\"]\s*:")
 PytestSource = Literal["dated", "host"]
 Read = Callable[[str], str | None]
@@ -68,17 +72,20 @@ class Inference(BaseModel):
     reason: str = Field(default="", description="Why inference failed ('' when it did not).")
 
 
-def infer_env(read: Read, files: list[str], *, pytest: PytestSource = "dated") -> Inference:
-    """The env of a repository whose file ``path`` reads as ``read(path)`` and whose paths are ``files``."""
+def infer_env(read: Read, files: list[str], *, as_of: str = "", pytest: PytestSource = "dated") -> Inference:
+    """The env of a repository whose file ``path`` reads as ``read(path)`` and whose paths are ``files``, for a
+    commit of date ``as_of`` (RFC 3339; '' for no date preference)."""
     texts = {name: read(name) for name in PACKAGING if name in files}
     try:
         pyproject = tomllib.loads(texts["pyproject.toml"] or "") if "pyproject.toml" in texts else {}
     except tomllib.TOMLDecodeError as exc:
         return Inference(reason=f"pyproject.toml does not parse ({exc})")
     cfg = _setup_cfg(texts.get("setup.cfg") or "")
+    tox = _tox(read("tox.ini") if "tox.ini" in files else None, files)
     # the host's pytest is installed for the Python running swe-rl: only that one can take a copy of it
     running = f"{sys.version_info[0]}.{sys.version_info[1]}"
-    python, python_why = _python(pyproject, cfg, texts, (running,) if pytest == "host" else PYTHONS)
+    pythons = (running,) if pytest == "host" else by_date(as_of)
+    python, python_why = _python(pyproject, cfg, {**texts, "tox.ini": tox.envlist}, pythons)
     if not python:
         return Inference(reason=python_why)
     steps: list[str] = []
@@ -90,9 +97,13 @@ def infer_env(read: Read, files: list[str], *, pytest: PytestSource = "dated") -
         why["install"] = f"{', '.join(sorted(texts))}" + (f"; test extra [{extra}]" if extra else "")
     requirements = [f for f in REQUIREMENT_FILES if f in files]
     requirements += sorted(f for f in files if re.fullmatch(r"requirements/test[^/]*\.txt", f))
+    requirements += [f for f in tox.requirement_files if f not in requirements]
     steps += [f"python -m pip install -r {shlex.quote(f)}" for f in requirements]
     if requirements:
         why["requirements"] = ", ".join(requirements)
+    if tox.deps:
+        steps.append("python -m pip install " + " ".join(shlex.quote(d) for d in tox.deps))
+        why["tox"] = "[testenv] deps: " + ", ".join(tox.deps)
     if pytest == "dated":
         steps.append("python -m pip install pytest")
     fields = {
@@ -103,6 +114,43 @@ def infer_env(read: Read, files: list[str], *, pytest: PytestSource = "dated") -
         "log_parser": LOG_PARSER,
     }
     return Inference(fields=fields, why=why)
+
+
+def by_date(as_of: str) -> tuple[str, ...]:
+    """:data:`PYTHONS` in the order to prefer for a commit of date ``as_of``: those released by then, newest
+    first (the Python its authors ran), then later ones, oldest first (the least change)."""
+    if not as_of:
+        return PYTHONS
+    released = [v for v in PYTHONS if PYTHON_RELEASED.get(v, "") <= as_of]
+    return (*released, *reversed([v for v in PYTHONS if v not in released]))
+
+
+class _Tox(BaseModel):
+    deps: list[str] = Field(default_factory=list)
+    requirement_files: list[str] = Field(default_factory=list)
+    envlist: str = Field(default="", description="Its envlist as classifier lines, for the interpreter.")
+
+
+def _tox(text: str | None, files: list[str]) -> _Tox:
+    """tox.ini's ``[testenv]`` deps (plain requirements, and ``-r`` files that exist; factor-conditional and
+    substituted ones left out) and its envlist's Python versions."""
+    cfg = _setup_cfg(text or "")
+    out = _Tox()
+    raw = cfg.get("testenv", "deps", fallback="")
+    for line in (x.split("#")[0].strip() for x in raw.splitlines()):
+        if line.startswith("-r"):
+            name = line[2:].strip().removeprefix("{toxinidir}/")
+            if name in files and "{" not in name:
+                out.requirement_files.append(name)
+        elif line and "{" not in line and not line.startswith(("-", ".")) and not _FACTOR.match(line):
+            out.deps.append(line)
+    envlist = cfg.get("tox", "envlist", fallback="")
+    versions = {f"{m[0]}.{m[1:]}" for m in re.findall(r"py(3\d+)", envlist)}
+    versions |= {
+        f"3.{m}" for group in re.findall(r"py\{([^}]*)\}", envlist) for m in re.findall(r"\b3(\d+)\b", group)
+    }
+    out.envlist = "\n".join(f"Programming Language :: Python :: {v}" for v in sorted(versions))
+    return out
 
 
 def _setup_cfg(text: str) -> configparser.ConfigParser:
@@ -119,7 +167,8 @@ def _python(
     texts: dict[str, str | None],
     pythons: tuple[str, ...],
 ) -> tuple[str, str]:
-    """(version, why): the newest host Python the metadata allows; ('', reason) when none."""
+    """(version, why): the first host Python in ``pythons``' order that the metadata allows; ('', reason)
+    when none. Versions listed (classifiers, tox's envlist) narrow the choice where any of them qualifies."""
     spec_text = str(pyproject.get("project", {}).get("requires-python") or "")
     where = "requires-python"
     if not spec_text and cfg.has_option("options", "python_requires"):
@@ -138,12 +187,12 @@ def _python(
         if not host_has(version):
             continue
         said = [f"{where} {spec_text}"] if spec_text else []
-        said += [f"classifiers {', '.join(listed)}"] if listed else []
-        return version, f"{version}: the newest on this host that " + (
+        said += [f"listed versions {', '.join(listed)}"] if listed else []
+        return version, f"{version}: the first on this host (by the commit's date) that " + (
             " and ".join(said) + " allow" if said else "is found (no constraint declared)"
         )
     return "", f"no Python on this host satisfies {spec_text or 'the metadata'}" + (
-        f" (classifiers {', '.join(listed)})" if listed else ""
+        f" (listed versions {', '.join(listed)})" if listed else ""
     )
 
 

@@ -77,9 +77,12 @@ class Candidate(BaseModel):
     test_patch: str
 
 
-def split_kind(paths: list[str]) -> tuple[list[str], list[str], list[str]]:
-    """(source, test, neither) of ``paths``, each sorted."""
-    tests = sorted(p for p in paths if is_test_file(p))
+def split_kind(
+    paths: list[str], deleted: frozenset[str] = frozenset()
+) -> tuple[list[str], list[str], list[str]]:
+    """(source, test, neither) of ``paths``, each sorted. A test file in ``deleted`` (removed by the change) is
+    neither: the harness runs every file the test patch names, and a removed one is pytest's "file not found"."""
+    tests = sorted(p for p in paths if is_test_file(p) and p not in deleted)
     sources = sorted(p for p in paths if is_source_file(p))
     neither = sorted(set(paths) - set(tests) - set(sources))
     return sources, tests, neither
@@ -93,7 +96,9 @@ class History:
         if not self.path.is_dir():
             raise MineError(f"not a directory: {path}")
         try:
-            top = git(["rev-parse", "--show-toplevel"], self.path).strip()
+            bare = git(["rev-parse", "--is-bare-repository"], self.path).strip() == "true"
+            # a bare repository (a mirror) is its git folder; a work tree, its top folder
+            top = git(["rev-parse", "--absolute-git-dir" if bare else "--show-toplevel"], self.path).strip()
             self.head = git(["rev-parse", "--verify", "HEAD^{commit}"], self.path).strip()
         except InfraError:
             raise MineError(f"not a git repository (or one without commits): {path}") from None
@@ -121,10 +126,16 @@ class History:
         """Whether HEAD holds any test file."""
         return any(is_test_file(p) for p in self._git("ls-tree", "-r", "--name-only", "HEAD").splitlines())
 
-    def changed(self, commit: Commit) -> list[str]:
-        """Paths the commit changes against its first parent (renames as delete + add)."""
-        out = self._git("diff", "--name-only", "-z", "--no-renames", commit.parents[0], commit.commit)
+    def changed(self, commit: Commit, *, only_deleted: bool = False) -> list[str]:
+        """Paths the commit changes against its first parent (renames as delete + add); ``only_deleted``:
+        the paths it removes."""
+        args = ["diff", "--name-only", "-z", "--no-renames", *(["--diff-filter=D"] if only_deleted else [])]
+        out = self._git(*args, commit.parents[0], commit.commit)
         return sorted(p for p in out.split("\0") if p)
+
+    def split(self, commit: Commit) -> tuple[list[str], list[str], list[str]]:
+        """(source, test, neither) files of the commit's change (:func:`split_kind`)."""
+        return split_kind(self.changed(commit), frozenset(self.changed(commit, only_deleted=True)))
 
     def diff(self, base: str, commit: str, paths: list[str]) -> str:
         """The diff of ``paths`` from ``base`` to ``commit``, as SWE-bench's patches are written."""
@@ -133,9 +144,9 @@ class History:
         args = ["diff", "--no-color", "--no-ext-diff", "--no-renames", "--full-index", "--binary"]
         return self._git(*args, base, commit, "--", *paths)
 
-    def candidate(self, commit: Commit, paths: list[str]) -> Candidate:
+    def candidate(self, commit: Commit) -> Candidate:
         """``commit`` as a candidate (its change touches source and tests)."""
-        sources, tests, neither = split_kind(paths)
+        sources, tests, neither = self.split(commit)
         base = commit.parents[0]
         merged = []
         if len(commit.parents) > 1:

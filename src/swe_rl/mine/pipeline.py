@@ -21,7 +21,7 @@ from swe_rl.envs.cache import EnvCache
 from swe_rl.errors import ConfigError, EnvBuildError, MineError
 from swe_rl.harness.grader import Grader
 from swe_rl.mine.envinfer import PytestSource, infer_env
-from swe_rl.mine.history import KEEP_RULE, Candidate, Commit, History, drop_reason, split_kind
+from swe_rl.mine.history import KEEP_RULE, Candidate, Commit, History, drop_reason
 from swe_rl.mine.problem import problem_statement
 from swe_rl.mine.state import (
     Decision,
@@ -97,17 +97,16 @@ class Miner:
         commits = self.history.commits(self.opts.since, self.opts.until)
         self.exclusion = load_exclusion(list(self.opts.exclude))
         dropped: Counter[tuple[str, str]] = Counter()
-        candidates: list[tuple[Commit, list[str]]] = []
+        candidates: list[Commit] = []
         for commit in commits:
             if not commit.parents:
                 dropped["history", "root commit (no base)"] += 1
                 continue
-            paths = self.history.changed(commit)
-            sources, tests, _ = split_kind(paths)
+            sources, tests, _ = self.history.split(commit)
             if reason := drop_reason(sources, tests):
                 dropped["history", reason] += 1
                 continue
-            candidates.append((commit, paths))
+            candidates.append(commit)
         if self.opts.max_candidates is not None:
             candidates = candidates[: self.opts.max_candidates]
         path = state_path(out)
@@ -116,10 +115,10 @@ class Miner:
         state, said = load_state(path, fingerprint(self.history.path, options, exclusion))
         if said:
             self.note(said)
-        resumed = sum(c.commit in state.decided for c, _ in candidates)
+        resumed = sum(c.commit in state.decided for c in candidates)
         self.note(f"{self.history.path}: {len(commits)} commits, {len(candidates)} candidates to validate")
         await self._decide_all(candidates, state, path)
-        decisions = [state.decided[c.commit] for c, _ in candidates]
+        decisions = [state.decided[c.commit] for c in candidates]
         for d in decisions:
             if not d.kept:
                 dropped[d.stage, d.reason] += 1
@@ -137,17 +136,15 @@ class Miner:
             seconds=round(time.monotonic() - self.started, 2),
         )
 
-    async def _decide_all(
-        self, candidates: list[tuple[Commit, list[str]]], state: MineState, path: Path
-    ) -> None:
+    async def _decide_all(self, candidates: list[Commit], state: MineState, path: Path) -> None:
         limit = asyncio.Semaphore(self.opts.concurrency)
         total = len(candidates)
 
-        async def one(index: int, commit: Commit, paths: list[str]) -> None:
+        async def one(index: int, commit: Commit) -> None:
             if commit.commit in state.decided:
                 return
             async with limit:
-                decision = await self._decide(commit, paths)
+                decision = await self._decide(commit)
             state.decided[commit.commit] = decision
             save_state(path, state)
             outcome = (
@@ -158,14 +155,16 @@ class Miner:
             elapsed = time.monotonic() - self.started
             self.note(f"[{index + 1}/{total} {elapsed:6.1f}s] {commit.commit[:12]}: {outcome}")
 
-        await asyncio.gather(*(one(i, c, p) for i, (c, p) in enumerate(candidates)))
+        await asyncio.gather(*(one(i, c) for i, c in enumerate(candidates)))
 
-    async def _decide(self, commit: Commit, paths: list[str]) -> Decision:
-        cand = await asyncio.to_thread(self.history.candidate, commit, paths)
+    async def _decide(self, commit: Commit) -> Decision:
+        cand = await asyncio.to_thread(self.history.candidate, commit)
         if why := self.exclusion.why(cand.base, cand.patch):
             return Decision(kept=False, stage="exclude", reason=why)
         files = await asyncio.to_thread(self.history.files, cand.base)
-        inference = infer_env(lambda p: self.history.show(cand.base, p), files, pytest=self.opts.pytest)
+        inference = infer_env(
+            lambda p: self.history.show(cand.base, p), files, as_of=cand.created_at, pytest=self.opts.pytest
+        )
         if inference.reason:
             return Decision(kept=False, stage="env", reason="no env inferred", detail=inference.reason)
         task = self._task(cand, inference.fields, {"env": inference.why})
@@ -175,7 +174,7 @@ class Miner:
             return Decision(kept=False, stage="env", reason="env build failed", detail=str(exc)[-2000:])
         checked = await validate(task, env, self.factory, self.grader, timeout=self.opts.timeout)
         if checked.reason:
-            return Decision(kept=False, stage="validate", reason=checked.reason)
+            return Decision(kept=False, stage="validate", reason=checked.reason, detail=checked.detail)
         subjects = await asyncio.to_thread(self.history.subjects, cand.merged) if cand.merge else []
         statement = problem_statement(
             cand.message, subjects, checked.fail_to_pass, checked.before_log, cand.patch, cand.source_files

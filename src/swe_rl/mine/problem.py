@@ -1,7 +1,7 @@
 """Issue text for a mined task, without a language model.
 
-Chosen: the commit message (a merge: its message, and the subjects of the commits it merged when
-the message is only git's "Merge ..." line), then the failing tests' names and, for the first one,
+Chosen: the commit message (a merge: its message, and the subjects of the commits it merged that the
+message does not already hold, when its subject is git's or GitHub's "Merge ..." line), then the failing tests' names and, for the first one,
 its failure output at the base (the test's own frame and final error, trimmed by
 :func:`~swe_rl.harness.failure_text.failure_excerpt`). The message is the author's own account of
 the problem, the nearest thing to an issue a history holds; the failure output is what the agent
@@ -79,8 +79,9 @@ def problem_statement(
     reason = summary_reason(before_log, first)
     shown = "\n".join([*fail_to_pass, excerpt, reason])
     subject = message.splitlines()[0] if message else ""
-    if _MERGE_SUBJECT.match(subject) and merged_subjects:
-        message = "\n".join([message, "", *(f"- {s}" for s in merged_subjects)])
+    new = [s for s in dict.fromkeys(merged_subjects) if s and s not in message]
+    if _MERGE_SUBJECT.match(subject) and new:
+        message = "\n".join([message, "", *(f"- {s}" for s in new)])
     parts = [clean_message(message, patch, sources, shown), ""]
     n = len(fail_to_pass)
     parts.append(f"{'This test fails' if n == 1 else f'These {n} tests fail'} and should pass:")

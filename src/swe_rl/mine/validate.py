@@ -32,6 +32,7 @@ class Validation(BaseModel):
         default="", description="The first run's test output at the base (test patch only)."
     )
     reason: str = ""
+    detail: str = Field(default="", description="The first error line of the run behind the reason.")
     seconds: float = 0.0
 
 
@@ -76,6 +77,9 @@ async def validate(
         )
         if not results:
             first_log = before.test_output
+            if not f2p and not p2p:  # nothing passes with the fix: the env or the tests' collection
+                why = "no test passes with the fix"
+                return Validation(reason=why, detail=_first_error(after.test_output), seconds=seconds)
             if not f2p:
                 return Validation(pass_to_pass=p2p, reason="no FAIL_TO_PASS", seconds=seconds)
         results.append((f2p, p2p))
@@ -83,3 +87,10 @@ async def validate(
         return Validation(reason="unstable (a second run disagrees)", seconds=seconds)
     f2p, p2p = results[0]
     return Validation(fail_to_pass=f2p, pass_to_pass=p2p, before_log=first_log, seconds=seconds)
+
+
+def _first_error(log: str) -> str:
+    """The first ``E`` line of a pytest log ('E   ModuleNotFoundError: No module named ...'), else its tail."""
+    lines = log.splitlines()
+    found = next((line.strip() for line in lines if line.startswith("E ")), "")
+    return found or "\n".join(lines[-5:])
