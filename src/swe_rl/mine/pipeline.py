@@ -40,6 +40,8 @@ from swe_rl.tasks.model import Task
 
 MINE_OWNER = "swe-rl-mine"
 VALIDATION_RULE = "FAIL_TO_PASS non-empty; two before/after rounds agree"
+# bumped when a rule changes what a candidate's decision is: a state file of other rules is not resumed
+RULES = 2
 Note = Callable[[str], None]
 
 
@@ -79,7 +81,8 @@ class Miner:
         self, history: History, cache: EnvCache, factory: SandboxFactory, options: MineOptions, note: Note
     ) -> None:
         self.history, self.cache, self.factory, self.opts, self.note = history, cache, factory, options, note
-        self.name = re.sub(r"[^A-Za-z0-9_.-]+", "-", history.path.name).strip("-.") or "repo"
+        folder = history.path.name.removesuffix(".git")
+        self.name = re.sub(r"[^A-Za-z0-9_.-]+", "-", folder).strip("-.") or "repo"
         self.started = time.monotonic()
         self.grader = Grader(factory, idle=options.concurrency)
         self.exclusion = Exclusion()
@@ -112,7 +115,7 @@ class Miner:
         path = state_path(out)
         options = self.opts.model_dump(exclude={"since", "until", "max_candidates", "concurrency"})
         exclusion = (sorted(self.exclusion.commits), sorted(self.exclusion.patches))
-        state, said = load_state(path, fingerprint(self.history.path, options, exclusion))
+        state, said = load_state(path, fingerprint(RULES, self.history.path, options, exclusion))
         if said:
             self.note(said)
         resumed = sum(c.commit in state.decided for c in candidates)
