@@ -7,6 +7,7 @@ times out) are *data*, returned in results. Exceptions are for what stops the wo
     ├── ConfigError(SweRlError, ValueError)        bad user input: options, files, records
     │   ├── TaskFormatError                        a malformed task record (names record and field)
     │   ├── SynthError                             a repository tasks cannot be synthesized from
+    │   ├── MineError                              a repository or range tasks cannot be mined from
     │   ├── RepoNotFoundError                      no mirror (and no network) holds a task's repository
     │   └── MissingExtraError(ConfigError, ImportError)
     ├── OutputLimitError(SweRlError, OSError)      a file or patch larger than its cap: refused, never truncated
@@ -51,6 +52,10 @@ class TaskFormatError(ConfigError):
 
 class SynthError(ConfigError):
     """Tasks cannot be synthesized from a repository: its suite fails or is empty, a file does not parse."""
+
+
+class MineError(ConfigError):
+    """Tasks cannot be mined: the path is not a git repository, the range holds no commit, no test exists."""
 
 
 class RepoNotFoundError(ConfigError):

@@ -32,7 +32,8 @@ CONVERTED = {
     (("eval",), "run_cost_limit"): "0 means no limit and is passed as None",
     (("train", "sft"), "thinking"): "a word (default, on, off) becomes None, True or False",
 }
-FILE_OUT = {("report",), ("tasks", "synth")}  # --out names a file there, not a run directory
+# --out names a file there, not a run directory
+FILE_OUT = {("report",), ("tasks", "synth"), ("tasks", "mine")}
 
 
 def _commands() -> dict[tuple[str, ...], Any]:

@@ -20,6 +20,7 @@ from swe_rl.cli.options import (
     resolve_backend,
     run,
 )
+from swe_rl.cli.mine import mine_command
 
 app = typer.Typer(help="Inspect task records (SWE-bench schema).", no_args_is_help=True)
 
@@ -292,3 +293,6 @@ def kinds() -> None:
 
     for name in MUTATION_KINDS:
         print(name)
+
+
+app.command("mine")(mine_command)

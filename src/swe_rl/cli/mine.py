@@ -1,0 +1,119 @@
+"""``swe-rl tasks mine``: validated tasks from a repository's own fix commits (docs/MINING.md)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from swe_rl.cli.common import (
+    BackendOpt,
+    CacheOpt,
+    JsonOpt,
+    TimeoutOpt,
+    console,
+    env_cache,
+    note,
+    print_json,
+    resolve_backend,
+    run,
+)
+
+
+def mine_command(
+    repo: Annotated[
+        Path,
+        typer.Option("--repo", "-r", help="A local git repository; its HEAD's first-parent line is mined."),
+    ],
+    out: Annotated[
+        Path,
+        typer.Option(
+            "--out", "-o", help="Task file to write (.jsonl); its state (for resuming) goes beside it."
+        ),
+    ],
+    since: Annotated[
+        str | None, typer.Option("--since", help="Only commits from this date on (any date git reads).")
+    ] = None,
+    until: Annotated[str | None, typer.Option("--until", help="Only commits up to this date.")] = None,
+    max_candidates: Annotated[
+        int | None,
+        typer.Option("--max-candidates", min=1, help="Validate at most this many candidates (oldest first)."),
+    ] = None,
+    concurrency: Annotated[
+        int | None, typer.Option("--jobs", "-j", min=1, help="Candidates validated at once [default: CPUs].")
+    ] = None,
+    pytest: Annotated[
+        str,
+        typer.Option(
+            "--pytest",
+            help="dated: pytest installed as of the commit's date; host: the host's pytest copied in (offline).",
+        ),
+    ] = "dated",
+    timeout: TimeoutOpt = 300.0,
+    exclude: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--exclude",
+            help="A task file (or dataset) whose fixes are never mined: same base commit or patch.",
+        ),
+    ] = None,
+    backend: BackendOpt = "auto",
+    cache_dir: CacheOpt = None,
+    json_out: JsonOpt = False,
+) -> None:
+    """Mine validated tasks from a repository's history: fix commits touching code and tests.
+
+    Each first-parent change (a merge's whole change) touching source and test files is a candidate;
+    its env is inferred at the base commit, its touched tests run before and after the fix twice, and
+    it is kept when some tests fail before and pass after, stably. Resumable and deterministic.
+    """
+    import os
+    import signal
+
+    from swe_rl.cli.common import pool_token
+    from swe_rl.mine import MineOptions, mine
+    from swe_rl.sandbox import get_factory
+
+    if pytest not in ("dated", "host"):
+        raise typer.BadParameter(f"--pytest is dated or host, not {pytest!r}")
+    options = MineOptions(
+        since=since,
+        until=until,
+        max_candidates=max_candidates,
+        concurrency=concurrency or (os.cpu_count() or 2),
+        pytest="host" if pytest == "host" else "dated",
+        timeout=timeout,
+        exclude=tuple(exclude or ()),
+    )
+    factory = get_factory(resolve_backend(backend), token=pool_token())
+
+    def _terminate(signum: int, frame: object) -> None:
+        raise KeyboardInterrupt  # unwinds: sandboxes close; decisions so far are in the state file
+
+    signal.signal(signal.SIGTERM, _terminate)
+    report = run(
+        mine(repo, out, options=options, cache=env_cache(cache_dir, None), factory=factory, note=note)
+    )
+    summary = report.model_dump(mode="json", exclude={"tasks"})
+    summary |= {"out": str(out), "tasks": len(report.tasks)}
+    if json_out:
+        print_json(summary)
+        return
+    _print_drops(summary)
+    note(
+        f"wrote {len(report.tasks)} tasks to {out} from {report.candidates} candidates in {report.commits} "
+        f"commits ({report.seconds:.1f}s)"
+    )
+
+
+def _print_drops(summary: dict[str, Any]) -> None:
+    from rich.table import Table
+
+    table = Table(title=f"tasks mine: {summary['tasks']} tasks; dropped by stage")
+    for col in ("stage", "reason", "count"):
+        table.add_column(col)
+    for stage, reasons in summary["dropped"].items():
+        for reason, count in reasons.items():
+            table.add_row(stage, reason, str(count))
+    console().print(table)

@@ -1,0 +1,198 @@
+"""Candidates from a repository's first-parent history: each change split into source and tests.
+
+A commit on the first-parent line is one candidate, its base its first parent; a merge's whole change
+against its first parent is one candidate, as a pull request is. Changed files are classified as
+SWE-bench's harvesting does:
+
+- **test files**: a path with a directory ``tests``, ``test`` or ``testing``, or a file named
+  ``test_*.py``, ``*_test.py`` or ``conftest.py`` (data files under a test directory included: the
+  tests read them);
+- **source files**: every other ``.py`` file;
+- **neither**: every other file (docs, changelogs, CI and packaging data). They are left out of both
+  patches and listed in the candidate's provenance; a fix that needs one of them does not validate
+  and is dropped there, never kept half-applied.
+
+A change is kept when it touches both source and test files: ``patch`` is the diff of its source
+files, ``test_patch`` the diff of its test files, both against the base.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from pathlib import Path, PurePosixPath
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from swe_rl.errors import InfraError, MineError
+from swe_rl.gitutil import git
+
+TEST_DIRS = frozenset({"tests", "test", "testing"})
+KEEP_RULE = "first-parent change touching source (.py, not tests) and test files"
+
+
+def is_test_file(path: str) -> bool:
+    """Whether ``path`` is a test file by SWE-bench's rules (a test directory, test_*.py, *_test.py, conftest.py)."""
+    p = PurePosixPath(path)
+    if any(part in TEST_DIRS for part in p.parts[:-1]):
+        return True
+    return p.suffix == ".py" and (
+        p.name.startswith("test_") or p.name.endswith("_test.py") or p.name == "conftest.py"
+    )
+
+
+def is_source_file(path: str) -> bool:
+    """A Python file that is not a test file."""
+    return path.endswith(".py") and not is_test_file(path)
+
+
+class Commit(BaseModel):
+    """One commit of the first-parent line."""
+
+    model_config = ConfigDict(frozen=True)
+
+    commit: str
+    parents: tuple[str, ...]
+    timestamp: int = Field(description="Committer date, Unix time.")
+
+    @property
+    def created_at(self) -> str:
+        return datetime.fromtimestamp(self.timestamp, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+class Candidate(BaseModel):
+    """A change that touches source and tests, split into its gold patch and its test patch."""
+
+    model_config = ConfigDict(frozen=True)
+
+    commit: str = Field(description="The commit (a merge: the merge commit) whose change this is.")
+    base: str = Field(description="Its first parent: the task's base commit.")
+    created_at: str
+    merge: bool = False
+    merged: list[str] = Field(default_factory=list, description="A merge's branch commits, oldest first.")
+    message: str = Field(description="The commit message (subject and body).")
+    source_files: list[str]
+    test_files: list[str]
+    left_out: list[str] = Field(default_factory=list, description="Changed files that are neither.")
+    patch: str
+    test_patch: str
+
+
+def split_kind(
+    paths: list[str], deleted: frozenset[str] = frozenset()
+) -> tuple[list[str], list[str], list[str]]:
+    """(source, test, neither) of ``paths``, each sorted. A test file in ``deleted`` (removed by the change) is
+    neither: the harness runs every file the test patch names, and a removed one is pytest's "file not found"."""
+    tests = sorted(p for p in paths if is_test_file(p) and p not in deleted)
+    sources = sorted(p for p in paths if is_source_file(p))
+    neither = sorted(set(paths) - set(tests) - set(sources))
+    return sources, tests, neither
+
+
+class History:
+    """A local git repository's first-parent history."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path.expanduser().resolve()
+        if not self.path.is_dir():
+            raise MineError(f"not a directory: {path}")
+        try:
+            bare = git(["rev-parse", "--is-bare-repository"], self.path).strip() == "true"
+            # a bare repository (a mirror) is its git folder; a work tree, its top folder
+            top = git(["rev-parse", "--absolute-git-dir" if bare else "--show-toplevel"], self.path).strip()
+            self.head = git(["rev-parse", "--verify", "HEAD^{commit}"], self.path).strip()
+        except InfraError:
+            raise MineError(f"not a git repository (or one without commits): {path}") from None
+        if Path(top).resolve() != self.path:
+            raise MineError(f"{path} is inside the repository {top}; give the repository's top folder")
+
+    def _git(self, *args: str) -> str:
+        return git(list(args), self.path)
+
+    def commits(self, since: str | None = None, until: str | None = None) -> list[Commit]:
+        """The first-parent line of HEAD, oldest first, within ``since``/``until`` (dates git reads)."""
+        args = ["log", "--first-parent", "--reverse", "--format=%H %ct %P"]
+        args += [f"--since={since}"] if since else []
+        args += [f"--until={until}"] if until else []
+        out = []
+        for line in self._git(*args, "HEAD", "--").splitlines():
+            commit, stamp, *parents = line.split()
+            out.append(Commit(commit=commit, parents=tuple(parents), timestamp=int(stamp)))
+        if not out:
+            window = f" between {since or 'the start'} and {until or 'now'}" if since or until else ""
+            raise MineError(f"{self.path}: no commit on the first-parent line of HEAD{window}")
+        return out
+
+    def has_tests(self) -> bool:
+        """Whether HEAD holds any test file."""
+        return any(is_test_file(p) for p in self._git("ls-tree", "-r", "--name-only", "HEAD").splitlines())
+
+    def changed(self, commit: Commit, *, only_deleted: bool = False) -> list[str]:
+        """Paths the commit changes against its first parent (renames as delete + add); ``only_deleted``:
+        the paths it removes."""
+        args = ["diff", "--name-only", "-z", "--no-renames", *(["--diff-filter=D"] if only_deleted else [])]
+        out = self._git(*args, commit.parents[0], commit.commit)
+        return sorted(p for p in out.split("\0") if p)
+
+    def split(self, commit: Commit) -> tuple[list[str], list[str], list[str]]:
+        """(source, test, neither) files of the commit's change (:func:`split_kind`)."""
+        return split_kind(self.changed(commit), frozenset(self.changed(commit, only_deleted=True)))
+
+    def diff(self, base: str, commit: str, paths: list[str]) -> str:
+        """The diff of ``paths`` from ``base`` to ``commit``, as SWE-bench's patches are written."""
+        if not paths:
+            return ""
+        args = ["diff", "--no-color", "--no-ext-diff", "--no-renames", "--full-index", "--binary"]
+        return self._git(*args, base, commit, "--", *paths)
+
+    def candidate(self, commit: Commit) -> Candidate:
+        """``commit`` as a candidate (its change touches source and tests)."""
+        sources, tests, neither = self.split(commit)
+        base = commit.parents[0]
+        merged = []
+        if len(commit.parents) > 1:
+            merged = self._git("rev-list", "--reverse", f"{base}..{commit.commit}").split()
+            merged = [c for c in merged if c != commit.commit]
+        return Candidate(
+            commit=commit.commit,
+            base=base,
+            created_at=commit.created_at,
+            merge=len(commit.parents) > 1,
+            merged=merged,
+            message=self.message(commit.commit),
+            source_files=sources,
+            test_files=tests,
+            left_out=neither,
+            patch=self.diff(base, commit.commit, sources),
+            test_patch=self.diff(base, commit.commit, tests),
+        )
+
+    def message(self, commit: str) -> str:
+        """The commit's full message."""
+        return self._git("log", "-1", "--format=%B", commit).strip()
+
+    def subjects(self, commits: list[str]) -> list[str]:
+        """The subject lines of ``commits``, in that order."""
+        return [self._git("log", "-1", "--format=%s", c).strip() for c in commits]
+
+    def show(self, commit: str, path: str) -> str | None:
+        """A file's text at ``commit``; None when it is not there (or not text)."""
+        try:
+            data = git(["show", f"{commit}:{path}"], self.path)
+        except (InfraError, UnicodeDecodeError):
+            return None
+        return data
+
+    def files(self, commit: str) -> list[str]:
+        """Every file path at ``commit``."""
+        return self._git("ls-tree", "-r", "--name-only", commit).splitlines()
+
+
+def drop_reason(sources: list[str], tests: list[str]) -> str | None:
+    """Why a change is not a candidate ('no test change', ...), None when it touches both."""
+    if sources and tests:
+        return None
+    if sources:
+        return "no test change"
+    if tests:
+        return "no source change"
+    return "no source or test change"

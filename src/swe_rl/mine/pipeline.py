@@ -1,0 +1,216 @@
+"""Mining end to end: history -> candidates -> exclusion -> inferred env -> validation -> task records.
+
+Candidates are decided ``concurrency`` at a time; each decision is saved as it is made, and the task
+file is written from the decisions in history order, so the rows never depend on which run finished
+first or on what an earlier, interrupted run had decided already.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+import time
+from collections import Counter
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from swe_rl.envs.cache import EnvCache
+from swe_rl.errors import ConfigError, EnvBuildError, MineError
+from swe_rl.harness.grader import Grader
+from swe_rl.mine.envinfer import PytestSource, infer_env
+from swe_rl.mine.history import KEEP_RULE, Candidate, Commit, History, drop_reason
+from swe_rl.mine.problem import problem_statement
+from swe_rl.mine.state import (
+    Decision,
+    Exclusion,
+    MineState,
+    fingerprint,
+    load_exclusion,
+    load_state,
+    save_state,
+    state_path,
+    write_tasks,
+)
+from swe_rl.mine.validate import validate
+from swe_rl.sandbox.base import SandboxFactory
+from swe_rl.tasks.model import Task
+
+MINE_OWNER = "swe-rl-mine"
+VALIDATION_RULE = "FAIL_TO_PASS non-empty; two before/after rounds agree"
+# bumped when a rule changes what a candidate's decision is: a state file of other rules is not resumed
+RULES = 2
+Note = Callable[[str], None]
+
+
+class MineOptions(BaseModel):
+    """Which history to mine and how."""
+
+    model_config = ConfigDict(frozen=True)
+
+    since: str | None = Field(default=None, description="First commit date to consider (git's date formats).")
+    until: str | None = Field(default=None, description="Last commit date to consider.")
+    max_candidates: int | None = Field(
+        default=None, ge=1, description="Validate at most this many candidates."
+    )
+    concurrency: int = Field(default=2, ge=1, description="Candidates validated at once.")
+    pytest: PytestSource = Field(
+        default="dated", description="pytest as of the commit (dated) or the host's."
+    )
+    timeout: float = Field(default=300.0, gt=0, description="Seconds per test run.")
+    exclude: tuple[str, ...] = Field(default=(), description="Task files whose fixes are never mined.")
+
+
+class MineReport(BaseModel):
+    """What a run found: the tasks, and how many candidates each stage dropped, by reason."""
+
+    tasks: list[Task]
+    commits: int = Field(description="Commits of the first-parent line in the range.")
+    candidates: int = Field(description="Changes touching source and tests (after --max-candidates).")
+    dropped: dict[str, dict[str, int]] = Field(description="Stage -> reason -> count.")
+    resumed: int = Field(default=0, description="Candidates decided by an earlier run.")
+    seconds: float
+
+
+class Miner:
+    """One mining run over one repository (:meth:`run`)."""
+
+    def __init__(
+        self, history: History, cache: EnvCache, factory: SandboxFactory, options: MineOptions, note: Note
+    ) -> None:
+        self.history, self.cache, self.factory, self.opts, self.note = history, cache, factory, options, note
+        folder = history.path.name.removesuffix(".git")
+        self.name = re.sub(r"[^A-Za-z0-9_.-]+", "-", folder).strip("-.") or "repo"
+        self.started = time.monotonic()
+        self.grader = Grader(factory, idle=options.concurrency)
+        self.exclusion = Exclusion()
+
+    async def run(self, out: Path) -> MineReport:
+        """Mine into ``out`` (JSONL) with its state file beside it."""
+        try:
+            return await self._run(out)
+        finally:
+            await self.grader.close()
+
+    async def _run(self, out: Path) -> MineReport:
+        if not self.history.has_tests():
+            raise MineError(f"{self.history.path}: no test files at HEAD (tests/, test_*.py, *_test.py)")
+        commits = self.history.commits(self.opts.since, self.opts.until)
+        self.exclusion = load_exclusion(list(self.opts.exclude))
+        dropped: Counter[tuple[str, str]] = Counter()
+        candidates: list[Commit] = []
+        for commit in commits:
+            if not commit.parents:
+                dropped["history", "root commit (no base)"] += 1
+                continue
+            sources, tests, _ = self.history.split(commit)
+            if reason := drop_reason(sources, tests):
+                dropped["history", reason] += 1
+                continue
+            candidates.append(commit)
+        if self.opts.max_candidates is not None:
+            candidates = candidates[: self.opts.max_candidates]
+        path = state_path(out)
+        options = self.opts.model_dump(exclude={"since", "until", "max_candidates", "concurrency"})
+        exclusion = (sorted(self.exclusion.commits), sorted(self.exclusion.patches))
+        state, said = load_state(path, fingerprint(RULES, self.history.path, options, exclusion))
+        if said:
+            self.note(said)
+        resumed = sum(c.commit in state.decided for c in candidates)
+        self.note(f"{self.history.path}: {len(commits)} commits, {len(candidates)} candidates to validate")
+        await self._decide_all(candidates, state, path)
+        decisions = [state.decided[c.commit] for c in candidates]
+        for d in decisions:
+            if not d.kept:
+                dropped[d.stage, d.reason] += 1
+        records = [d.record for d in decisions if d.kept and d.record is not None]
+        write_tasks(out, records)
+        by_stage: dict[str, dict[str, int]] = {}
+        for (stage, reason), count in sorted(dropped.items()):
+            by_stage.setdefault(stage, {})[reason] = count
+        return MineReport(
+            tasks=[Task.model_validate(r) for r in records],
+            commits=len(commits),
+            candidates=len(candidates),
+            dropped=by_stage,
+            resumed=resumed,
+            seconds=round(time.monotonic() - self.started, 2),
+        )
+
+    async def _decide_all(self, candidates: list[Commit], state: MineState, path: Path) -> None:
+        limit = asyncio.Semaphore(self.opts.concurrency)
+        total = len(candidates)
+
+        async def one(index: int, commit: Commit) -> None:
+            if commit.commit in state.decided:
+                return
+            async with limit:
+                decision = await self._decide(commit)
+            state.decided[commit.commit] = decision
+            save_state(path, state)
+            outcome = (
+                f"kept ({len(decision.record['FAIL_TO_PASS'])} FAIL_TO_PASS)"
+                if decision.kept and decision.record
+                else f"dropped at {decision.stage}: {decision.reason}"
+            )
+            elapsed = time.monotonic() - self.started
+            self.note(f"[{index + 1}/{total} {elapsed:6.1f}s] {commit.commit[:12]}: {outcome}")
+
+        await asyncio.gather(*(one(i, c) for i, c in enumerate(candidates)))
+
+    async def _decide(self, commit: Commit) -> Decision:
+        cand = await asyncio.to_thread(self.history.candidate, commit)
+        if why := self.exclusion.why(cand.base, cand.patch):
+            return Decision(kept=False, stage="exclude", reason=why)
+        files = await asyncio.to_thread(self.history.files, cand.base)
+        inference = infer_env(
+            lambda p: self.history.show(cand.base, p), files, as_of=cand.created_at, pytest=self.opts.pytest
+        )
+        if inference.reason:
+            return Decision(kept=False, stage="env", reason="no env inferred", detail=inference.reason)
+        task = self._task(cand, inference.fields, {"env": inference.why})
+        try:
+            env = await asyncio.to_thread(self.cache.ensure, task)
+        except (EnvBuildError, ConfigError) as exc:
+            return Decision(kept=False, stage="env", reason="env build failed", detail=str(exc)[-2000:])
+        checked = await validate(task, env, self.factory, self.grader, timeout=self.opts.timeout)
+        if checked.reason:
+            return Decision(kept=False, stage="validate", reason=checked.reason, detail=checked.detail)
+        subjects = await asyncio.to_thread(self.history.subjects, cand.merged) if cand.merge else []
+        statement = problem_statement(
+            cand.message, subjects, checked.fail_to_pass, checked.before_log, cand.patch, cand.source_files
+        )
+        final = task.model_copy(
+            update={
+                "FAIL_TO_PASS": checked.fail_to_pass,
+                "PASS_TO_PASS": checked.pass_to_pass,
+                "problem_statement": statement,
+            }
+        )
+        return Decision(kept=True, record=final.to_record())
+
+    def _task(self, cand: Candidate, env_fields: dict[str, Any], about: dict[str, Any]) -> Task:
+        """The candidate as a task record, its test lists still empty."""
+        return Task(
+            instance_id=f"{MINE_OWNER}__{self.name}-{cand.commit[:12]}",
+            repo=f"{MINE_OWNER}/{self.name}",
+            base_commit=cand.base,
+            patch=cand.patch,
+            test_patch=cand.test_patch,
+            created_at=cand.created_at,
+            repo_source=str(self.history.path),
+            **env_fields,
+            mine={
+                "commit": cand.commit,
+                "base": cand.base,
+                "merge": cand.merge,
+                "merged_commits": cand.merged,
+                "rule": f"{KEEP_RULE}; {VALIDATION_RULE}",
+                "source_files": cand.source_files,
+                "test_files": cand.test_files,
+                "left_out": cand.left_out,
+                **about,
+            },
+        )

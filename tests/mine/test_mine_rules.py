@@ -1,0 +1,129 @@
+"""The mining rules on their own: file classes, env inference, the issue text's redactions, exclusion."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+from swe_rl.mine.envinfer import PYTHONS, by_date, infer_env
+from swe_rl.mine.history import drop_reason, is_test_file, split_kind
+from swe_rl.mine.problem import clean_message
+from swe_rl.mine.state import load_exclusion
+
+RUNNING = f"{sys.version_info[0]}.{sys.version_info[1]}"
+PATCH = """diff --git a/pkg/core.py b/pkg/core.py
+index 1111111..2222222 100644
+--- a/pkg/core.py
++++ b/pkg/core.py
+@@ -1,2 +1,2 @@
+ def size(xs):
+-    return len(xs) - 1
++    return len(xs)
+"""
+
+
+def test_test_files_follow_swe_bench_rules():
+    tests = ["tests/test_a.py", "pkg/test/helpers.py", "testing/data.json", "pkg/a_test.py", "conftest.py"]
+    tests += ["pkg/test_b.py", "tests/fixtures/input.txt"]
+    sources = ["pkg/core.py", "setup.py", "pkg/testutils.py", "latest/tested.py"]
+    neither = ["README.md", "docs/index.rst", "pkg/data.json", ".github/workflows/ci.yml"]
+    assert split_kind(tests + sources + neither) == (sorted(sources), sorted(tests), sorted(neither))
+    assert not is_test_file("contest.py") and is_test_file("a/b/tests/c/d.py")
+    deleted = frozenset({"tests/test_a.py"})
+    assert split_kind(["tests/test_a.py", "a.py"], deleted) == (["a.py"], [], ["tests/test_a.py"])
+    assert (
+        drop_reason(["a.py"], []) == "no test change"
+        and drop_reason([], ["tests/x.py"]) == "no source change"
+    )
+    assert drop_reason([], []) == "no source or test change" and drop_reason(["a.py"], ["tests/t.py"]) is None
+
+
+def _infer(files: dict[str, str], pytest: str = "dated"):  # type: ignore[no-untyped-def]
+    return infer_env(files.get, sorted(files), pytest=pytest)  # type: ignore[arg-type]
+
+
+def test_the_install_takes_the_test_extra_and_the_requirement_files():
+    pyproject = f'[project]\nname = "p"\nrequires-python = "=={RUNNING}.*"\n'
+    pyproject += '[project.optional-dependencies]\ndocs = ["sphinx"]\ntests = ["hypothesis"]\n'
+    found = _infer(
+        {"pyproject.toml": pyproject, "requirements-dev.txt": "", "requirements/test-extra.txt": ""}
+    )
+    assert found.reason == "" and found.fields["python"] == RUNNING
+    assert found.fields["install"] == (
+        "python -m pip install -e '.[tests]' && python -m pip install -r requirements-dev.txt && "
+        "python -m pip install -r requirements/test-extra.txt && python -m pip install pytest"
+    )
+    assert found.fields["env_seed"] == [] and found.fields["log_parser"] == "parse_log_pytest"
+    assert "requires-python" in found.why["python"] and "[tests]" in found.why["install"]
+
+
+def test_setup_cfg_and_setup_py_declare_extras_and_pythons_too():
+    cfg = f"[options]\npython_requires = >={RUNNING}\n[options.extras_require]\ntesting = pytest-cov\n"
+    assert "-e '.[testing]'" in _infer({"setup.cfg": cfg, "setup.py": "setup()"}).fields["install"]
+    setup = f"setup(python_requires='>={RUNNING}', extras_require={{'test': ['mock']}})"
+    assert _infer({"setup.py": setup}).fields["install"].startswith("python -m pip install -e '.[test]'")
+
+
+def test_a_repository_without_packaging_installs_only_pytest_and_the_host_pytest_installs_nothing():
+    assert _infer({"tiny/__init__.py": ""}).fields["install"] == "python -m pip install pytest"
+    host = _infer({"tiny/__init__.py": ""}, pytest="host")
+    assert host.fields["install"] == "" and host.fields["env_seed"] == ["pytest"]
+    assert host.fields["python"] == RUNNING, "the host's pytest runs on the Python running swe-rl"
+
+
+def test_no_interpreter_for_the_metadata_is_a_reason_not_a_guess():
+    found = _infer({"pyproject.toml": '[project]\nname = "p"\nrequires-python = ">=4"\n'})
+    assert found.fields == {} and "no Python on this host satisfies >=4" in found.reason
+    assert "does not parse" in _infer({"pyproject.toml": "[project"}).reason
+    classifiers = 'classifiers = ["Programming Language :: Python :: 2.7"]\n'
+    only_old = _infer({"setup.py": f"setup(python_requires='<3', {classifiers})"})
+    assert only_old.reason.startswith("no Python on this host satisfies <3")
+
+
+def test_the_message_loses_patch_lines_trailers_and_unshown_file_names():
+    message = "Fix size in pkg/core.py\n\nIt was one short:\n    return len(xs)\n\nSigned-off-by: A <a@b>\n"
+    cleaned = clean_message(message, PATCH, ["pkg/core.py"], shown="tests/test_core.py::test_size")
+    assert cleaned == "Fix size in the code\n\nIt was one short:"
+    shown = "E   File pkg/core.py, line 2"
+    assert "pkg/core.py" in clean_message(message, PATCH, ["pkg/core.py"], shown=shown), "the output shows it"
+
+
+def test_exclusion_matches_base_commits_and_patches_whatever_their_index_lines(tmp_path: Path):
+    row = {"instance_id": "o__r-1", "repo": "o/r", "base_commit": "a" * 40, "patch": PATCH}
+    row |= {"problem_statement": "x", "FAIL_TO_PASS": ["t"]}
+    (tmp_path / "d.jsonl").write_text(json.dumps(row) + "\n")
+    exclusion = load_exclusion([str(tmp_path / "d.jsonl")])
+    assert exclusion.why("a" * 40, "") == "base commit is a task's in the excluded dataset"
+    other_index = PATCH.replace("1111111..2222222", "abcdef0123..0123abcdef")
+    assert exclusion.why("b" * 40, other_index) == "patch is a task's in the excluded dataset"
+    assert exclusion.why("b" * 40, PATCH.replace("len(xs)\n", "len(xs) + 0\n")) == ""
+
+
+TOX = """[tox]
+envlist = py{38,37,36,py3}, style
+
+[testenv]
+deps =
+    pytest
+    freezegun
+    py36: dataclasses
+    -r{toxinidir}/requirements/extra.txt
+    {env:EXTRA:}
+commands = pytest {posargs}
+"""
+
+
+def test_tox_deps_and_envlist_count_and_the_commit_date_picks_among_pythons():
+    files = {"setup.py": "setup()", "tox.ini": TOX, "requirements/extra.txt": ""}
+    found = infer_env(files.get, sorted(files), as_of="2020-06-01T00:00:00Z", pytest="dated")
+    steps = found.fields["install"].split(" && ")
+    assert steps[1:] == [
+        "python -m pip install -r requirements/extra.txt",
+        "python -m pip install pytest freezegun",
+        "python -m pip install pytest",
+    ], "factor-conditional and substituted deps are left out"
+    assert "listed versions 3.6, 3.7, 3.8" in found.why["python"]
+    assert by_date("2020-06-01T00:00:00Z")[:3] == ("3.8", "3.7", "3.6"), "3.8 was the newest then"
+    assert by_date("2020-06-01T00:00:00Z")[-2:] == ("3.12", "3.13"), "then later ones, the least change first"
+    assert by_date("") == PYTHONS
