@@ -7,7 +7,7 @@ from typing import Annotated, Any
 
 import typer
 
-from swe_rl.cli.common import (
+from swe_rl.cli.options import (
     BackendOpt,
     CacheOpt,
     JsonOpt,
@@ -71,7 +71,7 @@ def mine_command(
     import os
     import signal
 
-    from swe_rl.cli.common import pool_token
+    from swe_rl.cli.options import pool_token
     from swe_rl.mine import MineOptions, mine
     from swe_rl.sandbox import get_factory
 

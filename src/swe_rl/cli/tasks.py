@@ -7,6 +7,7 @@ from typing import Annotated
 
 import typer
 
+from swe_rl.cli.mine import mine_command
 from swe_rl.cli.options import (
     BackendOpt,
     CacheOpt,
@@ -20,7 +21,6 @@ from swe_rl.cli.options import (
     resolve_backend,
     run,
 )
-from swe_rl.cli.mine import mine_command
 
 app = typer.Typer(help="Inspect task records (SWE-bench schema).", no_args_is_help=True)
 

@@ -19,7 +19,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from swe_rl.envs.cache import EnvCache
 from swe_rl.errors import ConfigError, EnvBuildError, MineError
-from swe_rl.harness.grader import Grader
+from swe_rl.harness.grade_many import Grader
 from swe_rl.mine.envinfer import PytestSource, infer_env
 from swe_rl.mine.history import KEEP_RULE, Candidate, Commit, History, drop_reason
 from swe_rl.mine.problem import problem_statement

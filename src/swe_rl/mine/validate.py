@@ -1,8 +1,8 @@
 """Validating a candidate in sandboxes with the grading machinery every row goes through.
 
 The touched test files run twice per round: at the base with the test patch only (the harness's
-eval script on the unchanged tree, :func:`~swe_rl.harness.grade.run_tests`) and with the gold patch
-applied as any candidate patch is (:meth:`~swe_rl.harness.grader.Grader.grade`). Statuses come from
+eval script on the unchanged tree, :func:`~swe_rl.harness.grade_patch.run_tests`) and with the gold patch
+applied as any candidate patch is (:meth:`~swe_rl.harness.grade_many.Grader.grade`). Statuses come from
 swebench's log parser. FAIL_TO_PASS = failed (or missing: collection broke) before and passed after;
 PASS_TO_PASS = passed both. A second round must give the same two lists (stability).
 """
@@ -13,8 +13,8 @@ import time
 
 from pydantic import BaseModel, Field
 
-from swe_rl.harness.grade import run_tests
-from swe_rl.harness.grader import Grader
+from swe_rl.harness.grade_many import Grader
+from swe_rl.harness.grade_patch import run_tests
 from swe_rl.harness.official import parse_test_log, parser_name
 from swe_rl.harness.verdict import Verdict
 from swe_rl.sandbox.base import EnvSpec, SandboxFactory
