@@ -11,6 +11,8 @@ from swe_rl.agent.loop import run_agent
 from swe_rl.llm.base import SamplingParams
 from swe_rl.llm.scripted import SUBMIT, ScriptedLLM, bash_reply, oracle_replies
 
+pytestmark = pytest.mark.ns
+
 PARAMS = SamplingParams(max_tokens=256)
 
 

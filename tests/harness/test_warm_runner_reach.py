@@ -19,6 +19,8 @@ from tests.conftest import available_factory, readme_patch
 from swe_rl.harness.grade import grade_in, grade_patch
 from swe_rl.harness.grader import Grader
 
+pytestmark = pytest.mark.ns
+
 FORGE = """import pytest
 
 @pytest.hookimpl(hookwrapper=True)
