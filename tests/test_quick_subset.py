@@ -12,7 +12,7 @@ ROOT = Path(__file__).resolve().parents[1]
 SOME = (
     "tests/sandbox/test_contract.py",
     "tests/sandbox/test_reset_keep.py",
-    "tests/harness/test_sealed_results.py",
+    "tests/harness/test_reward_hacking.py",
 )
 
 
@@ -56,8 +56,8 @@ def test_quick_leaves_out_the_ns_docker_and_remote_backends_and_keeps_local():
     contract = [i for i in ids if "test_contract.py" in i]
     assert contract and all(i.endswith("[local]") for i in contract), contract
     assert not [i for i in ids if "test_reset_keep.py" in i]  # ns by its module's mark
-    hacking = [i for i in ids if "test_reward_hacking.py" in i]  # its module fixture takes the backend
-    assert hacking and not [i for i in hacking if re.search(r"\[(ns|docker|remote)[-\]]", i)], hacking
+    # its module-scoped fixture takes the backend as a parameter
+    assert not [i for i in ids if re.search(r"\[(ns|docker|remote)[-\]]", i)], ids
 
 
 def test_ci_keeps_every_backend():
