@@ -1,4 +1,10 @@
-"""Shared fixtures. Every test session gets its own cache root (SWE_RL_CACHE), so nothing touches ~/.cache."""
+"""Shared fixtures. Every test session gets its own cache root (SWE_RL_CACHE), so nothing touches ~/.cache.
+
+Markers say what a test needs beyond Python: ``ns`` (root, namespaces, overlayfs: the ns backend, and the
+remote one, which runs on it), ``docker`` (a running dockerd), ``heavy`` (minutes of CPU). Tests that take
+a backend as a parameter, or the remote service, are marked here; the others carry their marks in their
+modules. ``./dev test --quick`` leaves out all three; ``./dev test`` (CI) runs them.
+"""
 
 from __future__ import annotations
 
@@ -17,6 +23,29 @@ from swe_rl.envs.cache import EnvCache  # noqa: E402
 from swe_rl.sandbox.base import EnvSpec  # noqa: E402
 from swe_rl.tasks.builtin import builtin_tasks  # noqa: E402
 from swe_rl.tasks.model import Task  # noqa: E402
+
+_BACKEND_MARKS = {"ns": "ns", "remote": "ns", "docker": "docker"}
+_running: list[pytest.Item] = []  # the test being set up or run, for available_factory's check
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Marks each test with a parameter (its own or a fixture's) that names a backend with what that backend
+    needs (ns or docker), and each test of the remote service with ns."""
+    for item in items:
+        callspec = getattr(item, "callspec", None)
+        params = callspec.params.values() if callspec else ()
+        needs = {
+            _BACKEND_MARKS[value] for value in params if isinstance(value, str) and value in _BACKEND_MARKS
+        }
+        if "remote_service" in getattr(item, "fixturenames", ()):
+            needs.add("ns")
+        for name in sorted(needs):
+            item.add_marker(name)
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    _running[:] = [item]
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
@@ -74,7 +103,8 @@ async def readme_patch(factory, env) -> str:  # type: ignore[no-untyped-def]
 
 
 def available_factory(backend: str):  # type: ignore[no-untyped-def]
-    """The factory of ``backend``; skips when it cannot run here, except in CI where that is a failure."""
+    """The factory of ``backend``; skips when it cannot run here, except in CI where that is a failure, and
+    in a test without the backend's marker: ``./dev test --quick`` would run it, and skip it silently."""
     from swe_rl.errors import SandboxUnavailableError
     from swe_rl.sandbox import get_factory
 
@@ -83,6 +113,10 @@ def available_factory(backend: str):  # type: ignore[no-untyped-def]
     except SandboxUnavailableError as exc:
         if os.environ.get("CI"):
             pytest.fail(f"{backend} backend unavailable in CI: {exc}")
+        mark = _BACKEND_MARKS.get(backend)
+        unmarked = [item.nodeid for item in _running if mark and item.get_closest_marker(mark) is None]
+        if unmarked:
+            pytest.fail(f"{unmarked[0]} needs the {backend} backend but is not marked {mark}: {exc}")
         pytest.skip(f"{backend} backend unavailable: {exc}")
 
 

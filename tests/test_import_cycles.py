@@ -61,7 +61,7 @@ def test_the_cycle_finder_finds_a_cycle_through_three_modules() -> None:
 
 
 def test_swe_rl_has_no_import_cycle() -> None:
-    graph = grimp.build_graph("swe_rl", include_external_packages=False)
+    graph = grimp.build_graph("swe_rl", include_external_packages=False, cache_dir=None)
     edges = {
         module: {m for m in graph.find_modules_directly_imported_by(module) if SKIP not in m}
         for module in graph.modules

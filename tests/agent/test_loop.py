@@ -12,6 +12,8 @@ from swe_rl.llm.base import SamplingParams
 from swe_rl.llm.oracle import oracle_replies
 from swe_rl.llm.scripted import SUBMIT, ScriptedLLM, bash_reply
 
+pytestmark = pytest.mark.ns
+
 PARAMS = SamplingParams(max_tokens=256)
 
 

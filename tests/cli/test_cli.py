@@ -166,7 +166,14 @@ def test_data_prepare_and_export(tasks, tmp_path):
 
 
 @pytest.mark.parametrize(
-    "args", [["--slice", "a:b"], ["--slice", "3"], ["--llm", "scripted:nope"], ["--llm", "gpt"]]
+    "args",
+    [
+        ["--slice", "a:b"],
+        ["--slice", "3"],
+        # these two get as far as the sandbox backend (ns by default)
+        pytest.param(["--llm", "scripted:nope"], marks=pytest.mark.ns),
+        pytest.param(["--llm", "gpt"], marks=pytest.mark.ns),
+    ],
 )
 def test_eval_bad_options_are_clean_errors(args, tmp_path):
     out = swe_rl("eval", *args, "-o", str(tmp_path / "run"))

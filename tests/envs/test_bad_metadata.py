@@ -14,7 +14,10 @@ from tests.envs.test_dating import AFTER, BEFORE, build, make_c_sdist, pins, uv_
 
 from swe_rl.envs.install_tools import uv_binary
 
-pytestmark = pytest.mark.skipif(uv_binary() is None, reason="uv is not installed (pip install uv)")
+pytestmark = [
+    pytest.mark.skipif(uv_binary() is None, reason="uv is not installed (pip install uv)"),
+    pytest.mark.heavy,  # real environment builds, ~10 s each
+]
 
 
 _USE_2TO3 = """

@@ -23,7 +23,10 @@ from swe_rl.envs.install_tools import uv_binary
 from swe_rl.envs.uv_output import DEPENDENCY_FAILED
 from swe_rl.envs.venv import create_venv, host_interpreter
 
-pytestmark = pytest.mark.skipif(uv_binary() is None, reason="uv is not installed (pip install uv)")
+pytestmark = [
+    pytest.mark.skipif(uv_binary() is None, reason="uv is not installed (pip install uv)"),
+    pytest.mark.heavy,  # real environment builds, ~10 s each
+]
 
 NAMES = ("aa", "bb")
 

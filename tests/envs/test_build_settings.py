@@ -29,7 +29,10 @@ from swe_rl.envs.recipe import InstallOptions
 from swe_rl.errors import EnvBuildError
 from swe_rl.tasks.model import Task
 
-pytestmark = pytest.mark.skipif(uv_binary() is None, reason="uv is not installed (pip install uv)")
+pytestmark = [
+    pytest.mark.skipif(uv_binary() is None, reason="uv is not installed (pip install uv)"),
+    pytest.mark.heavy,  # real environment builds, ~10 s each
+]
 
 # setuptools_scm's contract, as a PEP 517 backend of the repo's own (setuptools_scm is not installed here): the
 # version is the tag `git describe` finds, else SETUPTOOLS_SCM_PRETEND_VERSION_FOR_<NAME>, else 0.1.dev<N>

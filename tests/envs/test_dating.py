@@ -26,7 +26,10 @@ from swe_rl.envs.recipe import EnvRecipe, InstallOptions
 from swe_rl.envs.venv import create_venv, host_interpreter
 from swe_rl.errors import EnvBuildError
 
-pytestmark = pytest.mark.skipif(uv_binary() is None, reason="uv is not installed (pip install uv)")
+pytestmark = [
+    pytest.mark.skipif(uv_binary() is None, reason="uv is not installed (pip install uv)"),
+    pytest.mark.heavy,  # real environment builds, ~10 s each
+]
 
 TASK_DATE = "2019-01-01T00:00:00Z"
 BEFORE, AFTER = "2018-06-01T00:00:00Z", "2020-01-01T00:00:00Z"

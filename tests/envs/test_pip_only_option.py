@@ -14,7 +14,10 @@ from swe_rl.envs.install_tools import uv_binary
 from swe_rl.envs.lock import LOCK_NAME
 from swe_rl.envs.recipe import InstallOptions
 
-pytestmark = pytest.mark.skipif(uv_binary() is None, reason="uv is not installed (pip install uv)")
+pytestmark = [
+    pytest.mark.skipif(uv_binary() is None, reason="uv is not installed (pip install uv)"),
+    pytest.mark.heavy,  # real environment builds, ~10 s each
+]
 
 # pip asks for setuptools and wheel to be importable before a --no-use-pep517 install (the index serves a module
 # of that name, which installing a wheel does not use)

@@ -23,7 +23,10 @@ from swe_rl.envs.recipe import InstallOptions
 from swe_rl.errors import EnvBuildError
 from swe_rl.tasks.model import Task
 
-pytestmark = pytest.mark.skipif(uv_binary() is None, reason="uv is not installed (pip install uv)")
+pytestmark = [
+    pytest.mark.skipif(uv_binary() is None, reason="uv is not installed (pip install uv)"),
+    pytest.mark.heavy,  # real environment builds, ~10 s each
+]
 
 SETUP_DATE = "2021-06-01T00:00:00Z"  # the environment setup commit's
 

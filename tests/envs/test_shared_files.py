@@ -8,11 +8,14 @@ from __future__ import annotations
 import subprocess
 from pathlib import Path
 
+import pytest
 from tests.conftest import available_factory
 
 from swe_rl.envs.cache import EnvCache
 from swe_rl.envs.gitpacks import SHARED_FILES
 from swe_rl.tasks.model import Task
+
+pytestmark = pytest.mark.ns
 
 
 def _git(cwd: Path, *args: str) -> str:

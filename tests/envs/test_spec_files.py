@@ -14,7 +14,10 @@ from swe_rl.envs.recipe import EnvRecipe
 from swe_rl.envs.venv import create_venv, ensure_pip, host_interpreter
 from swe_rl.errors import EnvBuildError
 
-pytestmark = pytest.mark.skipif(uv_binary() is None, reason="uv is not installed (pip install uv)")
+pytestmark = [
+    pytest.mark.skipif(uv_binary() is None, reason="uv is not installed (pip install uv)"),
+    pytest.mark.heavy,  # real environment builds, ~10 s each
+]
 
 
 @pytest.fixture

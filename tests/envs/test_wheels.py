@@ -20,7 +20,10 @@ from swe_rl.envs.dating import widened_in
 from swe_rl.envs.install_tools import uv_binary
 from swe_rl.envs.lock import LOCK_NAME
 
-pytestmark = pytest.mark.skipif(uv_binary() is None, reason="uv is not installed (pip install uv)")
+pytestmark = [
+    pytest.mark.skipif(uv_binary() is None, reason="uv is not installed (pip install uv)"),
+    pytest.mark.heavy,  # real environment builds, ~10 s each
+]
 
 HERE = next(iter(sys_tags()))  # this Python's most specific tag, e.g. cp311-cp311-manylinux_2_35_x86_64
 PLATFORM_TAG = f"{HERE.interpreter}-{HERE.abi}-{HERE.platform}"

@@ -4,6 +4,7 @@ warm runner). Real ns sandboxes, a scripted model, episode/run.py's own path."""
 
 from __future__ import annotations
 
+import pytest
 from tests.conftest import available_factory
 
 from swe_rl.agent.config import load_agent_config
@@ -11,6 +12,8 @@ from swe_rl.episode.run import run_episode
 from swe_rl.harness.grade_many import Grader
 from swe_rl.llm.base import SamplingParams
 from swe_rl.llm.scripted import SUBMIT, ScriptedLLM, bash_reply
+
+pytestmark = pytest.mark.ns
 
 # Leftovers of every kind a command can make: files in /tmp, /dev/shm and the repository, a commit, and
 # a daemon of its own session that keeps writing into the repository.

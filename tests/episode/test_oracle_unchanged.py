@@ -15,6 +15,8 @@ import pytest
 from tests.conftest import available_factory
 from tests.episode.oracle_fixture import collect
 
+pytestmark = pytest.mark.ns
+
 FIXTURE = Path(__file__).parents[1] / "fixtures" / "oracle_episodes.json"
 
 

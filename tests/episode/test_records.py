@@ -22,6 +22,8 @@ from swe_rl.rundir import RunDir
 from swe_rl.runs.evaluation import Attempts, EvalSettings, run_eval
 from swe_rl.train.grpo import RolloutLog, training_summary
 
+pytestmark = pytest.mark.ns
+
 PARAMS = SamplingParams(max_tokens=512)
 # one of each outcome: resolved, unresolved by its diff, unresolved with malformed replies; and a task
 # whose env cannot be built (an infrastructure failure, graded by neither run)

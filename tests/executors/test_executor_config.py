@@ -61,6 +61,7 @@ def test_the_configs_are_one_discriminated_union() -> None:
         adapter.validate_python({"kind": "nowhere"})
 
 
+@pytest.mark.ns
 async def test_build_makes_the_executor_the_config_names() -> None:
     executor = parse_executor("local").build(capacity=3)
     try:
@@ -75,6 +76,7 @@ async def test_build_makes_the_executor_the_config_names() -> None:
         await pooled.close()
 
 
+@pytest.mark.ns
 async def test_reuse_is_a_local_or_pool_executors_and_a_model_object_stays_in_its_process(tasks) -> None:
     from swe_rl.episode.request import EpisodeRequest, HeldModel
     from swe_rl.llm.select import ModelChoice

@@ -6,7 +6,11 @@ import json
 import subprocess
 import sys
 
+import pytest
+
 from swe_rl.executors.local import LocalExecutor
+
+pytestmark = pytest.mark.ns
 
 
 def test_eval_with_the_pool_executor_resolves_through_the_pool(remote_service, tmp_path):

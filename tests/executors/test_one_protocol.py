@@ -68,6 +68,7 @@ def _artifacts(tmp_path: Path) -> None:
         assert Path(r["artifacts"], "patch.diff").read_text().strip(), "the oracle's patch was kept"
 
 
+@pytest.mark.ns
 @pytest.mark.parametrize("kind", ["local", "pool", "service"])
 def test_eval_resolves_every_builtin_task_through_each_executor(kind, tasks, tmp_path, request):
     where = {"local": ["--executor", "local", "--backend", "ns"]}.get(kind)
@@ -82,6 +83,7 @@ def test_eval_resolves_every_builtin_task_through_each_executor(kind, tasks, tmp
     _artifacts(tmp_path)
 
 
+@pytest.mark.ns
 @pytest.mark.parametrize(
     ("option", "message"),
     [
@@ -124,6 +126,7 @@ def _template_attack(marker: Path) -> dict:
     return config
 
 
+@pytest.mark.ns
 async def test_a_rollout_server_runs_no_inline_agent_config(rollout_server, tasks, tmp_path):
     task = tasks[0].to_record()
     model = NamedModel(llm="scripted:oracle").model_dump()
@@ -160,6 +163,7 @@ async def test_a_rollout_server_runs_no_inline_agent_config(rollout_server, task
     )
 
 
+@pytest.mark.ns
 @pytest.mark.parametrize(
     ("extra", "message"),
     [

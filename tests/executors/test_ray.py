@@ -79,6 +79,7 @@ def _max_overlap(spans: list[tuple[float, float]]) -> int:
     return peak
 
 
+@pytest.mark.ns
 async def test_rollouts_go_to_the_node_that_holds_their_env(cluster, tasks, tmp_path):
     textkit = [t for t in tasks if "textkit" in t.instance_id][:2]
     executor = _executor()
@@ -96,6 +97,7 @@ async def test_rollouts_go_to_the_node_that_holds_their_env(cluster, tasks, tmp_
     assert all(hosts[n]["completed"] == 0 and not hosts[n]["builds"] for n in cold)
 
 
+@pytest.mark.ns
 def test_eval_cli_on_three_nodes_resolves_all_within_each_nodes_slots(cluster, tasks, tmp_path):
     where = ["--executor", f"ray:{cluster.cluster.address}", "--output-dir", str(tmp_path / "run")]
     out = subprocess.run(
@@ -143,6 +145,7 @@ def test_eval_cli_on_three_nodes_resolves_all_within_each_nodes_slots(cluster, t
         assert shown[node_id]["host"]["running"] == [] and shown[node_id]["free"]["sandbox"] == slots
 
 
+@pytest.mark.ns
 async def test_token_level_rollout_on_ray_equals_the_local_executor(cluster, task_by_id, envs):
     from swe_rl.executors.base import Policy, RolloutRequest
     from swe_rl.executors.local import LocalExecutor
@@ -167,6 +170,7 @@ async def test_token_level_rollout_on_ray_equals_the_local_executor(cluster, tas
     assert len(remote.samples) == 3
 
 
+@pytest.mark.ns
 async def test_killing_a_node_mid_run_loses_no_task_and_scores_no_failure(cluster, tasks, tmp_path):
     executor = _executor(retries=1)
     victim = cluster.nodes[1]  # the node with two slots
@@ -267,6 +271,7 @@ def test_missing_ray_names_the_extra():
     assert "swe-rl[ray]" in out.stdout
 
 
+@pytest.mark.ns
 def test_the_jobs_workers_import_the_grading_code_when_they_start(cluster):
     """swe-rl joins a cluster with a worker set-up hook: a worker that has graded nothing yet has swebench's
     grading imported already, so no rollout waits 2 s for it at its first verdict."""

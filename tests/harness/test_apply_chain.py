@@ -7,10 +7,13 @@ import shutil
 import subprocess
 from pathlib import Path
 
+import pytest
 from tests.conftest import available_factory
 
 from swe_rl.harness.grade_patch import grade_patch
 from swe_rl.tasks.model import Task
+
+pytestmark = pytest.mark.ns
 
 WRAP = "swe-rl-builtin__textkit-3"
 DOC = '    """``text`` cut to at most ``limit`` characters, ending in ``ellipsis`` when cut."""\n'

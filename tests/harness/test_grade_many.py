@@ -14,6 +14,8 @@ from swe_rl.harness.grade_many import Grader, Slot
 from swe_rl.harness.grade_patch import grade_in, grade_patch
 from swe_rl.sandbox.base import Limits
 
+pytestmark = pytest.mark.ns
+
 # A conftest.py at the repo's root runs in every test run of its grading: it plants the task's fix for a
 # later grading (a daemon that waits out the reset), lowers the limits and priority of the sandbox's shell
 # (pid 1) and of every other process it can reach (the warm runner among them), and stops the runner.

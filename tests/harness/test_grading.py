@@ -30,6 +30,8 @@ def validation(validations) -> ValidationReport:
     return validations["local"]
 
 
+@pytest.mark.ns
+@pytest.mark.docker
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_every_builtin_task_is_valid(validations, tasks, backend):
     validation = validations[backend]
@@ -38,6 +40,8 @@ def test_every_builtin_task_is_valid(validations, tasks, backend):
     assert validation.valid == len(tasks)
 
 
+@pytest.mark.ns
+@pytest.mark.docker
 def test_verdicts_are_identical_on_every_backend(validations):
     def verdicts(report: ValidationReport) -> list[tuple]:
         return [
@@ -61,6 +65,8 @@ def _official(task, log: str, tmp_path):
     return found and get_resolution_status(report) == "RESOLVED_FULL", report
 
 
+@pytest.mark.ns
+@pytest.mark.docker
 def test_verdicts_equal_swebench_grading_on_the_same_logs(validations, task_by_id, tmp_path):
     for result in [r for report in validations.values() for r in report.results]:
         task = task_by_id[result.instance_id]
@@ -71,6 +77,8 @@ def test_verdicts_equal_swebench_grading_on_the_same_logs(validations, task_by_i
                 assert verdict.tests_status[kind] == report[kind], (task.instance_id, kind)
 
 
+@pytest.mark.ns
+@pytest.mark.docker
 def test_ids_with_spaces_are_keyed_as_the_official_parser_keys_them(validation):
     gold = next(r.gold for r in validation.results if r.instance_id == "swe-rl-builtin__textkit-1")
     assert "tests/test_slug.py::test_runs_collapse[Hello" in gold.tests_status["FAIL_TO_PASS"]["success"]

@@ -6,12 +6,15 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
 from tests.conftest import available_factory
 
 from swe_rl.harness import inventory
 from swe_rl.harness.evalscript import CANDIDATE_PATCH
 from swe_rl.harness.staging import stage
 from swe_rl.sandbox.base import EnvSpec, ExecResult, Limits, Sandbox
+
+pytestmark = pytest.mark.ns
 
 NAMES = [f"textkit/generated_{i:03d}_{'x' * 40}.py" for i in range(80)]
 

@@ -15,6 +15,8 @@ from swe_rl.harness.grade_many import Grader
 from swe_rl.harness.grade_patch import grade_in, grade_patch
 from swe_rl.harness.verdict import GradingMode, Verdict
 
+pytestmark = pytest.mark.ns
+
 
 def _key(verdict: Verdict) -> tuple[str, dict[str, str]]:
     return verdict.status, verdict.tests_status

@@ -677,6 +677,7 @@ def test_log_forging_from_the_fixed_module(graded):
     assert (outcome.strict.resolved, outcome.strict.seal) == (False, "contradicted")
 
 
+@pytest.mark.ns
 def test_strict_mode_resolves_every_gold_patch(graded, tasks, envs, request):
     """The rule refuses no genuine fix: every builtin gold patch resolves in strict mode, unflagged."""
     backend = request.node.callspec.params["graded"]
@@ -713,6 +714,7 @@ def test_strict_mode_resolves_every_gold_patch(graded, tasks, envs, request):
         asyncio.run(factory.close())
 
 
+@pytest.mark.ns
 def test_training_rewards_grade_in_strict_mode(task_by_id, envs):
     """A rollout whose policy submits a conftest.py that forces passes earns the failure reward; the
     same submission graded in official mode resolves (the control)."""
@@ -731,6 +733,7 @@ def test_training_rewards_grade_in_strict_mode(task_by_id, envs):
     assert official.resolved and _rules(official) == {"conftest"}
 
 
+@pytest.mark.ns
 def test_grade_command_takes_the_grading_mode(task_by_id, envs, tmp_path):
     """`swe-rl grade --grading strict` scores the conftest attack unresolved where the default (official)
     resolves and flags it; a run is resumed only in the mode it was graded in."""
@@ -766,6 +769,7 @@ def test_grade_command_takes_the_grading_mode(task_by_id, envs, tmp_path):
     assert mixed.returncode != 0 and "--grading official" in mixed.stderr
 
 
+@pytest.mark.ns
 async def test_a_tree_the_inventory_cannot_read_before_the_patch_is_an_infra_error(task_by_id, envs):
     """Before the patch the tree is the env's, not the agent's: strict mode raises (unscored, retried)
     instead of refusing; official mode grades as the harness does and says the inventory is missing."""

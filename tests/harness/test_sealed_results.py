@@ -172,6 +172,7 @@ async def test_the_gold_patch_is_sealed(backend, wrap):
     assert verdict.resolved and verdict.seal == "confirmed", verdict.log[-3000:]
 
 
+@pytest.mark.ns
 async def test_a_seal_signed_with_the_key_would_be_taken(wrap, monkeypatch):
     """The control of ``forged_seal``: the same code, where the key is left where a test can read it,
     signs its own results and strict mode resolves it. So only the key's absence stops it."""
@@ -189,6 +190,7 @@ async def test_a_seal_signed_with_the_key_would_be_taken(wrap, monkeypatch):
     assert "LIVE-forge key=found" in verdict.log
 
 
+@pytest.mark.ns
 async def test_forked_runs_are_sealed(wrap):
     """Through one Grader (ns): the sandbox is reset in place and the warm runner forks the runs."""
     task, env, patches = wrap

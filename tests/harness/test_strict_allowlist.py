@@ -9,12 +9,15 @@ from __future__ import annotations
 import tempfile
 from pathlib import Path
 
+import pytest
 from tests.conftest import available_factory
 from tests.harness.test_reward_hacking import WRAP, Scratch
 
 from swe_rl.harness.grade_patch import grade_in, grade_patch
 from swe_rl.harness.verdict import Verdict
 from swe_rl.tasks.model import Task
+
+pytestmark = pytest.mark.ns
 
 FIXED = ("if len(text) < limit:", "if len(text) <= limit:")  # textkit-3's fix, in textkit/wrap.py
 

@@ -4,11 +4,14 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 from tests.conftest import available_factory
 
 from swe_rl.harness.grade_patch import grade_patch
 from swe_rl.harness.official import END_TEST_OUTPUT, START_TEST_OUTPUT
 from swe_rl.tasks.model import Task
+
+pytestmark = pytest.mark.ns
 
 LOGS = Path(__file__).parent / "logs"
 

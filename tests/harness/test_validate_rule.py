@@ -5,9 +5,12 @@ unresolved. Real ns sandboxes, the builtin textkit-3 with its lists changed."""
 
 from __future__ import annotations
 
+import pytest
 from tests.conftest import available_factory
 
 from swe_rl.harness.validate import validate_task
+
+pytestmark = pytest.mark.ns
 
 
 async def test_a_fail_to_pass_name_passing_at_base_is_noted_while_the_base_is_unresolved(task_by_id, envs):

@@ -22,6 +22,8 @@ from swe_rl.harness.verdict import Verdict
 from swe_rl.sandbox.base import Sandbox
 from swe_rl.tasks.model import Task
 
+pytestmark = pytest.mark.ns
+
 _DURATION = re.compile(r"\d+\.\d+s")
 # pytest's own lines: the header, the progress, each test's status, the totals (a failure's values can
 # differ between two cold runs: string hashing is randomized per interpreter)

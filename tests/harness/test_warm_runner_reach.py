@@ -19,6 +19,8 @@ from tests.conftest import available_factory, readme_patch
 from swe_rl.harness.grade_many import Grader
 from swe_rl.harness.grade_patch import grade_in, grade_patch
 
+pytestmark = pytest.mark.ns
+
 FORGE = """import pytest
 
 @pytest.hookimpl(hookwrapper=True)

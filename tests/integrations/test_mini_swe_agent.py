@@ -33,6 +33,7 @@ else:
     inspector = pytest.importorskip("minisweagent.run.utilities.inspector")
 
 
+@pytest.mark.ns
 async def test_mini_swe_agents_inspector_opens_a_swe_rl_run(tmp_path, task_by_id, envs):
     tasks = [task_by_id["swe-rl-builtin__textkit-3"], task_by_id["swe-rl-builtin__textkit-4"]]
     settings = EvalSettings(output_dir=tmp_path / "run", max_concurrent=2, args={"model": "oracle"})
@@ -77,6 +78,7 @@ def _mswea(reply: str) -> str:
     return reply.replace("```bash\n", "```mswea_bash_command\n")
 
 
+@pytest.mark.ns
 async def test_swe_rl_runs_mini_swe_agents_own_swebench_backticks_config(tmp_path, task_by_id, envs):
     path = _shipped_config("swebench_backticks.yaml")
     config = load_agent_config(str(path))

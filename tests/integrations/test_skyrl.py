@@ -158,6 +158,7 @@ def _batch(tasks, groups: list[str]) -> dict[str, Any]:
     }
 
 
+@pytest.mark.ns
 async def test_one_exact_multi_turn_output_per_prompt(task_by_id, envs, tok):
     tasks = [task_by_id["swe-rl-builtin__textkit-1"], task_by_id["swe-rl-builtin__textkit-3"]]
     for t in tasks:
@@ -186,6 +187,7 @@ async def test_one_exact_multi_turn_output_per_prompt(task_by_id, envs, tok):
         assert len(mine) >= 2 and sum(mask) < len(mask)  # observations in between are masked out
 
 
+@pytest.mark.ns
 async def test_step_wise_outputs_are_the_exact_steps(task_by_id, envs, tok):
     task = task_by_id["swe-rl-builtin__textkit-3"]
     envs.ensure(task)
@@ -202,6 +204,7 @@ async def test_step_wise_outputs_are_the_exact_steps(task_by_id, envs, tok):
     assert all(set(m) == {1} for m in out["loss_masks"]) and set(out["rewards"]) == {1.0}
 
 
+@pytest.mark.ns
 async def test_infra_failures_are_never_scored(task_by_id, envs, tok):
     good, bad = task_by_id["swe-rl-builtin__textkit-1"], task_by_id["swe-rl-builtin__textkit-3"]
     envs.ensure(good)
@@ -244,6 +247,7 @@ async def test_infra_failures_are_never_scored(task_by_id, envs, tok):
             await step_wise.generate(_batch([bad], ["g"]))
 
 
+@pytest.mark.ns
 async def test_a_rollout_failed_by_infrastructure_is_run_again_per_trajectory(task_by_id, envs, tok):
     """Per trajectory every output counts in its group's statistics (a placeholder moves the std and RLOO's
     baselines: bench/skyrl_advantages.py), so a rollout that failed on infrastructure is run again first."""
@@ -300,6 +304,7 @@ def test_sampling_and_policy_from_skyrl_objects(monkeypatch):
         SkyRLGenerator.from_skyrl(cfg, tokenizer, client)
 
 
+@pytest.mark.ns
 async def test_a_row_without_a_task_is_a_clear_error():
     gen = SkyRLGenerator(Policy(url="http://127.0.0.1:1"), executor=get_executor("local:ns"))
     with pytest.raises(ConfigError, match="instance"):

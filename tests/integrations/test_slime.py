@@ -20,6 +20,7 @@ def _settings(monkeypatch, shared_executors):
     monkeypatch.setenv("SWE_RL_BACKEND", "ns")
 
 
+@pytest.mark.ns
 async def test_generate_returns_exact_step_samples_with_rewards(task_by_id, envs):
     Sample = miles_types.Sample
     task = task_by_id["swe-rl-builtin__textkit-3"]
@@ -45,6 +46,7 @@ async def test_generate_returns_exact_step_samples_with_rewards(task_by_id, envs
     assert await reward_func(args, samples[0]) == {"score": 1.0, "acc": 1.0}
 
 
+@pytest.mark.ns
 async def test_infra_failure_is_removed_not_scored(task_by_id, envs, monkeypatch):
     Sample = miles_types.Sample
     task = task_by_id["swe-rl-builtin__textkit-3"]

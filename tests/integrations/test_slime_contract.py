@@ -78,6 +78,7 @@ def _settings(monkeypatch, shared_executors):
     monkeypatch.setenv("SWE_RL_BACKEND", "ns")
 
 
+@pytest.mark.ns
 @pytest.mark.parametrize("dynamic_history", ["1", "0"])
 async def test_adapter_output_passes_slimes_validation_and_reward_key(
     task_by_id, envs, monkeypatch, dynamic_history
@@ -116,6 +117,7 @@ async def test_adapter_output_passes_slimes_validation_and_reward_key(
     assert [r["score"] for r in await reward_func(args, out)] == [1.0] * len(out)
 
 
+@pytest.mark.ns
 async def test_float_rewards_on_request(task_by_id, envs, monkeypatch):
     monkeypatch.setenv("SWE_RL_SLIME_REWARD", "float")
     task = task_by_id["swe-rl-builtin__textkit-3"]

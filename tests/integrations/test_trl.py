@@ -27,6 +27,7 @@ def reusing_local_executor(monkeypatch):  # type: ignore[no-untyped-def]
     monkeypatch.setenv("SWE_RL_CAPACITY", "2")
 
 
+@pytest.mark.ns
 def test_the_rollout_function_runs_on_the_executor_swe_rl_executor_names(tasks, monkeypatch):
     monkeypatch.setenv("SWE_RL_EXECUTOR", "service:http://127.0.0.1:9")
     with pytest.raises(ConfigError, match="executor service runs episodes in other processes"):
@@ -40,6 +41,7 @@ def test_the_rollout_function_runs_on_the_executor_swe_rl_executor_names(tasks, 
         func.close()
 
 
+@pytest.mark.ns
 def test_grpo_episodes_reuse_the_executors_sandboxes_across_steps(
     tasks, envs, tmp_path, reusing_local_executor
 ):

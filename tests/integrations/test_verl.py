@@ -54,6 +54,7 @@ def _instantiate(tok, prompt_length: int = 4096, response_length: int = 8192):
     )
 
 
+@pytest.mark.ns
 async def test_registered_loop_returns_exact_agent_loop_output(task_by_id, envs, tok, monkeypatch):
     task = task_by_id["swe-rl-builtin__textkit-3"]
     envs.ensure(task)
@@ -90,6 +91,7 @@ async def test_registered_loop_returns_exact_agent_loop_output(task_by_id, envs,
     assert batch["rm_scores"].tolist()[-1] == 1.0 and sum(batch["rm_scores"].tolist()) == 1.0
 
 
+@pytest.mark.ns
 async def test_limits_and_infra_failures(task_by_id, envs, tok):
     task = task_by_id["swe-rl-builtin__textkit-3"]
     envs.ensure(task)

@@ -39,6 +39,7 @@ def test_the_gguf_is_found_without_importing_its_package():
         assert imported.returncode != 0 and "ModuleNotFoundError" in imported.stderr
 
 
+@pytest.mark.heavy
 def test_smollm2_eval_completes_and_keeps_token_ids(tmp_path, tasks):
     out = tmp_path / "run"
     done = subprocess.run(

@@ -61,6 +61,7 @@ def test_compact_oracle_is_two_turns_that_test_then_submit(task_by_id):
     assert "sed -i '35s/text) </text) <=/' textkit/wrap.py && python -m pytest" in one_line
 
 
+@pytest.mark.ns
 def test_compact_oracle_resolves_with_the_compact_agent_config(task_by_id, envs, tmp_path):
     import asyncio
 
@@ -117,6 +118,7 @@ def test_sed_fix_declines_what_one_sed_line_cannot_say():
     assert sed_fix(two_lines) is None and sed_fix(insertion) is None and sed_fix(quoted) is None
 
 
+@pytest.mark.ns
 def test_debug_oracle_runs_the_failing_test_fixes_then_submits(task_by_id, envs, tmp_path):
     import asyncio
 

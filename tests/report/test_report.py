@@ -18,6 +18,8 @@ from swe_rl.llm.oracle import scripted_for
 from swe_rl.report import render_report
 from swe_rl.runs.evaluation import Attempts, EvalSettings, run_eval
 
+pytestmark = pytest.mark.ns
+
 CHROMIUM_FLAGS = [
     "--headless",
     "--no-sandbox",

@@ -79,6 +79,7 @@ def tiny():
     return model, tok
 
 
+@pytest.mark.heavy
 @pytest.mark.parametrize("temperature", [1.0, 0.7])
 async def test_batched_policy_batches_turns_and_its_logprobs_are_the_models(tiny, temperature):
     from swe_rl.llm.hf import BatchedHFPolicy
@@ -109,6 +110,7 @@ async def test_batched_policy_batches_turns_and_its_logprobs_are_the_models(tiny
         assert torch.allclose(expected, torch.tensor(b.logprobs), atol=1e-3)
 
 
+@pytest.mark.ns
 async def test_rollout_output_for_trl_masks_observations_and_failures(task_by_id, envs, tok):
     from swe_rl.executors.local import LocalExecutor
     from swe_rl.llm.scripted import ScriptedLLM
@@ -139,6 +141,7 @@ async def test_rollout_output_for_trl_masks_observations_and_failures(task_by_id
     assert out["env_mask"][1] == [0] and out["swe_status"][1] == "infra_error"
 
 
+@pytest.mark.ns
 def test_grpo_run_with_trl_writes_curve_metrics_and_a_loadable_model(tasks, envs, tmp_path):
     from transformers import AutoModelForCausalLM
 
@@ -183,6 +186,7 @@ def test_grpo_run_with_trl_writes_curve_metrics_and_a_loadable_model(tasks, envs
         grpo_mod.train_grpo(tasks[:1], settings, envs, load_agent_config())
 
 
+@pytest.mark.ns
 def test_eval_with_a_local_model_batches_concurrent_agents(tasks, envs, tmp_path):
     from swe_rl.llm.select import choose_model
     from swe_rl.runs.evaluation import Attempts, EvalSettings, run_eval
@@ -220,6 +224,7 @@ class _CharIdsServerTokenizer:
         return self.tok.convert_tokens_to_ids(token)
 
 
+@pytest.mark.ns
 async def test_sglang_rollout_is_one_exact_sample_even_when_sampled_ids_are_not_canonical(
     task_by_id, envs, tok
 ):
@@ -263,6 +268,7 @@ def test_frozen_token_embeddings_get_no_gradient_and_the_layers_do():
     assert layer.grad is not None and layer.grad.abs().sum() > 0
 
 
+@pytest.mark.heavy
 def test_micro_batches_make_the_update_the_whole_step_makes(tmp_path):
     """`--micro-batch`: the TRL config a run with micro-batches gets (grpo._grpo_config) generates a step's
     episodes once and sums their micro-batches' gradients into one update, the update of all at once. Real

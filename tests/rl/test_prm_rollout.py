@@ -14,6 +14,7 @@ from swe_rl.llm.oracle import oracle_policy
 tokenizer_mod = pytest.importorskip("swe_rl.rl.tokenizer", exc_type=ImportError)
 
 
+@pytest.mark.ns
 async def test_judge_scores_steps_m_times_and_the_reward_is_outcome_plus_coef_mean(task_by_id, envs):
     task = task_by_id["swe-rl-builtin__textkit-3"]
     tok = tokenizer_mod.qwen_tokenizer()

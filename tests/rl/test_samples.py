@@ -90,6 +90,7 @@ async def _trajectory(tok, mode: str, task, env):
         )
 
 
+@pytest.mark.ns
 @pytest.mark.parametrize("mode", list(MODES))
 async def test_samples_are_exactly_what_was_sent_and_generated(tok, mode, task_by_id, envs):
     task = task_by_id["swe-rl-builtin__textkit-3"]
@@ -125,6 +126,7 @@ def _check_mask_marks_generated(sample: TrainingSample, steps) -> None:
     assert len(sample.loss_mask) == len(sample.rollout_logprobs) == sample.response_length
 
 
+@pytest.mark.ns
 @pytest.mark.parametrize("mode", list(MODES))
 async def test_fixed_base_fallback_rebuilds_the_exact_ids(tok, mode, task_by_id, envs):
     task = task_by_id["swe-rl-builtin__textkit-3"]

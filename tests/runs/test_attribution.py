@@ -91,6 +91,7 @@ def _assert_unscored(result: RolloutResult) -> None:
     assert result.reward is None and result.resolved is None and not result.samples
 
 
+@pytest.mark.ns
 @pytest.mark.parametrize("attack", sorted(ATTACKS))
 async def test_what_the_agent_does_to_its_own_sandbox_is_scored(attack, backend, task_by_id, envs, tok):
     name, factory = backend
@@ -127,6 +128,7 @@ async def test_a_sandbox_that_cannot_be_created_is_infra(task_by_id, envs, tok):
     assert "SandboxUnavailableError" in (result.error or "") and llm.calls == 0  # control: no agent ran
 
 
+@pytest.mark.ns
 async def test_an_env_that_cannot_be_built_is_infra(envs, tok):
     broken = unbuildable_task()
     llm = _scripted(["ls"])
@@ -135,6 +137,7 @@ async def test_an_env_that_cannot_be_built_is_infra(envs, tok):
     assert "nobody/nothing" in (result.error or "") and llm.calls == 0  # control: the build failed
 
 
+@pytest.mark.ns
 async def test_an_unreachable_model_server_is_infra(task_by_id, envs, tok):
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -148,6 +151,7 @@ async def test_an_unreachable_model_server_is_infra(task_by_id, envs, tok):
     assert "LLMError" in (result.error or "")
 
 
+@pytest.mark.docker
 async def test_a_grading_sandbox_that_fails_is_infra(task_by_id, envs, tok):
     factory = available_factory("docker")
     task = task_by_id[TASK]
@@ -171,6 +175,7 @@ async def test_a_grading_sandbox_that_fails_is_infra(task_by_id, envs, tok):
     assert "cannot start container" in (result.error or "")
 
 
+@pytest.mark.ns
 async def test_an_exec_server_killed_mid_episode_is_infra(task_by_id, envs, tok):
     available_factory("ns")
     node = exec_server().start()
@@ -257,6 +262,7 @@ def _ours(client: Any) -> set[str]:
     return {c.id for c in found if c.labels.get(OWNER_LABEL) == _owner()}
 
 
+@pytest.mark.docker
 async def test_an_unreachable_docker_engine_is_infra(task_by_id, envs, tok, monkeypatch):
     available_factory("docker")
     host = os.environ.get("DOCKER_HOST", "unix:///var/run/docker.sock")
@@ -287,6 +293,7 @@ async def test_an_unreachable_docker_engine_is_infra(task_by_id, envs, tok, monk
     assert "BackendLostError" in (result.error or "") and "does not answer" in (result.error or "")
 
 
+@pytest.mark.ns
 async def test_eval_counts_an_agent_caused_failure_as_an_unresolved_attempt(tmp_path, task_by_id, envs):
     breaker, fixed = task_by_id[TASK], task_by_id["swe-rl-builtin__statkit-3"]
     # the executor gets each task as its record (it may run elsewhere): the model tells them apart by id

@@ -66,6 +66,7 @@ def _expected_cost(folder: Path) -> float:
     return sum(s.completion.prompt_tokens * IN + s.completion.completion_tokens * OUT for s in traj.steps)
 
 
+@pytest.mark.ns
 async def test_cost_per_call_per_attempt_and_per_run(tmp_path, tasks, envs, price_file):
     prices = load_prices(price_file, use_litellm=False)
     summary = await run_eval(
@@ -90,6 +91,7 @@ async def test_cost_per_call_per_attempt_and_per_run(tmp_path, tasks, envs, pric
     assert summary["stopped"] is None and summary["run_cost_usd"] == pytest.approx(summary["cost_usd"])
 
 
+@pytest.mark.ns
 async def test_attempt_cost_limit_ends_the_agent(tmp_path, tasks, envs, price_file):
     prices = load_prices(price_file, use_litellm=False)
     summary = await run_eval(
@@ -111,6 +113,7 @@ async def test_attempt_cost_limit_ends_the_agent(tmp_path, tasks, envs, price_fi
     assert summary["errors"] == 0, "a cost limit is an outcome, not an infrastructure error"
 
 
+@pytest.mark.ns
 def test_run_cost_limit_stops_with_exit_status_4_and_resumes(tmp_path, price_file):
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
     out = tmp_path / "run"

@@ -9,6 +9,7 @@ import re
 import subprocess
 import sys
 
+import pytest
 from tests.conftest import available_factory
 
 from swe_rl.envs.cache import EnvCache
@@ -20,6 +21,7 @@ from swe_rl.tasks.model import Task
 SWE_RL = [sys.executable, "-m", "swe_rl.cli.app"]
 
 
+@pytest.mark.ns
 def test_dataset_build_reports_the_broken_record_and_resumes(tmp_path, tasks):
     good = [tasks[0], tasks[4]]
     broken = tasks[8].model_copy(update={"instance_id": "broken__record-1", "base_commit": "0" * 40})

@@ -11,6 +11,7 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
 from tests.conftest import available_factory, unbuildable_task
 from tests.service.servers import serve_in_thread
 
@@ -30,6 +31,7 @@ def _settings(tmp_path: Path, **kw) -> EvalSettings:
     )
 
 
+@pytest.mark.ns
 async def test_oracle_resolves_every_builtin_task(tmp_path, tasks, envs):
     summary = await run_eval(
         tasks,
@@ -63,6 +65,7 @@ async def test_oracle_resolves_every_builtin_task(tmp_path, tasks, envs):
     assert metrics["agent/turns_mean"] == 3.0 and "agent/model_time_ratio" in metrics
 
 
+@pytest.mark.ns
 async def test_never_submitting_resolves_nothing_and_falls_back_to_the_diff(tmp_path, tasks, envs):
     subset = tasks[:3]
     summary = await run_eval(
@@ -83,6 +86,7 @@ async def test_never_submitting_resolves_nothing_and_falls_back_to_the_diff(tmp_
     assert {r["exit_status"] for r in results} == {"limits_exceeded"}
 
 
+@pytest.mark.ns
 async def test_endpoint_down_is_counted_not_crashed(tmp_path, tasks, envs):
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -101,6 +105,7 @@ async def test_endpoint_down_is_counted_not_crashed(tmp_path, tasks, envs):
     )
 
 
+@pytest.mark.ns
 async def test_env_that_fails_to_build_is_an_error_for_that_task_only(tmp_path, tasks, envs):
     broken = unbuildable_task()
     summary = await run_eval(
@@ -120,6 +125,7 @@ async def test_env_that_fails_to_build_is_an_error_for_that_task_only(tmp_path, 
     assert "no local mirror of nobody/nothing" in results["nobody__nothing-1"]["error"]
 
 
+@pytest.mark.ns
 def test_killed_eval_resumes_without_rerunning_finished_instances(tmp_path, tasks):
     subset = tasks[:4]
     server = FakeLLMServer(oracle_policy(subset), delay_s=0.25)

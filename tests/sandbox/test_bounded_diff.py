@@ -15,6 +15,8 @@ from swe_rl.agent.trajectory import Trajectory
 from swe_rl.errors import BackendLostError, OutputLimitError
 from swe_rl.sandbox.shell import FILE_CAP
 
+pytestmark = pytest.mark.ns
+
 SPARSE = "truncate -s 100G sparse.bin && stat -c '%s %b' sparse.bin"
 PRE_FIX_DIFF = "git add -A >/dev/null && git -c core.quotepath=false diff --cached --no-color --binary HEAD"
 

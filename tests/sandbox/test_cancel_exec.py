@@ -9,6 +9,7 @@ import asyncio
 import contextlib
 import random
 
+import pytest
 from tests.conftest import available_factory
 
 from swe_rl.sandbox.reply import await_status
@@ -22,6 +23,7 @@ async def _check_in_step(box, n: int, rng: random.Random) -> None:  # type: igno
     assert (result.returncode, result.output) == (code, f"{n}\n"), f"round {n}"
 
 
+@pytest.mark.ns
 async def test_a_cancelled_exec_leaves_every_later_reply_right(textkit_env):
     rng = random.Random(38)
     hit_running = 0
@@ -45,6 +47,7 @@ async def test_a_cancelled_exec_leaves_every_later_reply_right(textkit_env):
     assert hit_running >= ROUNDS // 4, hit_running
 
 
+@pytest.mark.ns
 async def test_cancellations_during_the_stop_do_not_desynchronise(textkit_env):
     """The caller cancelled again (five times, 10 ms apart) while the cancelled command is being stopped."""
     async with await available_factory("ns").create(textkit_env) as box:
@@ -116,6 +119,7 @@ def _own_cgroups() -> set[str]:
     }
 
 
+@pytest.mark.ns
 async def test_a_cancelled_create_leaves_no_process_or_cgroup(textkit_env):
     """A create cancelled at any point (the cgroup being made, bwrap starting in the spawner, its greeting
     awaited) leaves nothing: before the fix, a cancellation during the threads lost what they made."""
@@ -139,6 +143,7 @@ async def test_a_cancelled_create_leaves_no_process_or_cgroup(textkit_env):
     assert cancelled >= ROUNDS // 2, cancelled
 
 
+@pytest.mark.ns
 def test_a_cgroup_still_busy_at_close_goes_before_the_next_is_made(monkeypatch):
     """A cgroup that cannot be removed within the deadline (here: it has a child, so rmdir is EBUSY, as
     with a sandbox whose killed processes are slow to exit) is remembered, not forgotten: before the fix

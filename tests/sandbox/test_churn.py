@@ -70,10 +70,12 @@ async def _churn(cycles: int, textkit_env) -> None:
     assert _host_state() == before
 
 
+@pytest.mark.ns
 async def test_churn_with_random_kills_leaves_nothing(textkit_env):
     await _churn(60, textkit_env)
 
 
+@pytest.mark.ns
 @pytest.mark.slow
 async def test_churn_1000_cycles(textkit_env):
     await _churn(1000, textkit_env)
@@ -91,6 +93,7 @@ def _alive_containers(ids: list[str]) -> list[str]:
         client.close()
 
 
+@pytest.mark.docker
 async def test_docker_churn_with_random_kills_leaves_no_container(textkit_env):
     factory = available_factory("docker")
     rng = random.Random(99)
@@ -127,6 +130,7 @@ asyncio.run(main())
 """
 
 
+@pytest.mark.ns
 async def test_cgroups_of_a_killed_process_are_reaped_at_once(textkit_env):
     import asyncio
     import sys
@@ -151,6 +155,7 @@ async def test_cgroups_of_a_killed_process_are_reaped_at_once(textkit_env):
     assert not [d for d in leftovers if d.exists()]
 
 
+@pytest.mark.docker
 def test_docker_reaper_removes_leftovers_of_dead_owners():
     import docker
 
@@ -174,6 +179,7 @@ def test_docker_reaper_removes_leftovers_of_dead_owners():
         client.close()
 
 
+@pytest.mark.ns
 async def test_sandboxes_outlive_the_thread_that_started_the_spawner(textkit_env):
     """The spawner must not die with the worker thread that happened to start it (PDEATHSIG is per thread)."""
     import asyncio

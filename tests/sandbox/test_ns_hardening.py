@@ -64,6 +64,7 @@ def _ns(box: object) -> NsSandbox:
     return box
 
 
+@pytest.mark.ns
 async def test_a_lowered_io_priority_is_put_back(textkit_env):
     """ioprio_set is allowed on a process of the same uid: a command can put the shell (and a kept process)
     in the idle I/O class, and every later command inherits it."""
@@ -93,6 +94,7 @@ for top in sys.argv[2:]:
 """
 
 
+@pytest.mark.ns
 @pytest.mark.parametrize("name", ["d", "deep"])
 async def test_a_deep_tree_is_removed_by_a_reset_in_place(textkit_env, name):
     async with await available_factory("ns").create(textkit_env) as box:
@@ -159,6 +161,7 @@ async def test_the_file_count_is_bounded_by_the_disk_size(backend, textkit_env):
 DEFAULT_AND_WAIT = "import signal, time; [signal.signal(s, signal.SIG_DFL) for s in signal.valid_signals() if s not in (signal.SIGKILL, signal.SIGSTOP)]; time.sleep(30)"
 
 
+@pytest.mark.ns
 async def test_a_command_cannot_end_the_shell_with_a_signal(textkit_env):
     """The shell is the sandbox's pid 1 and has no signal handler, so it ignores every signal a command sends
     it (commands are stopped from the host, ns.py): the sandbox stays usable. Control: the same signals end

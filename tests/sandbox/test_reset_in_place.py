@@ -20,6 +20,8 @@ from tests.conftest import available_factory
 from swe_rl.sandbox.bwrap import MOUNTPOINT
 from swe_rl.sandbox.ns import NsSandbox
 
+pytestmark = pytest.mark.ns
+
 # What a command can leave behind, each kind at least once.
 DIRTY = r"""
 echo edited >> README.md && echo new > NEW.txt && rm -f setup.cfg && git add -A && git commit -qm wip

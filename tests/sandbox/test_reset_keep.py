@@ -3,7 +3,10 @@ a command can lower for its whole sandbox. Real ns sandboxes."""
 
 from __future__ import annotations
 
+import pytest
 from tests.conftest import available_factory
+
+pytestmark = pytest.mark.ns
 
 START = "setsid sleep 1000 >/dev/null 2>&1 < /dev/null & echo $!"
 

@@ -122,6 +122,7 @@ def _host_uid(pid: int) -> int:
     raise AssertionError(pid)
 
 
+@pytest.mark.ns
 async def test_no_ns_sandbox_process_is_host_root(textkit_env):
     factory = available_factory("ns")
     async with await factory.create(textkit_env) as box:
@@ -246,6 +247,7 @@ def _watched(box, request) -> list[int | str]:
     return ["self", request.getfixturevalue("remote_service").proc.pid, server]
 
 
+@pytest.mark.ns
 async def test_oversized_patch_and_file_are_refused_with_bounded_memory(
     hostile_factory, textkit_env, request
 ):
@@ -287,6 +289,7 @@ async def test_huge_command_output_is_capped_with_bounded_memory(hostile_factory
         assert _peak_growth_mib() < 64
 
 
+@pytest.mark.ns
 async def test_an_env_missing_from_the_cache_is_a_typed_error(textkit_env, tmp_path):
     factory = available_factory("ns")
     gone = textkit_env.model_copy(update={"testbed": tmp_path / "no-such-testbed"})

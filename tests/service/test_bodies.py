@@ -20,6 +20,8 @@ from swe_rl.sandbox.exec_protocol import FileWriteRequest
 from swe_rl.service.server_kit import BODY_CAPS, CHUNKED_MAX, MIB
 from tests.service.servers import exec_server, pool_server, post
 
+pytestmark = pytest.mark.ns
+
 BOUND_MIB = 64  # what an over-cap body may add to a server's peak memory
 CHUNK = b"A" * MIB  # valid base64, so the body is a well-formed request up to where it is cut
 

@@ -18,6 +18,8 @@ import pytest
 from tests.conftest import available_factory
 from tests.service.servers import exec_server, post
 
+pytestmark = pytest.mark.ns
+
 TASK = "swe-rl-builtin__textkit-3"
 # Applies to textkit-3's base commit but fixes nothing.
 NO_FIX = """diff --git a/textkit/wrap.py b/textkit/wrap.py

@@ -138,6 +138,7 @@ MALFORMED = [
 ]
 
 
+@pytest.mark.ns
 @pytest.mark.parametrize(("path", "fields"), MALFORMED, ids=[f"{p}-{sorted(f)}" for p, f in MALFORMED])
 def test_pool_answers_400_to_malformed_fields_of_a_live_lease(leased, path, fields):
     client, lease_id = leased
@@ -147,6 +148,7 @@ def test_pool_answers_400_to_malformed_fields_of_a_live_lease(leased, path, fiel
     assert client.post("/exec", json={"lease_id": lease_id, "command": "echo ok"}).json()["output"] == "ok\n"
 
 
+@pytest.mark.ns
 @settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(path=st.sampled_from(POOL_PATHS[1:7]), fields=st.dictionaries(keys, values, max_size=5))
 def test_pool_with_a_live_lease_never_answers_500(leased, path, fields):

@@ -49,6 +49,8 @@ from swe_rl.llm.scripted import SUBMIT, bash_reply
 from tests.conftest import available_factory
 from tests.service.servers import Server, free_port, serve_in_thread
 
+pytestmark = pytest.mark.ns
+
 tokenizer_mod = pytest.importorskip("swe_rl.rl.tokenizer", exc_type=ImportError)
 
 # GenerateState.sampling_params with run-qwen3-4b-instruct.sh's rollout settings (temperature 0.8,

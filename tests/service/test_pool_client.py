@@ -4,12 +4,16 @@ from __future__ import annotations
 
 import asyncio
 
+import pytest
+
 from swe_rl.executors.local import LocalExecutor
 from swe_rl.integrations.adapter_kit import close_shared_executors, shared_executor
 from swe_rl.integrations.settings import AdapterSettings
 from swe_rl.sandbox.base import EnvSpec
 from tests.conftest import available_factory
 from tests.service.servers import exec_server, pool_server
+
+pytestmark = pytest.mark.ns
 
 
 def test_a_shared_pool_executor_leases_from_two_event_loops_then_closes(textkit_env: EnvSpec):

@@ -43,6 +43,7 @@ async def _allocate(session: aiohttp.ClientSession, url: str, image: str) -> tup
         return resp.status, body, time.monotonic() - started
 
 
+@pytest.mark.ns
 async def test_200_waiting_allocations_are_answered_by_their_deadline(one_slot, textkit_env):
     connector = aiohttp.TCPConnector(limit=0)
     async with aiohttp.ClientSession(connector=connector, timeout=aiohttp.ClientTimeout(60)) as session:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import urllib.request
 
+import pytest
 from starlette.testclient import TestClient
 
 from swe_rl.envs.cache import EnvCache
@@ -23,6 +24,7 @@ def test_both_servers_load_grading_before_they_answer() -> None:
             assert isinstance(client.get("/healthz").json()["grading_loaded_s"], float)
 
 
+@pytest.mark.ns
 def test_a_real_exec_server_process_has_grading_loaded_when_it_is_up() -> None:
     server = exec_server(backend="local").start()
     try:

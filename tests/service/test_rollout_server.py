@@ -114,6 +114,7 @@ def _metric(server: Server, name: str) -> float:
     return float(match.group(1)) if match else 0.0
 
 
+@pytest.mark.ns
 async def test_oracle_resolves_the_builtin_suite_with_exact_samples(rollout_server, policy, tasks, envs):
     """Every builtin task through the service resolves, and its samples equal the in-process rollout's."""
     requests = [_request(t.instance_id, policy.url) for t in tasks]
@@ -141,6 +142,7 @@ async def test_oracle_resolves_the_builtin_suite_with_exact_samples(rollout_serv
     )
 
 
+@pytest.mark.ns
 def test_capacity_comes_from_the_machine_unless_set(rollout_server, envs, monkeypatch):
     from swe_rl.service.rollout_server import create_app
 
@@ -156,6 +158,7 @@ def test_capacity_comes_from_the_machine_unless_set(rollout_server, envs, monkey
     assert machine_capacity(per_cpu=1, mem_mb_each=1) == int(host_cpus())
 
 
+@pytest.mark.ns
 async def test_an_openai_policy_runs_end_to_end_with_fixed_base_ids(rollout_server, tok, tasks, envs):
     """kind openai: the endpoint returns text only; the server encodes the samples by the fixed-base method."""
     task = tasks[6]
@@ -186,6 +189,7 @@ async def test_an_openai_policy_runs_end_to_end_with_fixed_base_ids(rollout_serv
         assert sample.loss_mask == [1] * len(reply) == [1] * sample.response_length
 
 
+@pytest.mark.ns
 async def test_a_retried_request_runs_once(rollout_server, policy, tasks):
     before = len(policy.requests)
     request_id = uuid.uuid4().hex
@@ -199,6 +203,7 @@ async def test_a_retried_request_runs_once(rollout_server, policy, tasks):
     assert second[2].get("X-Idempotent-Replay") == "true" or first[2].get("X-Idempotent-Replay") == "true"
 
 
+@pytest.mark.ns
 async def test_a_dropped_connection_is_retried_with_the_same_id_and_runs_once(
     rollout_server, slow_policy, tasks
 ):
@@ -218,6 +223,7 @@ async def test_a_dropped_connection_is_retried_with_the_same_id_and_runs_once(
     assert _metric(rollout_server, 'rollouts_total{status="completed"}') - before == 1
 
 
+@pytest.mark.ns
 async def test_a_full_server_queues_then_answers_503_and_the_executor_waits(tasks, tok):
     slow = FakeLLMServer(oracle_policy(tasks), tokenizer=tok, delay_s=2.0)
     thread, loop = serve_in_thread(slow)
@@ -247,6 +253,7 @@ async def test_a_full_server_queues_then_answers_503_and_the_executor_waits(task
         thread.join(10)
 
 
+@pytest.mark.ns
 @pytest.mark.parametrize("fault", ["down", "garbage"])
 async def test_a_dead_or_garbled_policy_is_an_infra_error_not_a_reward(rollout_server, tasks, fault):
     before = _metric(rollout_server, 'rollouts_total{status="infra_error"}')
@@ -263,6 +270,7 @@ async def test_a_dead_or_garbled_policy_is_an_infra_error_not_a_reward(rollout_s
     assert _metric(rollout_server, 'rollouts_total{status="infra_error"}') - before == 1, "counted"
 
 
+@pytest.mark.ns
 @pytest.mark.parametrize(
     ("body", "kind"),
     [
@@ -306,6 +314,7 @@ async def test_malformed_requests_get_typed_4xx(rollout_server, body, kind):
     assert 400 <= status < 500 and reply["error"]["kind"] == kind
 
 
+@pytest.mark.ns
 async def test_the_executor_raises_config_error_for_a_refused_request(rollout_server):
     executor = ServiceExecutor(rollout_server.url)
     try:
@@ -327,6 +336,7 @@ async def test_an_unreachable_server_is_an_infra_error(tasks):
     assert executor.statistics().requests == 3
 
 
+@pytest.mark.ns
 async def test_rollouts_spread_over_several_servers_and_skip_a_dead_one(rollout_server, policy, tasks):
     """``service:URL1,URL2,...``: least-loaded server per rollout; a refused connection moves it on."""
     async with TcpProxy(rollout_server.port) as second:  # a second address of the same server, counted
@@ -394,6 +404,7 @@ def _leftovers(server: Server, cgroups: set[Path]) -> list[str]:
     return left
 
 
+@pytest.mark.ns
 async def test_delete_cancels_a_running_rollout_and_frees_its_sandbox(rollout_server, slow_policy, tasks):
     running = asyncio.ensure_future(
         _run(rollout_server.url, _body(tasks[4].instance_id, slow_policy), request_id="r-del")
@@ -420,6 +431,7 @@ print(asyncio.run(ServiceExecutor(sys.argv[1]).run(request)).status)
 """
 
 
+@pytest.mark.ns
 async def test_a_killed_client_frees_the_rollout_and_leaks_nothing(rollout_server, slow_policy, tasks):
     """SIGKILL the trainer process mid-rollout: the server cancels it, its sandbox and cgroups vanish."""
     cancelled = _metric(rollout_server, 'errors_total{endpoint="run",kind="cancelled"}')
@@ -445,6 +457,7 @@ async def test_a_killed_client_frees_the_rollout_and_leaks_nothing(rollout_serve
     assert _metric(rollout_server, 'errors_total{endpoint="run",kind="cancelled"}') - cancelled == 1
 
 
+@pytest.mark.ns
 async def test_an_executor_timeout_cancels_the_rollout_on_the_server(rollout_server, slow_policy, tasks):
     executor = ServiceExecutor(rollout_server.url, timeout_s=3)
     try:
@@ -457,6 +470,7 @@ async def test_an_executor_timeout_cancels_the_rollout_on_the_server(rollout_ser
     assert await _wait_for(lambda: not _leftovers(rollout_server, set())), _leftovers(rollout_server, set())
 
 
+@pytest.mark.ns
 async def test_slime_generate_through_the_rollout_service(
     rollout_server, tok, tasks, monkeypatch, shared_executors
 ):
@@ -483,6 +497,7 @@ async def test_slime_generate_through_the_rollout_service(
     assert gone and all(s.remove_sample and s.status == Sample.Status.FAILED for s in gone)
 
 
+@pytest.mark.ns
 async def test_reused_grading_sandboxes_are_reset_kept_and_closed_with_the_server(policy, tasks):
     """`serve rollout --reuse-grading`: the second grading of a task's env reuses the first one's sandbox
     (with a warm runner); stopping the server closes every sandbox it kept."""

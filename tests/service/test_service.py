@@ -40,6 +40,7 @@ async def _post(url: str, path: str, body: object, *, headers: dict | None = Non
         return resp.status, json.loads(await resp.read()), resp.headers
 
 
+@pytest.mark.ns
 async def test_leases_spread_and_a_dead_node_fails_over(nodes, textkit_env):
     pool = pool_server(nodes).start()
     factory = RemoteFactory(pool.url, ttl=30)
@@ -76,6 +77,7 @@ async def test_leases_spread_and_a_dead_node_fails_over(nodes, textkit_env):
         pool.stop()
 
 
+@pytest.mark.ns
 async def test_lease_without_heartbeat_is_reaped(nodes, textkit_env):
     pool = pool_server(nodes).start()
     try:
@@ -98,6 +100,7 @@ async def test_lease_without_heartbeat_is_reaped(nodes, textkit_env):
         pool.stop()
 
 
+@pytest.mark.ns
 async def test_full_pool_queues_then_answers_503_with_retry_after(nodes, textkit_env):
     pool = pool_server(nodes[:1], env={"SWE_MAX_CONTAINERS_PER_NODE": "1"}).start()
     try:
@@ -116,6 +119,7 @@ async def test_full_pool_queues_then_answers_503_with_retry_after(nodes, textkit
         pool.stop()
 
 
+@pytest.mark.ns
 async def test_retried_exec_runs_once(nodes, textkit_env):
     pool = pool_server(nodes).start()
     try:
@@ -139,6 +143,7 @@ async def test_retried_exec_runs_once(nodes, textkit_env):
         pool.stop()
 
 
+@pytest.mark.ns
 async def test_typed_errors_for_bad_input(nodes):
     node = nodes[1]
     for body, kind in [
@@ -154,6 +159,7 @@ async def test_typed_errors_for_bad_input(nodes):
     assert status == 404 and reply["error"]["kind"] == "not_found"
 
 
+@pytest.mark.ns
 async def test_bearer_token_is_enforced():
     node = exec_server(None, "--token", "s3cret", "--capacity", "1").start()
     try:
@@ -193,6 +199,7 @@ def test_non_loopback_bind_requires_a_token():
     assert out.returncode == 2 and "needs --token" in out.stderr
 
 
+@pytest.mark.ns
 async def test_seed_client_protocol_on_the_exec_server(nodes, task_by_id, envs):
     """The seed's exec-server calls, field for field, including grading in a pristine sandbox."""
     node = nodes[2]
@@ -237,6 +244,7 @@ def _get_text(url: str) -> str:
         return str(resp.read().decode())
 
 
+@pytest.mark.ns
 async def test_restarted_pool_reconciles_leftover_sandboxes(nodes, textkit_env):
     pool = pool_server(nodes).start()
     factory = RemoteFactory(pool.url)
@@ -256,6 +264,7 @@ async def test_restarted_pool_reconciles_leftover_sandboxes(nodes, textkit_env):
             box._beat.cancel()
 
 
+@pytest.mark.ns
 async def test_sigterm_drains_running_execs_then_destroys_sandboxes(textkit_env):
     node = exec_server(None, "--capacity", "2").start()
     try:
@@ -307,6 +316,7 @@ def _descendants(pid: int) -> list[int]:
     return found
 
 
+@pytest.mark.ns
 async def test_registry_prefixed_image_names_are_the_same_image(nodes, task_by_id, envs):
     """The seed names images docker.io/swebench/... and docker.io/xingyaoww/... (#23 item 1)."""
     from swe_rl.tasks.image_names import image_name
@@ -368,6 +378,7 @@ class _SeedShaped:
         await self.runner.cleanup()
 
 
+@pytest.mark.ns
 async def test_the_pool_fronts_a_seed_shaped_exec_server(nodes, textkit_env):
     """#23 item 2: a node that reports no capacity and has no GET /containers still takes leases."""
     import types
@@ -392,6 +403,7 @@ async def test_the_pool_fronts_a_seed_shaped_exec_server(nodes, textkit_env):
             pool.stop()
 
 
+@pytest.mark.ns
 async def test_seed_visible_fields_timeout_status_and_images(nodes, textkit_env):
     """#23 item 8: what a seed client reads of a timed-out exec, GET /status and GET /images."""
     node = nodes[0]
@@ -416,6 +428,7 @@ async def test_seed_visible_fields_timeout_status_and_images(nodes, textkit_env)
         await _post(node.url, "/container/destroy", {"container_id": cid})
 
 
+@pytest.mark.ns
 async def test_pool_status_and_lease_ids_in_the_seeds_shape(nodes, textkit_env):
     """#23 item 8: the pool's GET /status and lease ids as a seed client sees them.
 
@@ -445,6 +458,7 @@ async def test_pool_status_and_lease_ids_in_the_seeds_shape(nodes, textkit_env):
         pool.stop()
 
 
+@pytest.mark.ns
 async def test_an_allow_list_serves_headerless_seed_clients_off_loopback(textkit_env):
     """#23 item 3: off loopback the token stays the default; --allow opens named networks to clients that
     send no header (the seed's), and says so loudly."""

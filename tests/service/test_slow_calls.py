@@ -16,6 +16,8 @@ from swe_rl.service.server_kit import ServiceError
 from tests.conftest import available_factory
 from tests.service.servers import exec_server, pool_server
 
+pytestmark = pytest.mark.ns
+
 
 @pytest.fixture(scope="module")
 def node():

@@ -65,6 +65,7 @@ def _damage(run: Path, dest: Path) -> dict[str, str]:
     return {"corrupt": first["artifacts"], "missing": second["artifacts"], "no verdict": third["artifacts"]}
 
 
+@pytest.mark.ns
 def test_oracle_run_becomes_sft_data_and_bad_input_is_counted(runs, tmp_path):
     damaged = tmp_path / "damaged"
     _damage(runs["oracle"], damaged)
@@ -98,6 +99,7 @@ def test_oracle_run_becomes_sft_data_and_bad_input_is_counted(runs, tmp_path):
     assert on_disk["skipped"] == card.skipped and on_disk["sources"][0] == str(runs["oracle"])
 
 
+@pytest.mark.ns
 def test_filters(runs, tmp_path):
     keep_all = SFTFilters(resolved_only=False, drop_truncated=False, dedupe=False)
     card = sft_from_runs([runs["oracle"], runs["never"]], tmp_path / "a", filters=keep_all, tokenizer=None)
@@ -115,6 +117,7 @@ def test_filters(runs, tmp_path):
     assert card.skipped == {"more than 50 tokens": 3, "duplicate": 3}
 
 
+@pytest.mark.ns
 def test_cli_writes_the_data_card(runs, tmp_path):
     args = ["data", "sft", str(runs["oracle"]), "-o", str(tmp_path / "o"), "--per-turn", "--thinking", "off"]
     proc = subprocess.run(
@@ -215,6 +218,7 @@ def _row(split: str, task, resolved: bool = True) -> dict:
     }
 
 
+@pytest.mark.ns
 @pytest.mark.parametrize("split", ["xml", "tool", "ticks"])
 async def test_public_rows_convert_and_the_rewritten_edit_resolves(split, task_by_id, envs):
     task = task_by_id["swe-rl-builtin__textkit-3"]

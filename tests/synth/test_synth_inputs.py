@@ -58,6 +58,7 @@ def _nothing_written(out: Path) -> None:
     assert sorted(p.name for p in out.parent.iterdir()) == [], "no task file, repo or staging left"
 
 
+@pytest.mark.ns
 @pytest.mark.parametrize(
     "case,files,message",
     [
@@ -86,6 +87,7 @@ def test_bad_repository_is_a_clear_error_and_writes_nothing(tmp_path, case, file
     _nothing_written(out)
 
 
+@pytest.mark.ns
 def test_cli_reports_a_bad_repository_in_one_line(tmp_path):
     repo = git_repo(tmp_path / "repo", {"minilib.py": LIB})
     out = tmp_path / "out" / "tasks.jsonl"
@@ -113,6 +115,7 @@ def test_cli_reports_a_bad_repository_in_one_line(tmp_path):
     assert not out.exists() and not out.with_name("tasks.git").exists()
 
 
+@pytest.mark.ns
 def test_plain_repository_with_allowed_failures(tmp_path):
     """A repo from a path (git HEAD): tests failing at baseline are left out of every task."""
     broken = TESTS + "\n\ndef test_known_failure():\n    assert add_all([]) == 1\n"

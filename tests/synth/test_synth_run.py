@@ -44,6 +44,7 @@ def run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, SynthReport]:
     return out, asyncio.run(_synth(out))
 
 
+@pytest.mark.ns
 def test_tasks_are_written_with_their_repo(run):
     out, report = run
     assert len(report.tasks) == 6
@@ -69,6 +70,7 @@ def test_tasks_are_written_with_their_repo(run):
         assert "statkit/" not in task.problem_statement.split("```")[-1], "no bug location in the prose"
 
 
+@pytest.mark.ns
 def test_base_commits_are_orphans_without_the_fix(run):
     out, report = run
     repo = out.parent / "tasks.git"
@@ -85,6 +87,7 @@ def test_base_commits_are_orphans_without_the_fix(run):
     assert clean_tree not in objects, "the unmutated tree is not even stored"
 
 
+@pytest.mark.ns
 def test_same_seed_same_records(run, tmp_path):
     import asyncio
 
@@ -95,6 +98,7 @@ def test_same_seed_same_records(run, tmp_path):
     assert (tmp_path / "tasks.train.jsonl").read_text() == (out.parent / "tasks.train.jsonl").read_text()
 
 
+@pytest.mark.ns
 def test_same_tasks_as_before_the_timeout_change(run):
     """The tasks this seed gave at 2822205 (timeout floor 30 s, no bytecode shortcut): same ids, same patches."""
     _, report = run
@@ -102,6 +106,7 @@ def test_same_tasks_as_before_the_timeout_change(run):
     assert [{"instance_id": t.instance_id, "patch": t.patch} for t in report.tasks] == before
 
 
+@pytest.mark.ns
 def test_splits_by_function_do_not_overlap(run):
     out, report = run
     parts = {name: load_tasks(out.with_name(f"tasks.{name}.jsonl")) for name in SPLIT}
@@ -112,6 +117,7 @@ def test_splits_by_function_do_not_overlap(run):
     assert all(t.model_extra["split"] == name for name, tasks in parts.items() for t in tasks)
 
 
+@pytest.mark.ns
 def test_env_validate_from_a_moved_copy(run, tmp_path):
     """The output folder alone, copied elsewhere, with an empty env cache: gold resolves, empty does not."""
     out, _ = run
@@ -142,6 +148,7 @@ def test_env_validate_from_a_moved_copy(run, tmp_path):
         assert r["gold"]["resolved"] and not r["empty"]["resolved"]
 
 
+@pytest.mark.ns
 def test_stats_command(run):
     out, report = run
     proc = subprocess.run(
@@ -158,6 +165,7 @@ def test_stats_command(run):
     assert set(counts["per_kind"]) <= set(report.per_kind)
 
 
+@pytest.mark.ns
 def test_cli_with_a_relative_output_path(tmp_path):
     """The bare repository is written from inside itself: a relative ``--out`` must still resolve."""
     proc = subprocess.run(

@@ -24,6 +24,8 @@ from swe_rl.synth.runner import (
 from swe_rl.synth.source import DEFAULT_TEST_CMD
 from swe_rl.tasks.model import Task
 
+pytestmark = pytest.mark.ns
+
 LIB = """def countdown(n):
     steps = 0
     while n > 0:

@@ -99,6 +99,7 @@ def test_malformed_install_config_is_a_task_format_error(config):
         row_spec(Task.model_validate(row))
 
 
+@pytest.mark.ns
 @pytest.mark.skipif(uv_binary() is None, reason="uv is not installed (pip install uv)")
 async def test_a_rebench_row_builds_and_grades_by_its_own_spec(tmp_path, monkeypatch):
     wheels = tmp_path / "wheels"

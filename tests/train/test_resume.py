@@ -67,6 +67,7 @@ def _rl_steps(run: Path) -> tuple[list[tuple[int, str]], dict[int, tuple[float, 
     return ids, trl
 
 
+@pytest.mark.ns
 def test_a_killed_rl_run_resumes_the_same_sequence(tmp_path):
     available_factory("ns")
     whole, killed = tmp_path / "whole", tmp_path / "killed"
@@ -118,6 +119,7 @@ def sft_data(tmp_path_factory) -> Path:
     return root
 
 
+@pytest.mark.heavy
 def test_a_killed_sft_run_resumes_the_same_losses(sft_data, tmp_path):
     args = ["train", "sft", str(sft_data), "--model", "tiny-qwen", "--max-steps", "6", "--lr", "1e-2"]
     args += ["--max-length", "256", "--save-steps", "1", "--seed", "2"]

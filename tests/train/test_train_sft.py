@@ -37,6 +37,7 @@ def sft_dir(tmp_path_factory, tasks, envs) -> Path:
     return root / "sft"
 
 
+@pytest.mark.ns
 def test_loss_decreases_and_the_checkpoint_loads(sft_dir, tmp_path):
     import torch
     from transformers import AutoModelForCausalLM
@@ -62,6 +63,7 @@ def test_missing_data_is_a_clear_error(tmp_path):
         train_sft(tmp_path, "tiny-qwen", SFTTrainSettings(output_dir=tmp_path / "o"))
 
 
+@pytest.mark.ns
 def test_cli_json_output_is_json_alone(sft_dir, tmp_path):
     import json
     import subprocess
