@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from pathlib import Path
+
 import pytest
 from tests.conftest import available_factory
 
@@ -28,6 +31,18 @@ echo 'collect_ignore = ["tests"]' > /tmp/conftest.py
 """
 
 
+@pytest.fixture
+def _no_conftest_left_in_host_tmp() -> Iterator[None]:
+    """The local backend isolates nothing: the plant's /tmp/conftest.py lands in the host's /tmp, where every later
+    pytest run under /tmp would read it (and another user could not remove it). Removed after the test."""
+    planted = Path("/tmp/conftest.py")
+    there_before = planted.exists()
+    yield
+    if not there_before:
+        planted.unlink(missing_ok=True)
+
+
+@pytest.mark.usefixtures("_no_conftest_left_in_host_tmp")
 async def test_planted_state_outside_the_diff_does_not_resolve(factory, task_by_id, envs):
     task = task_by_id["swe-rl-builtin__textkit-3"]
     env = envs.ensure(task)
