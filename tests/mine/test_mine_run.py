@@ -17,6 +17,8 @@ from swe_rl.harness.validate import validate_task
 from swe_rl.mine import MineOptions, MineReport, mine, state_path
 from swe_rl.tasks.loaders import load_tasks
 
+pytestmark = pytest.mark.ns  # mining validates in ns sandboxes
+
 SWE_RL = [sys.executable, "-m", "swe_rl.cli.app"]
 OPTIONS = MineOptions(pytest="host", concurrency=2, timeout=120)
 
