@@ -137,6 +137,31 @@ def test_the_command_mines_and_refuses_what_it_cannot_use(mined, tmp_path):
     assert untested.returncode == 2 and "no test files" in untested.stderr
 
 
+def test_owner_name_is_mined_from_the_repo_cache_mirror(mined, tmp_path):
+    ids, _, _, root = mined
+    mirrors = tmp_path / "mirrors"
+    subprocess.run(
+        ["git", "clone", "-q", "--mirror", str(root / "repo"), str(mirrors / "acme" / "tiny.git")], check=True
+    )
+    out = tmp_path / "acme.jsonl"
+    same = ["--pytest", "host", "--timeout", "120", "--cache-dir", str(root / "envs"), "--backend", "ns"]
+    done = _cli(
+        "tasks", "mine", "--repo", "acme/tiny", "--repo-cache", str(mirrors), "--out", str(out), "--max-candidates", "1",
+        *same,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    (task,) = load_tasks(out)
+    assert task.instance_id == f"swe-rl-mine__acme__tiny-{ids['fix_add'][:12]}"
+    assert task.repo_source == str((mirrors / "acme" / "tiny.git").resolve())
+    # the controls: a name the cache has no mirror of, and a name with no cache to look in
+    missing = _cli(
+        "tasks", "mine", "--repo", "acme/other", "--repo-cache", str(mirrors), "--out", str(out), *same
+    )
+    assert missing.returncode == 2 and "no local mirror of acme/other" in missing.stderr
+    no_cache = _cli("tasks", "mine", "--repo", "acme/tiny", "--out", str(out), *same)
+    assert no_cache.returncode == 2 and "--repo-cache" in no_cache.stderr
+
+
 def _cli(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run([*SWE_RL, *args], capture_output=True, text=True, check=False, timeout=600)
 

@@ -11,6 +11,7 @@ from swe_rl.cli.options import (
     BackendOpt,
     CacheOpt,
     JsonOpt,
+    RepoCacheOpt,
     TimeoutOpt,
     console,
     env_cache,
@@ -23,8 +24,13 @@ from swe_rl.cli.options import (
 
 def mine_command(
     repo: Annotated[
-        Path,
-        typer.Option("--repo", "-r", help="A local git repository; its HEAD's first-parent line is mined."),
+        str,
+        typer.Option(
+            "--repo",
+            "-r",
+            help="A local git repository, or OWNER/NAME of a mirror in --repo-cache; its HEAD's first-parent "
+            "line is mined.",
+        ),
     ],
     out: Annotated[
         Path,
@@ -60,6 +66,7 @@ def mine_command(
     ] = None,
     backend: BackendOpt = "auto",
     cache_dir: CacheOpt = None,
+    repo_cache: RepoCacheOpt = None,
     json_out: JsonOpt = False,
 ) -> None:
     """Mine validated tasks from a repository's history: fix commits touching code and tests.
@@ -93,7 +100,15 @@ def mine_command(
 
     signal.signal(signal.SIGTERM, _terminate)
     report = run(
-        mine(repo, out, options=options, cache=env_cache(cache_dir, None), factory=factory, note=note)
+        mine(
+            repo,
+            out,
+            options=options,
+            cache=env_cache(cache_dir, repo_cache),
+            factory=factory,
+            note=note,
+            repo_cache=repo_cache,
+        )
     )
     summary = report.model_dump(mode="json", exclude={"tasks"})
     summary |= {"out": str(out), "tasks": len(report.tasks)}

@@ -12,35 +12,55 @@ deterministically. See :func:`mine` and docs/MINING.md.
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 from swe_rl.envs.cache import EnvCache
-from swe_rl.errors import ConfigError
+from swe_rl.envs.repos import find_repo_source
+from swe_rl.errors import ConfigError, MineError
 from swe_rl.mine.history import History, is_source_file, is_test_file
 from swe_rl.mine.pipeline import MINE_OWNER, MineOptions, Miner, MineReport, Note
 from swe_rl.mine.state import state_path
 from swe_rl.sandbox.base import SandboxFactory
 
+_OWNER_NAME = re.compile(r"[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+")
+
+
+def resolve_repo(repo: Path | str, repo_cache: Path | None = None) -> tuple[Path, str | None]:
+    """The repository to mine: a local path as it is, or ``OWNER/NAME`` found among the repo cache's mirrors
+    (``find_repo_source``'s layouts; no network); with the name its tasks take (``owner__name``, or None
+    for a path: the folder's name)."""
+    path = Path(repo).expanduser()
+    if path.exists() or not _OWNER_NAME.fullmatch(str(repo)):
+        return path, None
+    if repo_cache is None:
+        raise MineError(f"{repo} is not a directory here; give --repo-cache DIR to mine its mirror there")
+    return Path(find_repo_source(str(repo), repo_cache)), str(repo).replace("/", "__")
+
 
 async def mine(
-    repo: Path,
+    repo: Path | str,
     out: Path,
     *,
     options: MineOptions,
     cache: EnvCache,
     factory: SandboxFactory,
     note: Note = lambda _: None,
+    repo_cache: Path | None = None,
 ) -> MineReport:
-    """Mine validated tasks from the git repository ``repo`` into ``out`` (JSONL), resumably.
+    """Mine validated tasks from the git repository ``repo`` (a path, or ``OWNER/NAME`` in ``repo_cache``)
+    into ``out`` (JSONL), resumably.
 
     Raises :class:`~swe_rl.errors.MineError` for a path that is not a repository, an empty range or a
-    repository without tests; candidates that fail a stage are dropped and counted, never raised.
+    repository without tests, and :class:`~swe_rl.errors.RepoNotFoundError` for an ``OWNER/NAME`` the repo
+    cache has no mirror of; candidates that fail a stage are dropped and counted, never raised.
     """
     if out.suffix != ".jsonl":
         raise ConfigError(f"--out must be a .jsonl file, got {out}")
-    history = History(repo)
+    path, name = resolve_repo(repo, repo_cache)
+    history = History(path)
     out.parent.mkdir(parents=True, exist_ok=True)
-    return await Miner(history, cache, factory, options, note).run(out)
+    return await Miner(history, cache, factory, options, note, name=name).run(out)
 
 
 __all__ = [
@@ -51,5 +71,6 @@ __all__ = [
     "is_source_file",
     "is_test_file",
     "mine",
+    "resolve_repo",
     "state_path",
 ]

@@ -78,10 +78,17 @@ class Miner:
     """One mining run over one repository (:meth:`run`)."""
 
     def __init__(
-        self, history: History, cache: EnvCache, factory: SandboxFactory, options: MineOptions, note: Note
+        self,
+        history: History,
+        cache: EnvCache,
+        factory: SandboxFactory,
+        options: MineOptions,
+        note: Note,
+        *,
+        name: str | None = None,
     ) -> None:
         self.history, self.cache, self.factory, self.opts, self.note = history, cache, factory, options, note
-        folder = history.path.name.removesuffix(".git")
+        folder = name or history.path.name.removesuffix(".git")  # owner__name for a mirror named by the user
         self.name = re.sub(r"[^A-Za-z0-9_.-]+", "-", folder).strip("-.") or "repo"
         self.started = time.monotonic()
         self.grader = Grader(factory, idle=options.concurrency)
