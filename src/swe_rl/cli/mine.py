@@ -19,6 +19,7 @@ from swe_rl.cli.options import (
     print_json,
     resolve_backend,
     run,
+    sigterm_interrupts,
 )
 
 
@@ -76,7 +77,6 @@ def mine_command(
     it is kept when some tests fail before and pass after, stably. Resumable and deterministic.
     """
     import os
-    import signal
 
     from swe_rl.cli.options import pool_token
     from swe_rl.mine import MineOptions, mine
@@ -95,10 +95,7 @@ def mine_command(
     )
     factory = get_factory(resolve_backend(backend), token=pool_token())
 
-    def _terminate(signum: int, frame: object) -> None:
-        raise KeyboardInterrupt  # unwinds: sandboxes close; decisions so far are in the state file
-
-    signal.signal(signal.SIGTERM, _terminate)
+    sigterm_interrupts()  # decisions so far stay in the state file
     report = run(
         mine(
             repo,

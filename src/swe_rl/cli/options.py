@@ -74,6 +74,17 @@ def run(coro: Coroutine[Any, Any, T]) -> T:
     return asyncio.run(coro)
 
 
+def sigterm_interrupts() -> None:
+    """From now on SIGTERM unwinds the command as Ctrl-C does (KeyboardInterrupt): its sandboxes close and
+    what it keeps on an interruption (a state file, a staging folder removed) is kept or removed as it says."""
+    import signal
+
+    def _terminate(signum: int, frame: object) -> None:
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGTERM, _terminate)
+
+
 def pool_token() -> str | None:
     """The bearer token of a pool or rollout server this command calls: ``$SWE_RL_TOKEN``."""
     return os.environ.get("SWE_RL_TOKEN") or None

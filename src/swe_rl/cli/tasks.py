@@ -20,6 +20,7 @@ from swe_rl.cli.options import (
     print_json,
     resolve_backend,
     run,
+    sigterm_interrupts,
 )
 
 app = typer.Typer(help="Inspect task records (SWE-bench schema).", no_args_is_help=True)
@@ -208,12 +209,7 @@ def synth(
     )
     shares = parse_split(split) if split else None
     factory = get_factory(resolve_backend(backend), token=pool_token())
-    import signal
-
-    def _terminate(signum: int, frame: object) -> None:
-        raise KeyboardInterrupt  # unwinds: sandboxes close, the staging folder is removed
-
-    signal.signal(signal.SIGTERM, _terminate)
+    sigterm_interrupts()  # the staging folder is removed
     result = run(
         synthesize(
             repo,
