@@ -42,11 +42,12 @@ def untracked(testbed: Path) -> list[str]:
 def slim_build_output(testbed: Path) -> int:
     """Remove the untracked object files under ``build/temp.*`` and strip the untracked ELF extension
     modules of debug sections; returns the bytes freed."""
-    before = _size(testbed)
+    freed = 0
     paths = untracked(testbed)
     for rel in paths:
         parts = rel.split("/")
         if len(parts) > 2 and parts[0] == "build" and parts[1].startswith("temp."):
+            freed += _file_size(testbed / rel)
             (testbed / rel).unlink(missing_ok=True)
     for temp in (testbed / "build").glob("temp.*"):
         _remove_empty_dirs(temp)
@@ -57,12 +58,15 @@ def slim_build_output(testbed: Path) -> int:
         )
         modules = []
     for i in range(0, len(modules), BATCH):
+        batch = modules[i : i + BATCH]
+        before = sum(map(_file_size, batch))
         proc = subprocess.run(
-            ["strip", *STRIP, *map(str, modules[i : i + BATCH])], capture_output=True, text=True, check=False
+            ["strip", *STRIP, *map(str, batch)], capture_output=True, text=True, check=False
         )
         if proc.returncode != 0:  # a module strip cannot read is left as it was
             log.warning("strip: %s", proc.stderr.strip()[:400])
-    return before - _size(testbed)
+        freed += before - sum(map(_file_size, batch))
+    return freed
 
 
 def _is_elf(path: Path) -> bool:
@@ -84,17 +88,13 @@ def _remove_empty_dirs(top: Path) -> None:
         top.rmdir()
 
 
-def _size(testbed: Path) -> int:
-    """Bytes of the testbed's regular files outside ``.git`` (what this module can change)."""
-    total = 0
-    for root, dirs, files in os.walk(testbed):
-        if root == str(testbed):
-            dirs[:] = [d for d in dirs if d != ".git"]
-        for name in files:
-            st = os.lstat(os.path.join(root, name))
-            if stat.S_ISREG(st.st_mode):
-                total += st.st_size
-    return total
+def _file_size(path: Path) -> int:
+    """Bytes of a regular file (0 for anything else, or nothing)."""
+    try:
+        st = os.lstat(path)
+    except FileNotFoundError:
+        return 0
+    return st.st_size if stat.S_ISREG(st.st_mode) else 0
 
 
 __all__ = ["slim_build_output", "untracked"]
