@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import NamedTuple, TypeVar
 
 from swe_rl.envs.disk import DiskUsage, disk_usage
-from swe_rl.envs.gitpacks import SHARED_FILES, PackStore, share_files
+from swe_rl.envs.gitpacks import PackStore, is_shared, share_files
 from swe_rl.envs.interpreters import find_python
 from swe_rl.envs.recipe import EnvRecipe, InstallOptions, recipe_for
 from swe_rl.envs.repos import find_repo_source
@@ -117,7 +117,7 @@ class EnvCache:
                 ),
             )
         with self._lock(keys.testbed):  # its install has run: nothing writes into it again
-            if not (testbed / ".git" / SHARED_FILES).exists():
+            if not is_shared(testbed):
                 slim_build_output(testbed)
             share_files(packs.dir / "files", testbed)
         spec = EnvSpec(

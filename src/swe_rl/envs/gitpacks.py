@@ -114,6 +114,11 @@ class PackStore:
 SHARED_FILES = "swe-rl-shared-files"  # in a testbed's .git: its files were linked (share_files)
 
 
+def is_shared(testbed: Path) -> bool:
+    """Whether :func:`share_files` has run on this testbed (it is finished: nothing changes it again)."""
+    return (testbed / ".git" / SHARED_FILES).exists()
+
+
 def share_files(store: Path, testbed: Path) -> int:
     """Replace each regular file of a finished testbed (outside ``.git``) by a hard link to the store's copy
     of the same content and mode (the first testbed that has it gives it). Returns how many files
@@ -122,8 +127,7 @@ def share_files(store: Path, testbed: Path) -> int:
     Only for a testbed nothing writes into again: each has one install run, before this, and sandboxes see it
     through an overlay (a write copies the file up) or copy it. Git is told to ignore the ctime a new link to a
     file gives it, and its index is refreshed for the new inodes, so ``git status`` stays clean and cheap."""
-    marker = testbed / ".git" / SHARED_FILES
-    if marker.exists():
+    if is_shared(testbed):
         return 0
     linked = 0
     for root, dirs, files in os.walk(testbed):
@@ -133,7 +137,7 @@ def share_files(store: Path, testbed: Path) -> int:
             linked += _share_one(store, Path(root) / name)
     git(["config", "core.trustctime", "false"], testbed)
     git(["update-index", "-q", "--refresh"], testbed, check=False)
-    marker.write_text(f"{linked}\n")
+    (testbed / ".git" / SHARED_FILES).write_text(f"{linked}\n")
     return linked
 
 
@@ -167,4 +171,4 @@ def link_packs(files: list[Path], git_dir: Path) -> None:
         os.link(path, target / path.name)
 
 
-__all__ = ["MAX_PACKS", "SHARED_FILES", "PackStore", "link_packs", "share_files"]
+__all__ = ["MAX_PACKS", "SHARED_FILES", "PackStore", "is_shared", "link_packs", "share_files"]
