@@ -126,10 +126,19 @@ async def test_a_cancelled_create_leaves_no_process_or_cgroup(textkit_env):
     rng = random.Random(25)
     factory = available_factory("ns")
     before = _own_cgroups()
+    # the window is this machine's own create time (a fixed one let a fast or idle machine finish most
+    # creates before the cancellation came, and the control below failed with nothing wrong)
+    took = []
+    for _ in range(3):
+        started = asyncio.get_running_loop().time()
+        box = await factory.create(textkit_env)
+        took.append(asyncio.get_running_loop().time() - started)
+        await box.close()
+    window = min(took)
     cancelled = 0
     for _ in range(ROUNDS):
         creating = asyncio.ensure_future(factory.create(textkit_env))
-        await asyncio.sleep(rng.uniform(0, 0.03))
+        await asyncio.sleep(rng.uniform(0, window))
         creating.cancel()
         try:
             box = await creating
