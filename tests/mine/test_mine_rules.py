@@ -127,3 +127,47 @@ def test_tox_deps_and_envlist_count_and_the_commit_date_picks_among_pythons():
     assert by_date("2020-06-01T00:00:00Z")[:3] == ("3.8", "3.7", "3.6"), "3.8 was the newest then"
     assert by_date("2020-06-01T00:00:00Z")[-2:] == ("3.12", "3.13"), "then later ones, the least change first"
     assert by_date("") == PYTHONS
+
+
+def _commit(repo: Path, when: str, files: dict[str, str]) -> str:
+    import subprocess
+
+    for name, text in files.items():
+        (repo / name).parent.mkdir(parents=True, exist_ok=True)
+        (repo / name).write_text(text)
+    env = {"GIT_AUTHOR_DATE": when, "GIT_COMMITTER_DATE": when, "PATH": "/usr/bin:/bin", "HOME": str(repo)}
+    run = {"cwd": repo, "env": env, "check": True, "capture_output": True, "text": True}
+    subprocess.run(["git", "add", "-A"], **run)  # type: ignore[call-overload]
+    subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", when], **run)  # type: ignore[call-overload]
+    return subprocess.run(["git", "rev-parse", "HEAD"], **run).stdout.strip()  # type: ignore[call-overload]
+
+
+def test_neighbours_whose_dependency_files_did_not_change_are_dated_by_one_commit(tmp_path: Path):
+    """Envs are dated by an anchor commit (the last that changed what the env is read from, or the quarter's
+    first), so neighbouring candidates resolve the same packages; each commit's own date (the control)
+    differs for every one of them."""
+    import subprocess
+
+    from swe_rl.mine.envinfer import DEPENDENCY_FILES
+    from swe_rl.mine.history import History
+
+    subprocess.run(["git", "init", "-q", str(tmp_path)], check=True)
+    setup = _commit(tmp_path, "2021-01-05T10:00:00Z", {"setup.py": "setup()\n", "pkg/a.py": "x = 1\n"})
+    code1 = _commit(tmp_path, "2021-02-01T10:00:00Z", {"pkg/a.py": "x = 2\n"})
+    code2 = _commit(tmp_path, "2021-03-01T10:00:00Z", {"pkg/a.py": "x = 3\n", "docs/requirements.txt": "s\n"})
+    reqs = _commit(tmp_path, "2021-03-10T10:00:00Z", {"requirements-dev.txt": "pytest\n"})
+    code3 = _commit(tmp_path, "2021-03-20T10:00:00Z", {"pkg/a.py": "x = 4\n"})
+    april = _commit(tmp_path, "2021-04-02T10:00:00Z", {"pkg/a.py": "x = 5\n"})
+    code4 = _commit(tmp_path, "2021-05-02T10:00:00Z", {"pkg/a.py": "x = 6\n", "tests/t.py": "y\n"})
+    history = History(tmp_path)
+
+    def anchor(commit: str) -> tuple[str, str]:
+        got = history.env_anchor(commit, DEPENDENCY_FILES)
+        return got.commit, got.rule
+
+    changed, quarter = "dependency files changed", "first commit of the quarter"
+    assert anchor(code1) == anchor(code2) == (setup, changed)  # a docs requirements file is not read
+    assert anchor(reqs) == anchor(code3) == (reqs, changed)
+    assert anchor(april) == anchor(code4) == (april, quarter)  # never dated more than a quarter back
+    dates = {c.created_at for c in history.commits() if c.commit in (code1, code2, code3, code4)}
+    assert len(dates) == 4

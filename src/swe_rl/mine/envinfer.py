@@ -54,6 +54,8 @@ REQUIREMENT_FILES = (
     "requirements-tests.txt",
 )
 PACKAGING = ("pyproject.toml", "setup.py", "setup.cfg")
+# git pathspecs of every file the rules below read: where none changed, neighbouring commits share an env
+DEPENDENCY_FILES = (*PACKAGING, "tox.ini", *REQUIREMENT_FILES, ":(glob)requirements/test*.txt")
 _CLASSIFIER = re.compile(r"Programming Language :: Python :: (3\.\d+)\b")
 _PY_REQUIRES = re.compile(r"python_requires\s*=\s*['\"]([^'\"]+)['\"]")
 _FACTOR = re.compile(r"^[\w,{}.-]+:\s")  # tox's "py38: mock": a dependency of some envs only

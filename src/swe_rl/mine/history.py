@@ -186,6 +186,47 @@ class History:
         """Every file path at ``commit``."""
         return self._git("ls-tree", "-r", "--name-only", commit).splitlines()
 
+    def env_anchor(self, base: str, dependency_files: tuple[str, ...]) -> EnvAnchor:
+        """The commit whose date a candidate with base ``base`` resolves its env as of (:class:`EnvAnchor`);
+        ``dependency_files``: git pathspecs of the files its env is read from."""
+        line = self._git("log", "--first-parent", "-1", "--format=%H %ct", base, "--", *dependency_files)
+        changed = _commit_of(line)
+        quarter = _quarter_start(int(self._git("log", "-1", "--format=%ct", base).strip()))
+        line = self._git("log", "--first-parent", "--reverse", f"--since={quarter}", "--format=%H %ct", base)
+        first = _commit_of(line.partition("\n")[0]) or Commit(commit=base, parents=(), timestamp=0)
+        if changed is not None and changed.timestamp >= first.timestamp:
+            return EnvAnchor(
+                commit=changed.commit, created_at=changed.created_at, rule="dependency files changed"
+            )
+        return EnvAnchor(commit=first.commit, created_at=first.created_at, rule="first commit of the quarter")
+
+
+class EnvAnchor(BaseModel):
+    """The commit an env is dated by, shared by neighbouring candidates.
+
+    The later of two first-parent commits at or before the base: the last that changed the dependency files,
+    and the first of the base's calendar quarter (UTC). Neighbours whose dependency files did not change
+    get one date, so one resolution (the same packages, from uv's cache), without a date years older than
+    the code where those files rarely change; it depends on the history alone, not on ``--since``."""
+
+    model_config = ConfigDict(frozen=True)
+
+    commit: str
+    created_at: str
+    rule: str
+
+
+def _commit_of(line: str) -> Commit | None:
+    if not line.strip():
+        return None
+    commit, stamp = line.split()
+    return Commit(commit=commit, parents=(), timestamp=int(stamp))
+
+
+def _quarter_start(timestamp: int) -> str:
+    when = datetime.fromtimestamp(timestamp, UTC)
+    return f"{when.year}-{(when.month - 1) // 3 * 3 + 1:02d}-01T00:00:00Z"
+
 
 def drop_reason(sources: list[str], tests: list[str]) -> str | None:
     """Why a change is not a candidate ('no test change', ...), None when it touches both."""

@@ -20,7 +20,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from swe_rl.envs.cache import EnvCache
 from swe_rl.errors import ConfigError, EnvBuildError, MineError
 from swe_rl.harness.grade_many import Grader
-from swe_rl.mine.envinfer import PytestSource, infer_env
+from swe_rl.mine.envinfer import DEPENDENCY_FILES, PytestSource, infer_env
 from swe_rl.mine.history import KEEP_RULE, Candidate, Commit, History, drop_reason
 from swe_rl.mine.problem import problem_statement
 from swe_rl.mine.state import (
@@ -41,7 +41,7 @@ from swe_rl.tasks.model import Task
 MINE_OWNER = "swe-rl-mine"
 VALIDATION_RULE = "FAIL_TO_PASS non-empty; two before/after rounds agree"
 # bumped when a rule changes what a candidate's decision is: a state file of other rules is not resumed
-RULES = 2
+RULES = 3
 Note = Callable[[str], None]
 
 
@@ -172,12 +172,14 @@ class Miner:
         if why := self.exclusion.why(cand.base, cand.patch):
             return Decision(kept=False, stage="exclude", reason=why)
         files = await asyncio.to_thread(self.history.files, cand.base)
+        anchor = await asyncio.to_thread(self.history.env_anchor, cand.base, DEPENDENCY_FILES)
         inference = infer_env(
-            lambda p: self.history.show(cand.base, p), files, as_of=cand.created_at, pytest=self.opts.pytest
+            lambda p: self.history.show(cand.base, p), files, as_of=anchor.created_at, pytest=self.opts.pytest
         )
         if inference.reason:
             return Decision(kept=False, stage="env", reason="no env inferred", detail=inference.reason)
-        task = self._task(cand, inference.fields, {"env": inference.why})
+        about = {"env": inference.why, "env_dated_by": anchor.model_dump()}
+        task = self._task(cand, inference.fields, about, env_commit=anchor.commit)
         try:
             env = await asyncio.to_thread(self.cache.ensure, task)
         except (EnvBuildError, ConfigError) as exc:
@@ -198,12 +200,16 @@ class Miner:
         )
         return Decision(kept=True, record=final.to_record())
 
-    def _task(self, cand: Candidate, env_fields: dict[str, Any], about: dict[str, Any]) -> Task:
-        """The candidate as a task record, its test lists still empty."""
+    def _task(
+        self, cand: Candidate, env_fields: dict[str, Any], about: dict[str, Any], *, env_commit: str
+    ) -> Task:
+        """The candidate as a task record, its test lists still empty; its env resolved as of ``env_commit``
+        (the environment setup commit the env cache dates a row's install by)."""
         return Task(
             instance_id=f"{MINE_OWNER}__{self.name}-{cand.commit[:12]}",
             repo=f"{MINE_OWNER}/{self.name}",
             base_commit=cand.base,
+            environment_setup_commit=env_commit,
             patch=cand.patch,
             test_patch=cand.test_patch,
             created_at=cand.created_at,
