@@ -190,3 +190,21 @@ def test_mined_rows_run_through_eval(mined, tmp_path):
     assert done.returncode == 0, done.stderr[-3000:]
     summary = json.loads(done.stdout)
     assert (summary["total"], summary["resolved"], summary["errors"]) == (2, 2, 0)
+
+
+@pytest.mark.heavy
+def test_mined_rows_train_with_grpo(mined, tmp_path):
+    """`swe-rl train rl --tasks` on the mined file: one GRPO step of a tiny Qwen on its real rows."""
+    pytest.importorskip("trl")
+    _, out, _, root = mined
+    args = [*("train", "rl", "--tasks", str(out), "--model", "tiny-qwen", "--steps", "1"), "--json"]
+    args += [
+        *("--tasks-per-step", "2", "-g", "2", "--max-tokens", "4", "--step-limit", "1", "--backend", "ns")
+    ]
+    done = _cli(*args, "--cache-dir", str(root / "envs"), "-o", str(tmp_path / "train"))
+    assert done.returncode == 0, done.stderr[-3000:]
+    summary = json.loads(done.stdout)  # TRL's log dicts went to stderr
+    rollouts = (tmp_path / "train" / "rollouts.jsonl").read_text().splitlines()
+    episodes = [json.loads(line) for line in rollouts]
+    assert len(episodes) == 4 and not any(e["error"] for e in episodes), summary
+    assert {e["instance_id"] for e in episodes} == {t.instance_id for t in load_tasks(out)}

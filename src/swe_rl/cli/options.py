@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import sys
@@ -118,6 +119,12 @@ def note(message: str) -> None:
 
 def print_json(obj: Any) -> None:
     print(json.dumps(obj, indent=2, default=str))
+
+
+def json_alone(json_out: bool) -> contextlib.AbstractContextManager[Any]:
+    """With ``--json``, what the body prints (a trainer's progress and log dicts) goes to stderr, so that
+    stdout is the JSON alone; without it, nothing changes."""
+    return contextlib.redirect_stdout(sys.stderr) if json_out else contextlib.nullcontext()
 
 
 def console():  # type: ignore[no-untyped-def]

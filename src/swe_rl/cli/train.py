@@ -2,14 +2,12 @@
 
 from __future__ import annotations
 
-import contextlib
-import sys
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
 
-from swe_rl.cli.options import config_option, note, print_json, with_overrides
+from swe_rl.cli.options import config_option, json_alone, note, print_json, with_overrides
 from swe_rl.cli.train_rl import train_rl
 
 app = typer.Typer(
@@ -95,8 +93,7 @@ def sft(
         raise ConfigError("train sft needs the data (a `swe-rl data sft` output), or --resume RUN_DIR")
     output_dir = settings.output_dir
     note(f"train sft: model {model}, data {data}, output {output_dir}/")
-    # with --json the trainer's progress and log lines go to stderr: stdout is the JSON alone
-    with contextlib.redirect_stdout(sys.stderr) if json_out else contextlib.nullcontext():
+    with json_alone(json_out):
         result = train_sft(data, model, settings, resume=resume is not None)
     if json_out:
         print_json(result)

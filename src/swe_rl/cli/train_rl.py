@@ -17,6 +17,7 @@ from swe_rl.cli.options import (
     TopPOpt,
     config_option,
     env_cache,
+    json_alone,
     note,
     print_json,
     resolve_backend,
@@ -204,14 +205,15 @@ def train_rl(
     )
     cache = env_cache(cache_dir, repo_cache)
     placement = LocalConfig(backend=chosen_backend, reuse=reuse_grading)  # the policy is in this process
-    summary = train_grpo(
-        selected,
-        settings,
-        cache,
-        load_agent_config(agent_config, step_limit=step_limit),
-        executor=placement.build(capacity=settings.max_concurrent, token=pool_token(), cache=cache),
-        resume=resume is not None,
-    )
+    with json_alone(json_out):  # TRL prints its log dicts
+        summary = train_grpo(
+            selected,
+            settings,
+            cache,
+            load_agent_config(agent_config, step_limit=step_limit),
+            executor=placement.build(capacity=settings.max_concurrent, token=pool_token(), cache=cache),
+            resume=resume is not None,
+        )
     from swe_rl.report.training import render_training_report
 
     render_training_report(output_dir)
