@@ -6,18 +6,27 @@ from __future__ import annotations
 
 import json
 import re
+import subprocess
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
 from swe_rl.errors import InfraError
-from swe_rl.gitutil import git
+from swe_rl.gitutil import git_env
 
 DAY = 86400
 MERGE_SUBJECT = re.compile(r"^Merge pull request #(\d+)\b")
 SQUASH_SUBJECT = re.compile(r"\(#(\d+)\)\s*$")
 PATCH_FILE = re.compile(r"^diff --git a/(\S+) b/", re.MULTILINE)
 PATCH_TRIES = 200  # first-parent commits touching the gold files that the patch rule compares, at most
+
+
+def run_git(args: list[str], repo: Path) -> str:
+    """``git <args>``'s output, bytes that are not UTF-8 replaced (old histories hold Latin-1 subjects)."""
+    proc = subprocess.run(["git", *args], cwd=repo, env=git_env(), capture_output=True, check=False)
+    if proc.returncode:
+        raise InfraError(f"git {' '.join(args[:3])} failed in {repo}: {proc.stderr.decode(errors='replace')}")
+    return proc.stdout.decode(errors="replace")
 
 
 @dataclass(frozen=True)
@@ -92,7 +101,7 @@ def load_references(paths: list[Path], repo: str) -> list[Reference]:
 
 def first_parent(repo: Path, *range_args: str) -> list[Step]:
     """The first-parent line of HEAD, oldest first (``range_args``: git's --since/--until)."""
-    out = git(
+    out = run_git(
         ["log", "--first-parent", "--reverse", "--format=%H%x1f%P%x1f%ct%x1f%s", *range_args, "HEAD"], repo
     )
     steps = []
@@ -118,7 +127,7 @@ def _equal_change(repo: Path, ref: Reference, tries: list[tuple[str, str]]) -> s
     """The first of ``tries`` (commit, parent) whose change to the gold patch's files is the gold patch's."""
     want = changed_lines(ref.patch)
     for commit, parent in tries[:PATCH_TRIES]:
-        diff = git(["diff", "--no-color", "--no-renames", parent, commit, "--", *ref.files], repo)
+        diff = run_git(["diff", "--no-color", "--no-renames", parent, commit, "--", *ref.files], repo)
         if changed_lines(diff) == want:
             return commit
     return None
@@ -129,7 +138,9 @@ def _by_patch(repo: Path, ref: Reference, steps: dict[str, Step]) -> Step | None
     if not ref.files:
         return None
     since = parse_stamp(ref.created_at)
-    out = git(["log", "--first-parent", "--reverse", "--format=%H", "HEAD", "--", *ref.files], repo).split()
+    out = run_git(
+        ["log", "--first-parent", "--reverse", "--format=%H", "HEAD", "--", *ref.files], repo
+    ).split()
     tries = [
         (c, steps[c].parents[0])
         for c in out
@@ -144,7 +155,7 @@ def _off_line(repo: Path, refs: list[Reference], steps: dict[str, Step]) -> dict
     merge or squash subject naming the PR, else a commit (up to 60 days before the PR opened: a branch's
     commits predate their PR) whose change to the gold files is the gold patch's."""
     subjects: dict[int, str] = {}
-    for line in git(["log", "--format=%H %s", "HEAD"], repo).splitlines():
+    for line in run_git(["log", "--format=%H %s", "HEAD"], repo).splitlines():
         commit, _, subject = line.partition(" ")
         if commit not in steps and (match := MERGE_SUBJECT.match(subject) or SQUASH_SUBJECT.search(subject)):
             subjects.setdefault(int(match.group(1)), commit)
@@ -155,7 +166,7 @@ def _off_line(repo: Path, refs: list[Reference], steps: dict[str, Step]) -> dict
             continue
         since = parse_stamp(ref.created_at) - 60 * DAY
         log = (
-            git(["log", "--reverse", "--format=%H %ct %P", "HEAD", "--", *ref.files], repo)
+            run_git(["log", "--reverse", "--format=%H %ct %P", "HEAD", "--", *ref.files], repo)
             if ref.files
             else ""
         )
@@ -173,7 +184,7 @@ def _landing(repo: Path, commit: str, line: list[Step]) -> Step | None:
     while low < high:
         mid = (low + high) // 2
         try:
-            git(["merge-base", "--is-ancestor", commit, line[mid].commit], repo)
+            run_git(["merge-base", "--is-ancestor", commit, line[mid].commit], repo)
             high = mid
         except InfraError:
             low = mid + 1

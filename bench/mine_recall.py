@@ -41,10 +41,10 @@ from _recall_locate import (
     load_references,
     locate,
     parse_stamp,
+    run_git,
 )
 
 from swe_rl.errors import InfraError
-from swe_rl.gitutil import git
 from swe_rl.mine.history import Commit, History, drop_reason, is_source_file
 from swe_rl.mine.state import state_path
 
@@ -171,7 +171,7 @@ def verdict(
     if (decision := decided.get(commit)) and not decision.get("kept"):
         reason = f"dropped at {decision['stage']}: {decision['reason']}"
         return {"produced": False, "reason": reason, "detail": decision.get("detail", "")[-500:]}
-    parents = tuple(git(["rev-list", "--parents", "-n1", commit], history.path).split()[1:])
+    parents = tuple(run_git(["rev-list", "--parents", "-n1", commit], history.path).split()[1:])
     if not parents:
         return {"produced": False, "reason": "dropped at history: root commit (no base)"}
     if why := drop_reason(*history.split(Commit(commit=commit, parents=parents, timestamp=0))[:2]):
