@@ -208,3 +208,34 @@ def test_mined_rows_train_with_grpo(mined, tmp_path):
     episodes = [json.loads(line) for line in rollouts]
     assert len(episodes) == 4 and not any(e["error"] for e in episodes), summary
     assert {e["instance_id"] for e in episodes} == {t.instance_id for t in load_tasks(out)}
+
+
+def test_several_repositories_are_mined_in_turn_into_one_file(mined, tmp_path):
+    ids, _, _, root = mined
+    mirrors = tmp_path / "mirrors"
+    subprocess.run(
+        ["git", "clone", "-q", "--mirror", str(root / "repo"), str(mirrors / "acme" / "tiny.git")], check=True
+    )
+    out = tmp_path / "all.jsonl"
+    same = ["--pytest", "host", "--timeout", "120", "--cache-dir", str(root / "envs"), "--backend", "ns"]
+    both = ["--repo", "acme/tiny", "--repo", str(root / "repo"), "--repo-cache", str(mirrors)]
+    # a repository that is not there fails the run before any is mined (no part file of the first)
+    bad = _cli("tasks", "mine", *both, "--repo", "acme/gone", "--out", str(out), *same)
+    assert bad.returncode == 2 and "no local mirror of acme/gone" in bad.stderr
+    assert not list(tmp_path.glob("all.*"))
+    done = _cli("tasks", "mine", *both, "--out", str(out), "--max-candidates", "1", "--json", *same)
+    assert done.returncode == 0, done.stderr
+    summary = json.loads(done.stdout)
+    assert summary["tasks"] == 2 and [s["tasks"] for s in summary["repos"]] == [1, 1]
+    rows = [t.instance_id for t in load_tasks(out)]
+    assert rows == [
+        f"swe-rl-mine__acme__tiny-{ids['fix_add'][:12]}",
+        f"swe-rl-mine__repo-{ids['fix_add'][:12]}",
+    ]
+    parts = sorted(p.name for p in tmp_path.glob("all.*.jsonl"))
+    assert len(parts) == 2 and out.read_text() == "".join(
+        (tmp_path / p).read_text()
+        for p in ("all.acme__tiny.jsonl", parts[1] if "acme" in parts[0] else parts[0])
+    )
+    again = _cli("tasks", "mine", *both, "--out", str(out), "--max-candidates", "1", *same)
+    assert again.returncode == 0 and again.stderr.count("resuming: 1 candidates") == 2

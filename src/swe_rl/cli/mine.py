@@ -25,12 +25,13 @@ from swe_rl.cli.options import (
 
 def mine_command(
     repo: Annotated[
-        str,
+        list[str],
         typer.Option(
             "--repo",
             "-r",
             help="A local git repository, or OWNER/NAME of a mirror in --repo-cache; its HEAD's first-parent "
-            "line is mined.",
+            "line is mined. Repeatable: each repository is mined in turn into OUT_STEM.NAME.jsonl (its own "
+            "state, resumed on its own), and --out holds all their rows in the order given.",
         ),
     ],
     out: Annotated[
@@ -45,7 +46,11 @@ def mine_command(
     until: Annotated[str | None, typer.Option("--until", help="Only commits up to this date.")] = None,
     max_candidates: Annotated[
         int | None,
-        typer.Option("--max-candidates", min=1, help="Validate at most this many candidates (oldest first)."),
+        typer.Option(
+            "--max-candidates",
+            min=1,
+            help="Validate at most this many candidates of each repository (oldest first).",
+        ),
     ] = None,
     concurrency: Annotated[
         int | None, typer.Option("--jobs", "-j", min=1, help="Candidates validated at once [default: CPUs].")
@@ -79,7 +84,7 @@ def mine_command(
     import os
 
     from swe_rl.cli.options import pool_token
-    from swe_rl.mine import MineOptions, mine
+    from swe_rl.mine import MineOptions, mine_all
     from swe_rl.sandbox import get_factory
 
     if pytest not in ("dated", "host"):
@@ -96,9 +101,9 @@ def mine_command(
     factory = get_factory(resolve_backend(backend), token=pool_token())
 
     sigterm_interrupts()  # decisions so far stay in the state file
-    report = run(
-        mine(
-            repo,
+    reports = run(
+        mine_all(
+            list(repo),
             out,
             options=options,
             cache=env_cache(cache_dir, repo_cache),
@@ -107,16 +112,31 @@ def mine_command(
             repo_cache=repo_cache,
         )
     )
-    summary = report.model_dump(mode="json", exclude={"tasks"})
-    summary |= {"out": str(out), "tasks": len(report.tasks)}
+    summaries = [_summary(r, name) for r, name in zip(reports, repo, strict=True)]
+    summary = summaries[0] | {"out": str(out)} if len(summaries) == 1 else _total(summaries, out)
     if json_out:
         print_json(summary)
         return
     _print_drops(summary)
     note(
-        f"wrote {len(report.tasks)} tasks to {out} from {report.candidates} candidates in {report.commits} "
-        f"commits ({report.seconds:.1f}s)"
+        f"wrote {summary['tasks']} tasks to {out} from {summary['candidates']} candidates in "
+        f"{summary['commits']} commits ({summary['seconds']:.1f}s)"
     )
+
+
+def _summary(report: Any, repo: str) -> dict[str, Any]:
+    return report.model_dump(mode="json", exclude={"tasks"}) | {"repo": repo, "tasks": len(report.tasks)}
+
+
+def _total(summaries: list[dict[str, Any]], out: Path) -> dict[str, Any]:
+    """Several repositories' summaries: their sums, and each one under ``repos``."""
+    dropped: dict[str, dict[str, int]] = {}
+    for s in summaries:
+        for stage, reasons in s["dropped"].items():
+            for reason, count in reasons.items():
+                dropped.setdefault(stage, {})[reason] = dropped.get(stage, {}).get(reason, 0) + count
+    sums = {k: sum(s[k] for s in summaries) for k in ("tasks", "commits", "candidates", "resumed", "seconds")}
+    return sums | {"dropped": dropped, "out": str(out), "repos": summaries}
 
 
 def _print_drops(summary: dict[str, Any]) -> None:

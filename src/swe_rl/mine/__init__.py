@@ -14,10 +14,12 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
+from typing import Any
 
 from swe_rl.envs.cache import EnvCache
 from swe_rl.envs.repos import find_repo_source
 from swe_rl.errors import ConfigError, MineError
+from swe_rl.fileio import atomic_write_text
 from swe_rl.mine.history import History, is_source_file, is_test_file
 from swe_rl.mine.pipeline import MINE_OWNER, MineOptions, Miner, MineReport, Note
 from swe_rl.mine.state import state_path
@@ -63,6 +65,36 @@ async def mine(
     return await Miner(history, cache, factory, options, note, name=name).run(out)
 
 
+def part_path(out: Path, repo: Path | str) -> Path:
+    """Where one of several repositories is mined to: ``<out stem>.<its name>.jsonl`` beside ``out``."""
+    label = re.sub(r"[^A-Za-z0-9_.-]+", "-", str(repo).replace("/", "__")).strip("-.") or "repo"
+    return out.with_name(f"{out.stem}.{label}.jsonl")
+
+
+async def mine_all(
+    repos: list[Path | str], out: Path, *, note: Note = lambda _: None, **kwargs: Any
+) -> list[MineReport]:
+    """:func:`mine` for each of ``repos`` in turn: one repository into ``out`` itself; several, each into its
+    own :func:`part_path` (with its own state, so each resumes on its own) and then ``out`` holds their rows
+    in the order given. Every repository is checked (:func:`resolve_repo`, :class:`History`) before the first
+    is mined, so a misspelt one fails the run at once rather than hours in."""
+    if len(repos) == 1:
+        return [await mine(repos[0], out, note=note, **kwargs)]
+    if out.suffix != ".jsonl":
+        raise ConfigError(f"--out must be a .jsonl file, got {out}")
+    parts = [part_path(out, repo) for repo in repos]
+    if len(set(parts)) != len(parts):
+        raise ConfigError(f"--repo names one repository twice: {[str(r) for r in repos]}")
+    for repo in repos:
+        History(resolve_repo(repo, kwargs.get("repo_cache"))[0])
+    reports = []
+    for repo, part in zip(repos, parts, strict=True):
+        note(f"== {repo} -> {part}")
+        reports.append(await mine(repo, part, note=note, **kwargs))
+    atomic_write_text(out, "".join(part.read_text() for part in parts))  # the parts' rows, byte for byte
+    return reports
+
+
 __all__ = [
     "MINE_OWNER",
     "History",
@@ -71,6 +103,8 @@ __all__ = [
     "is_source_file",
     "is_test_file",
     "mine",
+    "mine_all",
+    "part_path",
     "resolve_repo",
     "state_path",
 ]
