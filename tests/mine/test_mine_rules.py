@@ -171,3 +171,53 @@ def test_neighbours_whose_dependency_files_did_not_change_are_dated_by_one_commi
     assert anchor(april) == anchor(code4) == (april, quarter)  # never dated more than a quarter back
     dates = {c.created_at for c in history.commits() if c.commit in (code1, code2, code3, code4)}
     assert len(dates) == 4
+
+
+def _git(repo: Path, *args: str, when: str = "2021-06-01T10:00:00Z") -> str:
+    import subprocess
+
+    env = {"GIT_AUTHOR_DATE": when, "GIT_COMMITTER_DATE": when, "PATH": "/usr/bin:/bin", "HOME": str(repo)}
+    ident = ["-c", "user.name=t", "-c", "user.email=t@t"]
+    done = subprocess.run(
+        ["git", *ident, *args], cwd=repo, env=env, check=True, capture_output=True, text=True
+    )
+    return done.stdout.strip()
+
+
+def test_a_long_lived_branch_is_unfolded_into_its_own_pull_requests(tmp_path: Path):
+    """A release branch that merged pull requests of its own reaches the main line as one merge: its pull
+    requests (and direct commits) become the candidates, the main line merged into it does not; a pull
+    request's own branch merged into the main line (the control) stays one candidate."""
+    import subprocess
+
+    from swe_rl.mine.history import History
+
+    subprocess.run(["git", "init", "-q", "-b", "main", str(tmp_path)], check=True)
+    _commit(tmp_path, "2021-01-01T10:00:00Z", {"pkg/a.py": "a = 1\n"})
+    _git(tmp_path, "checkout", "-qb", "3.x")
+    _git(tmp_path, "checkout", "-qb", "pr1")
+    _commit(tmp_path, "2021-01-02T10:00:00Z", {"pkg/a.py": "a = 2\n"})
+    _git(tmp_path, "checkout", "-q", "3.x")
+    _git(tmp_path, "merge", "-q", "--no-ff", "pr1", "-m", "Merge pull request #1")
+    pr1 = _git(tmp_path, "rev-parse", "HEAD")
+    direct = _commit(tmp_path, "2021-01-03T10:00:00Z", {"pkg/b.py": "b = 1\n"})
+    _git(tmp_path, "checkout", "-q", "main")
+    _commit(tmp_path, "2021-01-04T10:00:00Z", {"pkg/c.py": "c = 1\n"})
+    _git(tmp_path, "checkout", "-q", "3.x")
+    _git(tmp_path, "merge", "-q", "--no-ff", "main", "-m", "Merge branch 'main' into 3.x")
+    _git(tmp_path, "checkout", "-q", "main")
+    _git(tmp_path, "merge", "-q", "--no-ff", "3.x", "-m", "Merge branch '3.x'")
+    release = _git(tmp_path, "rev-parse", "HEAD")
+    _git(tmp_path, "checkout", "-qb", "pr2")
+    _commit(tmp_path, "2021-01-05T10:00:00Z", {"pkg/d.py": "d = 1\n"})
+    _git(tmp_path, "checkout", "-q", "main")
+    _git(tmp_path, "merge", "-q", "--no-ff", "pr2", "-m", "Merge pull request #2")
+    history = History(tmp_path)
+    merges = {c.commit: c for c in history.commits() if len(c.parents) > 1}
+    unfolded = history.branch_line(merges[release])
+    assert unfolded is not None
+    line, left_out = unfolded
+    assert [c.commit for c in line] == [pr1, direct] and left_out == 1
+    assert {c.via for c in line} == {release}
+    (pr2,) = set(merges) - {release}
+    assert history.branch_line(merges[pr2]) is None

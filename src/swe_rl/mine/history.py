@@ -53,6 +53,7 @@ class Commit(BaseModel):
     commit: str
     parents: tuple[str, ...]
     timestamp: int = Field(description="Committer date, Unix time.")
+    via: str = Field(default="", description="The first-parent branch merge that brought it (branch_line).")
 
     @property
     def created_at(self) -> str:
@@ -69,6 +70,7 @@ class Candidate(BaseModel):
     created_at: str
     merge: bool = False
     merged: list[str] = Field(default_factory=list, description="A merge's branch commits, oldest first.")
+    via: str = Field(default="", description="The branch merge that brought it to the main line, if any.")
     message: str = Field(description="The commit message (subject and body).")
     source_files: list[str]
     test_files: list[str]
@@ -122,6 +124,39 @@ class History:
             raise MineError(f"{self.path}: no commit on the first-parent line of HEAD{window}")
         return out
 
+    def branch_line(self, merge: Commit) -> tuple[list[Commit], int] | None:
+        """A merge of a long-lived branch (a release branch, pytest's ``features``) that merged pull requests of
+        its own: the branch's first-parent commits it brings, oldest first, each its own candidate as on the
+        main line, and how many were left out (below); None for any other merge (a pull request's branch:
+        one candidate, the merge).
+
+        A merge on that line whose second parent the main line already had (the main line merged into the
+        branch) is left out: its change is the main line's, mined there. A pull request merged into the
+        branch is told from it by a second parent the main line did not have."""
+        if len(merge.parents) < 2:
+            return None
+        mainline, branch = merge.parents[:2]
+        out = self._git(
+            "log", "--first-parent", "--reverse", "--format=%H %ct %P", branch, f"^{mainline}", "--"
+        )
+        line = []
+        for row in out.splitlines():
+            commit, stamp, *parents = row.split()
+            line.append(Commit(commit=commit, parents=tuple(parents), timestamp=int(stamp), via=merge.commit))
+        inner_merges = [c for c in line if len(c.parents) > 1]
+        pulls = {c.commit for c in inner_merges if not self._is_ancestor(c.parents[1], mainline)}
+        if not pulls:
+            return None
+        kept = [c for c in line if len(c.parents) == 1 or c.commit in pulls]
+        return kept, len(line) - len(kept)
+
+    def _is_ancestor(self, commit: str, of: str) -> bool:
+        try:
+            self._git("merge-base", "--is-ancestor", commit, of)
+        except InfraError:
+            return False
+        return True
+
     def has_tests(self) -> bool:
         """Whether HEAD holds any test file."""
         return any(is_test_file(p) for p in self._git("ls-tree", "-r", "--name-only", "HEAD").splitlines())
@@ -158,6 +193,7 @@ class History:
             created_at=commit.created_at,
             merge=len(commit.parents) > 1,
             merged=merged,
+            via=commit.via,
             message=self.message(commit.commit),
             source_files=sources,
             test_files=tests,

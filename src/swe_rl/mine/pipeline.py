@@ -108,7 +108,7 @@ class Miner:
         self.exclusion = load_exclusion(list(self.opts.exclude))
         dropped: Counter[tuple[str, str]] = Counter()
         candidates: list[Commit] = []
-        for commit in commits:
+        for commit in self._unfolded(commits, dropped):
             if not commit.parents:
                 dropped["history", "root commit (no base)"] += 1
                 continue
@@ -145,6 +145,22 @@ class Miner:
             resumed=resumed,
             seconds=round(time.monotonic() - self.started, 2),
         )
+
+    def _unfolded(self, commits: list[Commit], dropped: Counter[tuple[str, str]]) -> list[Commit]:
+        """The first-parent line with each merge of a long-lived branch replaced by that branch's own line
+        (:meth:`History.branch_line`): its pull requests are candidates one by one, as SWE-bench's are."""
+        out: list[Commit] = []
+        for commit in commits:
+            unfolded = self.history.branch_line(commit)
+            if unfolded is None:
+                out.append(commit)
+                continue
+            line, mainline_merges = unfolded
+            dropped["history", "branch merge (its own commits and pull requests are candidates)"] += 1
+            if mainline_merges:
+                dropped["history", "the main line merged into a branch"] += mainline_merges
+            out += line
+        return out
 
     async def _decide_all(self, candidates: list[Commit], state: MineState, path: Path) -> None:
         limit = asyncio.Semaphore(self.opts.concurrency)
@@ -220,6 +236,7 @@ class Miner:
                 "base": cand.base,
                 "merge": cand.merge,
                 "merged_commits": cand.merged,
+                "via": cand.via,
                 "rule": f"{KEEP_RULE}; {VALIDATION_RULE}",
                 "source_files": cand.source_files,
                 "test_files": cand.test_files,
