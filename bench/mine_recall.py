@@ -159,7 +159,8 @@ def verdict(
     matches = [
         r
         for r in rows
-        if r["mine"]["commit"] == commit or sorted(r["mine"].get("source_files", [])) == sources
+        if commit in (r["mine"]["commit"], r["mine"].get("via"))
+        or sorted(r["mine"].get("source_files", [])) == sources
     ]
     for row in matches:
         if common := theirs & {normalize_test(t) for t in _f2p(row)}:
@@ -168,6 +169,16 @@ def verdict(
         ours = sorted({normalize_test(t) for r in matches for t in _f2p(r)})
         reason = f"kept but no FAIL_TO_PASS in common (ours: {', '.join(ours[:5])}; theirs: "
         return {"produced": False, "reason": reason + f"{', '.join(sorted(theirs)[:5])})"}
+    parents = tuple(run_git(["rev-list", "--parents", "-n1", commit], history.path).split()[1:])
+    unfolded = history.branch_line(Commit(commit=commit, parents=parents, timestamp=0))
+    if unfolded is not None:  # a branch merge: the miner decided the branch's pull requests one by one
+        inner = _inner_candidate(ref, sources, unfolded[0], history)
+        if inner is None:
+            return {
+                "produced": False,
+                "reason": "branch merge: no commit of the branch carries the fix alone",
+            }
+        commit = inner
     if (decision := decided.get(commit)) and not decision.get("kept"):
         reason = f"dropped at {decision['stage']}: {decision['reason']}"
         return {"produced": False, "reason": reason, "detail": decision.get("detail", "")[-500:]}
@@ -180,6 +191,18 @@ def verdict(
         "produced": False,
         "reason": "a candidate not decided (--max-candidates, or the run did not finish)",
     }
+
+
+def _inner_candidate(ref: Reference, sources: list[str], line: list[Commit], history: History) -> str | None:
+    """The commit of a branch's line that brought the instance's fix: its pull request's merge (by number in
+    the subject), else the commit whose source files are the gold patch's."""
+    for c in line:
+        if re.search(rf"#{ref.number}\b", history.message(c.commit).partition("\n")[0]):
+            return c.commit
+    for c in line:
+        if history.split(c)[0] == sources:
+            return c.commit
+    return None
 
 
 def score(args: argparse.Namespace) -> dict:
