@@ -137,14 +137,28 @@ def test_the_command_mines_and_refuses_what_it_cannot_use(mined, tmp_path):
     assert untested.returncode == 2 and "no test files" in untested.stderr
 
 
-def test_owner_name_is_mined_from_the_repo_cache_mirror(mined, tmp_path):
-    ids, _, _, root = mined
+def _mirrored(root: Path, tmp_path: Path) -> tuple[Path, list[str]]:
+    """A repo cache holding the mined history as acme/tiny, and the options the mined fixture used."""
     mirrors = tmp_path / "mirrors"
     subprocess.run(
         ["git", "clone", "-q", "--mirror", str(root / "repo"), str(mirrors / "acme" / "tiny.git")], check=True
     )
+    return mirrors, [
+        "--pytest",
+        "host",
+        "--timeout",
+        "120",
+        "--cache-dir",
+        str(root / "envs"),
+        "--backend",
+        "ns",
+    ]
+
+
+def test_owner_name_is_mined_from_the_repo_cache_mirror(mined, tmp_path):
+    ids, _, _, root = mined
+    mirrors, same = _mirrored(root, tmp_path)
     out = tmp_path / "acme.jsonl"
-    same = ["--pytest", "host", "--timeout", "120", "--cache-dir", str(root / "envs"), "--backend", "ns"]
     done = _cli(
         "tasks", "mine", "--repo", "acme/tiny", "--repo-cache", str(mirrors), "--out", str(out), "--max-candidates", "1",
         *same,
@@ -212,12 +226,8 @@ def test_mined_rows_train_with_grpo(mined, tmp_path):
 
 def test_several_repositories_are_mined_in_turn_into_one_file(mined, tmp_path):
     ids, _, _, root = mined
-    mirrors = tmp_path / "mirrors"
-    subprocess.run(
-        ["git", "clone", "-q", "--mirror", str(root / "repo"), str(mirrors / "acme" / "tiny.git")], check=True
-    )
+    mirrors, same = _mirrored(root, tmp_path)
     out = tmp_path / "all.jsonl"
-    same = ["--pytest", "host", "--timeout", "120", "--cache-dir", str(root / "envs"), "--backend", "ns"]
     both = ["--repo", "acme/tiny", "--repo", str(root / "repo"), "--repo-cache", str(mirrors)]
     # a repository that is not there fails the run before any is mined (no part file of the first)
     bad = _cli("tasks", "mine", *both, "--repo", "acme/gone", "--out", str(out), *same)
