@@ -111,6 +111,14 @@ def test_heldback_kinds_keep_only_those_and_count_the_share_on_them():
     assert found["ids"] == found["functions"] == found["bug strings"] == []
 
 
+def test_functions_without_a_kept_kind_stay_in_training():
+    extra = [task(900 + i, "alib", f"only_returns{i}", "return_change", f"ret only {i}") for i in range(12)]
+    for seed in range(4):
+        split = split_heldback([*corpus(), *extra], share=0.3, seed=seed, heldback_kinds=["name_typo"])
+        trained = {t.instance_id for t in split.train}
+        assert all(t.instance_id in trained for t in extra), "holding them back would only lose them"
+
+
 def test_whole_libraries_held_back():
     split = split_heldback(corpus(), share=0.0, seed=1, heldback_repos=["blib"])
     assert split.repos == ["blib"] and {t.repo for t in split.heldback} == {"swe-rl-synth/blib"}

@@ -110,7 +110,7 @@ def split_heldback(
     by_function: dict[str, list[Task]] = {}
     for task in tasks:
         by_function.setdefault(function_of(task), []).append(task)
-    held = _held_functions(by_function, share, seed, set(held_repos), set(count_kinds))
+    held = _held_functions(by_function, share, seed, set(held_repos), set(count_kinds), bool(heldback_kinds))
     in_held = [t for t in tasks if function_of(t) in held]
     heldback = [t for t in in_held if not heldback_kinds or _kinds(t) & set(heldback_kinds)]
     if not heldback:
@@ -170,9 +170,15 @@ def _in_repos(task: Task, names: Sequence[str]) -> bool:
 
 
 def _held_functions(
-    by_function: dict[str, list[Task]], share: float, seed: int, repos: set[str], kinds: set[str]
+    by_function: dict[str, list[Task]],
+    share: float,
+    seed: int,
+    repos: set[str],
+    kinds: set[str],
+    only_counted: bool,
 ) -> set[str]:
-    """The functions held back: those of ``repos``, then whole functions by the seeded greedy placement."""
+    """The functions held back: those of ``repos``, then whole functions by the seeded greedy placement
+    (with ``only_counted``, only functions with tasks of ``kinds``)."""
     shares = {HELDBACK: share, TRAIN: 1 - share}
 
     def counted(tasks: list[Task]) -> int:
@@ -186,6 +192,8 @@ def _held_functions(
         first, shares, seed=seed, counts={HELDBACK: sum(counted(by_function[f]) for f in held)}
     )
     held |= {f for f, side in placed.items() if side == HELDBACK}
+    if only_counted:  # a function without a task to keep held back would only be lost to training
+        return held
     later = {f: len(ts) for f, ts in free.items() if f not in first}
     so_far = {
         HELDBACK: sum(len(by_function[f]) for f in held),
