@@ -33,7 +33,7 @@ CONVERTED = {
     (("train", "sft"), "thinking"): "a word (default, on, off) becomes None, True or False",
 }
 # --out names a file there, not a run directory
-FILE_OUT = {("report",), ("tasks", "synth"), ("tasks", "mine")}
+FILE_OUT = {("report",), ("tasks", "synth"), ("tasks", "mine"), ("tasks", "split")}
 
 
 def _commands() -> dict[tuple[str, ...], Any]:

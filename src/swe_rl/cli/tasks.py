@@ -22,6 +22,7 @@ from swe_rl.cli.options import (
     run,
     sigterm_interrupts,
 )
+from swe_rl.cli.split import split_command
 
 app = typer.Typer(help="Inspect task records (SWE-bench schema).", no_args_is_help=True)
 
@@ -292,3 +293,4 @@ def kinds() -> None:
 
 
 app.command("mine")(mine_command)
+app.command("split")(split_command)

@@ -9,7 +9,8 @@ Modules: ``source`` (reading a repository), ``mutators`` / ``mutations`` (where 
 injected), ``runner`` (baseline and candidate runs in sandboxes), ``problem`` (issue text),
 ``repo`` (the bare repository of base commits), ``options`` (what a run is asked for and reports),
 ``pipeline`` (the deterministic search),
-``splits`` (splits by function, stats), ``output`` (writing the results atomically).
+``splits`` (splits by function, stats), ``heldback`` (one held-back split of several runs, by
+repository, function and bug string), ``output`` (writing the results atomically).
 """
 
 from __future__ import annotations

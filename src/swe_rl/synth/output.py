@@ -67,6 +67,28 @@ def publish(
     return [Task.model_validate({**r, "repo_source": str(final_repo.resolve())}) for r in records]
 
 
+def publish_split(sides: dict[str, list[Task]], out: Path) -> dict[str, Path]:
+    """Write each side of a split to ``NAME.<side>.jsonl`` and every task, with its side in a "split"
+    field, to ``out`` (last, so its presence means the whole split was written). A ``repo_source`` that
+    is a local path is written relative to ``out``'s folder, as ``tasks synth`` writes it."""
+    out.parent.mkdir(parents=True, exist_ok=True)
+    paths = {name: split_path_for(out, name) for name in sides}
+    every = []
+    for name, tasks in sides.items():
+        records = [{**_relative_source(t.to_record(), out.parent), "split": name} for t in tasks]
+        atomic_write_text(paths[name], _jsonl(records))
+        every += records
+    atomic_write_text(out, _jsonl(every))
+    return paths
+
+
+def _relative_source(record: dict[str, object], folder: Path) -> dict[str, object]:
+    source = record.get("repo_source")
+    if isinstance(source, str) and source.startswith("/"):
+        record["repo_source"] = os.path.relpath(source, folder.resolve())
+    return record
+
+
 def _jsonl(records: list[dict[str, object]]) -> str:
     return "".join(json.dumps(r) + "\n" for r in records)
 

@@ -45,22 +45,36 @@ def synth_meta(task: Task) -> dict[str, Any]:
 def assign_splits(tasks: Sequence[Task], shares: dict[str, float], *, seed: int = 0) -> dict[str, str]:
     """instance_id -> split name. Whole functions go to one split, in a seeded order, each to the
     split furthest below its share of tasks, so sizes follow the shares as closely as functions allow."""
+    by_function = tasks_by_function(tasks)
+    sizes = {func: len(ids) for func, ids in by_function.items()}
+    placed = place_groups(sizes, shares, seed=seed)
+    return {iid: placed[func] for func, ids in by_function.items() for iid in ids}
+
+
+def tasks_by_function(tasks: Sequence[Task]) -> dict[str, list[str]]:
+    """function_of -> the instance ids of its tasks, in the tasks' order."""
     by_function: dict[str, list[str]] = {}
     for task in tasks:
         by_function.setdefault(function_of(task), []).append(task.instance_id)
-    functions = sorted(by_function)
-    random.Random(seed).shuffle(functions)
-    # big functions first, so the small ones can even out the sizes; ties keep the seeded order
-    functions.sort(key=lambda f: -len(by_function[f]))
-    counts = dict.fromkeys(shares, 0)
+    return by_function
+
+
+def place_groups(
+    sizes: dict[str, int], shares: dict[str, float], *, seed: int, counts: dict[str, int] | None = None
+) -> dict[str, str]:
+    """group -> split name: groups in a seeded order, the biggest first (ties keep the seeded order),
+    each to the split furthest below its share of the total size. ``counts`` are sizes already placed
+    (they count towards the total and their split's share)."""
+    groups = sorted(sizes)
+    random.Random(seed).shuffle(groups)
+    groups.sort(key=lambda g: -sizes[g])
+    counts = {name: (counts or {}).get(name, 0) for name in shares}
+    total = sum(sizes.values()) + sum(counts.values())
     out: dict[str, str] = {}
-    total = len(tasks)
-    for func in functions:
-        size = len(by_function[func])
+    for group in groups:
         name = max(shares, key=lambda s: (shares[s] * total - counts[s], shares[s]))
-        counts[name] += size
-        for iid in by_function[func]:
-            out[iid] = name
+        counts[name] += sizes[group]
+        out[group] = name
     return out
 
 
