@@ -3,13 +3,15 @@
 The instances are drawn from an ``env build --validate`` report (its ``valid`` and ``invalid`` entries, so
 an env exists): grouped by repository, each repository's ids shuffled with ``random.Random(--seed)``, then
 taken round-robin across repositories until ``--count`` are drawn, so every repository built is in the
-sample. Each instance's gold patch and its unchanged base (the empty patch) are graded in the same env on
+sample. Without ``--report``, every row of ``--tasks`` is drawn from (mined rows: issue #41). Each instance's gold patch and its unchanged base (the empty patch) are graded in the same env on
 both backends; a difference in the verdict's status, ``resolved``, or any FAIL_TO_PASS / PASS_TO_PASS test's
 status is recorded. Resumable: instances already in ``--out`` are skipped.
 
     python bench/ns_vs_docker.py --report /work/cache39/verified-report.json \\
         --tasks /work/gold-data/verified-9fa5614.parquet --cache-dir /work/cache39/envs \\
         --repo-cache /work/gold-data/repos [--count 24] [--seed 39]
+    python bench/ns_vs_docker.py --tasks mined.jsonl --cache-dir W/envs --count 10 --seed 41 \
+        --out bench/results/ns_vs_docker_mined.json
 """
 
 from __future__ import annotations
@@ -29,13 +31,12 @@ RESULTS = Path(__file__).parent / "results" / "ns_vs_docker.json"
 GROUPS = ("FAIL_TO_PASS", "PASS_TO_PASS")
 
 
-def draw(report: dict[str, Any], count: int, seed: int) -> list[str]:
-    """Round-robin over repositories (sorted), each repository's built ids in a seeded shuffle."""
+def draw(ids: list[str], count: int, seed: int) -> list[str]:
+    """Round-robin over repositories (sorted), each repository's ids in a seeded shuffle."""
     rng = random.Random(seed)
     by_repo: dict[str, list[str]] = {}
-    for iid, entry in sorted(report["entries"].items()):
-        if entry["status"] in ("valid", "invalid"):
-            by_repo.setdefault(iid.rsplit("-", 1)[0], []).append(iid)
+    for iid in sorted(ids):
+        by_repo.setdefault(iid.rsplit("-", 1)[0], []).append(iid)
     for ids in by_repo.values():
         rng.shuffle(ids)
     drawn: list[str] = []
@@ -103,10 +104,15 @@ async def main(args: argparse.Namespace) -> None:
     from swe_rl.sandbox import get_factory
     from swe_rl.tasks.loaders import load_tasks
 
-    report = json.loads(Path(args.report).read_text())
-    ids = draw(report, args.count, args.seed)
-    tasks = {t.instance_id: t for t in load_tasks(args.tasks) if t.instance_id in ids}
-    cache = EnvCache(Path(args.cache_dir), repo_cache=Path(args.repo_cache))
+    every = {t.instance_id: t for t in load_tasks(args.tasks)}
+    if args.report:  # the instances the build report has an env for
+        entries = json.loads(Path(args.report).read_text())["entries"]
+        built = [iid for iid, e in entries.items() if e["status"] in ("valid", "invalid")]
+    else:  # every row of the task file (mined or synthesized rows: validated when they were made)
+        built = list(every)
+    ids = draw(built, args.count, args.seed)
+    tasks = {iid: every[iid] for iid in ids}
+    cache = EnvCache(Path(args.cache_dir), repo_cache=Path(args.repo_cache) if args.repo_cache else None)
     factories = {"ns": get_factory("ns"), "docker": get_factory("docker")}
     out = Path(args.out)
     results = json.loads(out.read_text()) if out.is_file() else {}
@@ -139,10 +145,10 @@ async def main(args: argparse.Namespace) -> None:
 
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--report", required=True)
+    parser.add_argument("--report", help="an `env build --validate` report: draw among its built instances")
     parser.add_argument("--tasks", required=True)
     parser.add_argument("--cache-dir", required=True)
-    parser.add_argument("--repo-cache", required=True)
+    parser.add_argument("--repo-cache", help="mirrors (rows without repo_source)")
     parser.add_argument("--count", type=int, default=24)
     parser.add_argument("--seed", type=int, default=39)
     parser.add_argument("--timeout", type=float, default=1800.0)
