@@ -95,6 +95,26 @@ def test_a_second_mine_gives_the_same_rows_and_a_rerun_resumes(mined):
     assert resumed.resumed == 3 and out.read_bytes() == before and resumed.seconds < report.seconds
 
 
+def test_a_timeout_is_tried_again_on_a_rerun_and_other_drops_stand(mined, tmp_path):
+    """A candidate dropped for a timeout (the machine's load as much as the candidate) is validated again by
+    a rerun; one dropped for what its tests showed (no FAIL_TO_PASS: the control) is not."""
+    ids, out, _, root = mined
+    copy = tmp_path / "tasks.jsonl"
+    state = json.loads(state_path(out).read_text())
+    state["decided"][ids["fix_add"]] = {
+        "kept": False,
+        "stage": "validate",
+        "reason": "timeout (tests ran past 1s)",
+    }
+    state_path(copy).write_text(json.dumps(state))
+    rerun = _mine(root / "repo", copy, root / "envs")
+    assert rerun.resumed == 2 and copy.read_bytes().replace(
+        str(tmp_path).encode(), b""
+    ) == out.read_bytes().replace(str(out.parent).encode(), b"")
+    again = json.loads(state_path(copy).read_text())["decided"]
+    assert again[ids["fix_add"]]["kept"] and again[ids["refactor"]]["reason"] == "no FAIL_TO_PASS"
+
+
 def test_mined_rows_grade_like_any_row(mined):
     _, out, _, root = mined
     factory = available_factory("ns")

@@ -45,6 +45,12 @@ RULES = 3
 Note = Callable[[str], None]
 
 
+def final(decision: Decision | None) -> bool:
+    """Whether a saved decision stands on a rerun. A timeout does not: it may be the machine's load (other
+    jobs on its cores), not the candidate, so a rerun validates that candidate again."""
+    return decision is not None and not decision.reason.startswith("timeout")
+
+
 class MineOptions(BaseModel):
     """Which history to mine and how."""
 
@@ -125,7 +131,7 @@ class Miner:
         state, said = load_state(path, fingerprint(RULES, self.history.path, options, exclusion))
         if said:
             self.note(said)
-        resumed = sum(c.commit in state.decided for c in candidates)
+        resumed = sum(final(state.decided.get(c.commit)) for c in candidates)
         self.note(f"{self.history.path}: {len(commits)} commits, {len(candidates)} candidates to validate")
         await self._decide_all(candidates, state, path)
         decisions = [state.decided[c.commit] for c in candidates]
@@ -167,7 +173,7 @@ class Miner:
         total = len(candidates)
 
         async def one(index: int, commit: Commit) -> None:
-            if commit.commit in state.decided:
+            if final(state.decided.get(commit.commit)):
                 return
             async with limit:
                 decision = await self._decide(commit)
