@@ -38,7 +38,7 @@
 # off_by_one cond_negate"], RL_KIND [name_typo], N_WARM [80], N_RL [130], HELDBACK [0.3, of the RL kind's
 # tasks, by function], HELDBACK_REPO [none: libraries held back whole, space-separated; with HELDBACK=0
 # nothing else is], SFT_EPOCHS [2], SFT_LR [5e-5], PROBE_TASKS [16], SAMPLES [8], TEMP [1.0], TOP_P [0.95],
-# STEPS [20], TASKS_PER_STEP [4], GENS [4], RL_LR [3e-5], RL_SCHEDULE [constant], MICRO [4], MAX_TOKENS
+# STEPS [20], TASKS_PER_STEP [4], GENS [4], RL_LR [3e-5], RL_SCHEDULE [constant], UNSUBMITTED [unresolved], MICRO [4], MAX_TOKENS
 # [128], STEP_LIMIT [3], AGENT [compact], J [16], WALL [900]. Why these kinds: the 135M model fixes only
 # bugs whose fix can be read off the traceback (a misspelt name: docs/experiments/learning-smollm2.md), and
 # the builtin libraries have ~130 of them (the other kinds 2-72 each). The split of the defaults (seed 3):
@@ -73,6 +73,9 @@ TASKS_PER_STEP=${TASKS_PER_STEP:-4}
 GENS=${GENS:-4}
 RL_LR=${RL_LR:-3e-5}
 RL_SCHEDULE=${RL_SCHEDULE:-constant}  # TRL's default decays the rate to 0 over the run: half the movement
+# the reward of an episode that never submitted: graded at the limit (SWE-agent's convention) paid the policy
+# for not submitting in the first run (submits fell 164 -> 126 of 312); unresolved makes submitting the way
+UNSUBMITTED=${UNSUBMITTED:-unresolved}
 MICRO=${MICRO:-4}  # episodes per backward pass: 16 of ~900 tokens at once took 24 GiB and the OOM killer
 # glibc's per-thread arenas let a long run's resident memory creep (micro-batches of 4 still reached 24 GiB
 # at step 8 once); two arenas kept steps 8-19 under 15 GiB
@@ -201,7 +204,7 @@ if stage rl && [ ! -d "$W/grpo/final" ]; then
     --tasks-per-step "$TASKS_PER_STEP" -g "$GENS" --lr "$RL_LR" --max-tokens "$MAX_TOKENS" \
     --temperature "$TEMP" --top-p "$TOP_P" --step-limit "$STEP_LIMIT" -j "$J" --seed "$SEED" \
     --agent-config "$AGENT" --micro-batch "$MICRO" --trl lr_scheduler_type="$RL_SCHEDULE" -o "$W/grpo" \
-    "${resume[@]}"
+    --unsubmitted "$UNSUBMITTED" "${resume[@]}"
 fi
 if stage after; then
   evaluate "$W/heldback.jsonl" "$W/grpo/final" "$W/after-sampled" sampled
@@ -233,9 +236,15 @@ for name in ("probe", "before-sampled", "before-greedy", "after-sampled", "after
     rows = [json.loads(x) for x in run.read_text().splitlines() if x.strip()]
     graded = graded_rows[name] = [r for r in rows if not r.get("error")]
     k = sum(bool(r.get("resolved")) for r in graded)
+    # both conventions: "resolved" grades the working tree at the limit (SWE-agent's); "submitted" counts an
+    # episode only when it submitted (mini-swe-agent's)
+    sub = [r for r in graded if r.get("patch_source") == "submission"]
+    ks = sum(bool(r.get("resolved")) for r in sub)
     out["evaluations"][name] = {
         "episodes": len(graded), "infra_errors": len(rows) - len(graded), "tasks": len({r["instance_id"] for r in rows}),
         "resolved": k, "rate": round(k / max(1, len(graded)), 4), "wilson95": wilson(k, len(graded)),
+        "submitted": len(sub), "resolved_submitted": ks, "rate_submitted": round(ks / max(1, len(graded)), 4),
+        "wilson95_submitted": wilson(ks, len(graded)),
     }
 ev = out["evaluations"]
 

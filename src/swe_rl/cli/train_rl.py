@@ -130,6 +130,15 @@ def train_rl(
         ),
     ] = None,
     seed: Annotated[int, typer.Option("--seed")] = 0,
+    unsubmitted: Annotated[
+        str,
+        typer.Option(
+            "--unsubmitted",
+            help="The reward of an episode that never submitted: graded (its working tree's diff at the limit, "
+            "SWE-agent's convention) or unresolved (mini-swe-agent's: nothing submitted, nothing resolved; "
+            "not submitting never pays). rollouts.jsonl keeps each episode's verdict and patch_source either way.",
+        ),
+    ] = "graded",
     output_dir: Annotated[
         Path, typer.Option("--output-dir", "-o", help="The training run directory.")
     ] = Path("swe-rl-train"),
@@ -179,6 +188,7 @@ def train_rl(
         save_steps=save_steps,
         freeze_embeddings=freeze_embeddings,
         seed=seed,
+        unsubmitted=_unsubmitted(unsubmitted),
         trl=parse_assignments(trl or [], "--trl"),
         args={
             "tasks": tasks,
@@ -249,8 +259,15 @@ _SETTINGS = [
     "top_p",
     "freeze_embeddings",
     "seed",
+    "unsubmitted",
 ]
 _ARGS = ("tasks", "step_limit", "agent_config")
+
+
+def _unsubmitted(value: str) -> Any:
+    if value not in ("graded", "unresolved"):
+        raise typer.BadParameter(f"--unsubmitted is graded or unresolved, not {value!r}")
+    return value
 
 
 def _resumed(

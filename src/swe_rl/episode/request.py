@@ -19,6 +19,8 @@ from swe_rl.llm.base import SamplingParams
 from swe_rl.llm.cost import PriceTable
 from swe_rl.sandbox.base import Limits
 
+Unsubmitted = Literal["graded", "unresolved"]
+
 
 class Policy(BaseModel):
     """The model being trained, as the rollout reaches it: token ids in and out."""
@@ -119,6 +121,12 @@ class EpisodeRequest(BaseModel):
     prm: ProcessReward | None = Field(default=None, description="Process rewards from a judge (seed's PRM).")
     train: bool = Field(default=True, description="Build training samples and a reward.")
     attempt: int = Field(default=0, ge=0, description="Which attempt at the task (eval's --n-samples).")
+    unsubmitted: Unsubmitted = Field(
+        default="graded",
+        description="The reward of an episode that never submitted: graded (its working tree's diff at the "
+        "limit, SWE-agent's convention) or unresolved (mini-swe-agent's: it submitted nothing). Its verdict is "
+        "kept either way; this decides the reward only.",
+    )
     grading: GradingMode = Field(
         default="strict", description="strict (training's default) or official (SWE-bench's verdict)."
     )

@@ -118,6 +118,7 @@ class LocalExecutor:
                 prm=(judge, request.prm) if judge is not None and request.prm is not None else None,
                 settings=settings,
                 grader=self.grader,
+                unsubmitted=request.unsubmitted,
             )
         finally:
             self.running -= 1

@@ -33,7 +33,7 @@ from collections.abc import Sequence
 from typing import Any, Protocol
 
 from swe_rl.agent.config import AgentConfig
-from swe_rl.episode.request import EpisodeRequest, HeldModel
+from swe_rl.episode.request import EpisodeRequest, HeldModel, Unsubmitted
 from swe_rl.episode.result import RolloutResult
 from swe_rl.errors import ConfigError
 from swe_rl.executors.base import Executor
@@ -67,7 +67,9 @@ class SweRolloutFunc:
         log: StepLog | None = None,
         max_concurrent: int = 16,
         window_s: float = 0.5,
+        unsubmitted: Unsubmitted = "graded",
     ) -> None:
+        self.unsubmitted: Unsubmitted = unsubmitted  # the reward of an episode that never submitted
         self.window_s = window_s  # episodes run in step: wait this long to batch a whole turn together
         self.tasks = {t.instance_id: t for t in tasks}
         self.executor = executor or executor_from()
@@ -123,6 +125,7 @@ class SweRolloutFunc:
             sampling=self.params,
             agent=self.agent,
             dynamic_history=False,
+            unsubmitted=self.unsubmitted,
         )
 
     async def _episodes(self, ids: list[str], policy: Any) -> list[RolloutResult]:

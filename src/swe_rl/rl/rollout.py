@@ -16,6 +16,7 @@ from swe_rl.agent.context import ContextManager
 from swe_rl.agent.trajectory import Trajectory
 from swe_rl.envs.cache import EnvCache
 from swe_rl.episode.record import EpisodeRecord
+from swe_rl.episode.request import Unsubmitted
 from swe_rl.episode.result import RolloutResult, rollout_metrics, status_of, unscored_result
 from swe_rl.episode.run import EpisodeSettings, run_episode
 from swe_rl.harness.grade_many import Grader
@@ -41,6 +42,7 @@ async def run_rollout(
     prm: tuple[LLM, Any] | None = None,
     settings: EpisodeSettings | None = None,
     grader: Grader | None = None,
+    unsubmitted: Unsubmitted = "graded",
 ) -> RolloutResult:
     """Agent in a fresh sandbox, patch graded in another, samples built from ids. Never raises InfraError;
     attribution as in episode/run.py (an agent's own damage is its outcome, a failure outside it unscored).
@@ -48,7 +50,9 @@ async def run_rollout(
     encoded with the fixed-base method; with ids from the server, it is not used. ``prm``: a judge and
     its settings (``episode.request.ProcessReward``): the reward becomes outcome + coef * mean step score.
     ``settings``: the sandbox limits and grading (default: strict grading, the backend's limits);
-    ``grader``: grades in reused sandboxes with a warm test runner (harness/grade_many.py)."""
+    ``grader``: grades in reused sandboxes with a warm test runner (harness/grade_many.py). ``unsubmitted``:
+    "unresolved" rewards an episode that never submitted as unresolved, whatever its diff's verdict (which
+    ``resolved`` still reports), so that not submitting is never the better strategy."""
     trajectory_id = uuid.uuid4().hex
     settings = settings or EpisodeSettings(grading="strict")
     episode = await run_episode(
@@ -59,7 +63,8 @@ async def run_rollout(
     if episode.error is not None or episode.verdict is None or traj is None:
         return unscored_result(episode)
     verdict = episode.verdict
-    reward = (outcome or OutcomeReward())(verdict.resolved)
+    counted = episode.patch_source == "submission" or unsubmitted == "graded"
+    reward = (outcome or OutcomeReward())(verdict.resolved and counted)
     extra: dict[str, float] = {}
     if prm is not None and traj.steps:
         reward, extra = await _with_process_reward(reward, traj, task, *prm)

@@ -19,6 +19,7 @@ from pydantic import BaseModel, Field, model_validator
 
 from swe_rl.agent.config import AgentConfig
 from swe_rl.envs.cache import EnvCache
+from swe_rl.episode.request import Unsubmitted
 from swe_rl.episode.result import RolloutResult, rollout_record
 from swe_rl.episode.summary import step_curve
 from swe_rl.errors import ConfigError, MissingExtraError
@@ -73,6 +74,11 @@ class GRPOSettings(BaseModel):
         description="Keep the token embeddings and the LM head fixed (freeze_token_embeddings).",
     )
     seed: int = 0
+    unsubmitted: Unsubmitted = Field(
+        default="graded",
+        description="The reward of an episode that never submitted: graded (its diff at the limit, "
+        "SWE-agent's convention) or unresolved (mini-swe-agent's), so that not submitting does not pay.",
+    )
     trl: dict[str, Any] = Field(
         default_factory=dict, description="More GRPOConfig fields (e.g. top_entropy_quantile), applied last."
     )
@@ -148,7 +154,13 @@ def train_grpo(
         max_tokens=settings.max_tokens, temperature=settings.temperature, top_p=settings.top_p
     )
     rollout = SweRolloutFunc(
-        tasks, agent, params, executor=executor, log=log, max_concurrent=settings.max_concurrent
+        tasks,
+        agent,
+        params,
+        executor=executor,
+        log=log,
+        max_concurrent=settings.max_concurrent,
+        unsubmitted=settings.unsubmitted,
     )
     try:  # the rollout function's executor is closed in the event loop its kept sandboxes live in
         bf16 = bool(cuda and torch.cuda.is_bf16_supported())
