@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 from tests.conftest import available_factory
 
+from swe_rl.errors import ConfigError
 from swe_rl.executors.base import Policy, ProcessReward, RolloutRequest
 from swe_rl.executors.local import LocalExecutor
 from swe_rl.integrations.adapter_kit import build_request
@@ -56,5 +57,12 @@ def test_trainer_settings_turn_process_rewards_on(monkeypatch):
     monkeypatch.setenv("SWE_RL_PRM_M", "5")
     monkeypatch.setenv("SWE_RL_PRM_COEF", "0.2")
     prm = build_request({}, policy, SamplingParams(), dynamic_history=True).prm
+    assert build_request({}, policy, SamplingParams(), dynamic_history=True).unsubmitted == "graded"
+    monkeypatch.setenv("SWE_RL_UNSUBMITTED", "unresolved")
+    assert build_request({}, policy, SamplingParams(), dynamic_history=True).unsubmitted == "unresolved"
+    monkeypatch.setenv("SWE_RL_UNSUBMITTED", "never")
+    with pytest.raises(ConfigError, match="SWE_RL_UNSUBMITTED='never'"):
+        build_request({}, policy, SamplingParams(), dynamic_history=True)
+    monkeypatch.delenv("SWE_RL_UNSUBMITTED")
     assert prm is not None
     assert (prm.url, prm.m, prm.coef, prm.model) == ("http://judge:30000/v1", 5, 0.2, "judge")

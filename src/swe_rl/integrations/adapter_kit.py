@@ -88,7 +88,7 @@ def build_request(
     settings: AdapterSettings | None = None,
 ) -> RolloutRequest:
     """A request with the agent settings of ``SWE_RL_STEP_LIMIT``, ``SWE_RL_AGENT_CONFIG``,
-    ``SWE_RL_MAX_CONTEXT`` and the process rewards of ``SWE_RL_PRM_*``."""
+    ``SWE_RL_MAX_CONTEXT``, the process rewards of ``SWE_RL_PRM_*`` and ``SWE_RL_UNSUBMITTED``."""
     settings = settings or AdapterSettings.from_environ()
     return RolloutRequest(
         task=task,
@@ -99,6 +99,7 @@ def build_request(
         max_context=settings.max_context,
         dynamic_history=dynamic_history,
         prm=settings.prm,
+        unsubmitted=settings.unsubmitted,
     )
 
 

@@ -17,6 +17,7 @@ below the command line that reads it: everything under ``integrations/`` gets an
 | ``SWE_RL_ROLLOUT_TIMEOUT`` | rollout_timeout_s | seconds a rollout server may take (default 3600) |
 | ``SWE_RL_STEP_LIMIT`` / ``SWE_RL_AGENT_CONFIG`` / ``SWE_RL_MAX_CONTEXT`` / ``SWE_RL_DYNAMIC_HISTORY`` | | the agent |
 | ``SWE_RL_PRM_URL`` / ``_MODEL`` / ``_M`` / ``_COEF`` | prm | process rewards from a judge |
+| ``SWE_RL_UNSUBMITTED`` | unsubmitted | the reward of an episode that never submitted: graded (default) \\| unresolved |
 | ``SWE_RL_POLICY_URL`` / ``_KIND`` / ``_MODEL``, ``SWE_RL_TOKENIZER`` | | the policy, where the trainer names none |
 | ``SWE_RL_MAX_TOKENS`` | max_tokens | verl: new tokens per turn (default: its response length) |
 | ``SWE_RL_SLIME_REWARD`` | slime_reward | slime: the reward as the seed's ``{"score", "acc"}`` (dict) or a float |
@@ -51,6 +52,7 @@ _PLAIN = {
     "tokenizer": "SWE_RL_TOKENIZER",
     "max_tokens": "SWE_RL_MAX_TOKENS",
     "slime_reward": "SWE_RL_SLIME_REWARD",
+    "unsubmitted": "SWE_RL_UNSUBMITTED",
 }
 _ZERO_IS_UNSET = {"capacity", "pool_slots", "rollout_timeout_s", "step_limit", "max_context", "max_tokens"}
 
@@ -76,6 +78,7 @@ class AdapterSettings(BaseModel):
     tokenizer: str | None = None
     max_tokens: int | None = Field(default=None, ge=1)
     slime_reward: Literal["dict", "float"] = "dict"
+    unsubmitted: Literal["graded", "unresolved"] = "graded"
 
     @classmethod
     def from_environ(cls, environ: Mapping[str, str] | None = None) -> AdapterSettings:
