@@ -23,22 +23,31 @@
 #   probe    the warm-started model, sampled, on probe-tasks.jsonl: GRPO needs a kind it solves sometimes
 #            (~10-40 %) but not always; the rate is printed and kept in probe.json
 #   before   heldback.jsonl, sampled (SAMPLES a task, T=TEMP) and greedy
-#   rl       GRPO from the warm start on grpo-tasks.jsonl (`swe-rl train rl`; a killed run is continued with
-#            --resume, losing at most the step in flight)
-#   after    heldback.jsonl again, sampled and greedy, with the GRPO checkpoint
-#   report   results.json and report.md (the same, for people): each evaluation's resolve rate with a 95 %
-#            Wilson interval, pass@k, format errors and exit statuses, the difference (also paired by task),
-#            GRPO's per-step curve
+#   rl       GRPO from the warm start on grpo-tasks.jsonl (`swe-rl train rl`), once per seed of GRPO_SEEDS,
+#            each from the same warm start into grpo-s<SEED>/ (a killed run is continued with --resume,
+#            losing at most the step in flight; each seed resumes on its own)
+#   after    heldback.jsonl again, sampled and greedy, with each seed's checkpoint: after-s<SEED>-sampled/,
+#            after-s<SEED>-greedy/ (the `before` evaluation is one: the warm start's)
+#   report   bench/heldback_report.py: results.json and report.md (the same, for people), run every time:
+#            each evaluation under both conventions of "resolved" (submitted-only, mini-swe-agent's; graded
+#            at the limit, SWE-agent's), per seed and pooled after-minus-before with 95 % intervals
+#            clustered by function (a two-level bootstrap, functions and seeds, for the pooled one),
+#            evaluation noise next to the seed sd, greedy per seed, each GRPO run's submit rate per step,
+#            and whether #42's goal is met
 #
 # Every stage is resumable: one whose output is complete is skipped (task files are written whole or not
 # at all); STAGES="rl after report" runs only those; the disjointness check runs every time. A folder made
-# by the earlier design (two independent splits: rl.test.jsonl, no split.jsonl) is refused. Sizes come
+# by the earlier design (two independent splits: rl.test.jsonl, no split.jsonl) is refused. A single-seed
+# run's grpo/, after-sampled/ and after-greedy/ (before GRPO_SEEDS) are not read: its GRPO seed was SEED (3),
+# so `mv grpo grpo-s3; mv after-sampled after-s3-sampled; mv after-greedy after-s3-greedy` reuses them
+# (with 3 in GRPO_SEEDS). Sizes come
 # from the environment (defaults in brackets): W [bench/results/learning-heldback], MODEL [smollm2], ORACLE
 # [scripted:oracle-debug], WARM_RL [24], SEED [3], WARM_KINDS ["return_change constant_change stmt_delete
 # off_by_one cond_negate"], RL_KIND [name_typo], N_WARM [80], N_RL [130], HELDBACK [0.3, of the RL kind's
 # tasks, by function], HELDBACK_REPO [none: libraries held back whole, space-separated; with HELDBACK=0
 # nothing else is], SFT_EPOCHS [2], SFT_LR [5e-5], PROBE_TASKS [16], SAMPLES [8], TEMP [1.0], TOP_P [0.95],
-# STEPS [20], TASKS_PER_STEP [4], GENS [4], RL_LR [3e-5], RL_SCHEDULE [constant], UNSUBMITTED [unresolved], MICRO [4], MAX_TOKENS
+# STEPS [20], GRPO_SEEDS ["1 2 3": one GRPO run and one after-evaluation each], TASKS_PER_STEP [4],
+# GENS [4], RL_LR [3e-5], RL_SCHEDULE [constant], UNSUBMITTED [unresolved], MICRO [4], MAX_TOKENS
 # [128], STEP_LIMIT [3], AGENT [compact], J [16], WALL [900]. Why these kinds: the 135M model fixes only
 # bugs whose fix can be read off the traceback (a misspelt name: docs/experiments/learning-smollm2.md), and
 # the builtin libraries have ~130 of them (the other kinds 2-72 each). The split of the defaults (seed 3):
@@ -47,7 +56,8 @@
 #
 # Budget on 2 cores (measured on this project's machines: SmolLM2 fp32 generates ~42 tokens/s at batch 16, a forward+backward of
 # 8 x 600 tokens takes ~51 s): an evaluation of ~240 episodes of up to 3 turns x 128 tokens is ~20-30 min,
-# a GRPO step of 16 episodes a few minutes. Plan about 3 h for synth..after; run it at a session's start.
+# a GRPO step of 16 episodes a few minutes. Plan about 3 h for synth..after with one seed, and about 2 h (GRPO and the after-evaluation) for each
+# further seed of GRPO_SEEDS; run it at a session's start.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -69,6 +79,7 @@ SAMPLES=${SAMPLES:-8}
 TEMP=${TEMP:-1.0}
 TOP_P=${TOP_P:-0.95}
 STEPS=${STEPS:-20}
+GRPO_SEEDS=${GRPO_SEEDS:-1 2 3}  # GRPO's seeds, every one from the same warm start (#42 asks for >= 3)
 TASKS_PER_STEP=${TASKS_PER_STEP:-4}
 GENS=${GENS:-4}
 RL_LR=${RL_LR:-3e-5}
@@ -196,124 +207,26 @@ if stage before; then
   evaluate "$W/heldback.jsonl" "$W/sft/final" "$W/before-sampled" sampled
   evaluate "$W/heldback.jsonl" "$W/sft/final" "$W/before-greedy" greedy
 fi
-if stage rl && [ ! -d "$W/grpo/final" ]; then
-  say "GRPO from the warm start on the RL kind's training tasks"
-  resume=()
-  [ -f "$W/grpo/rollouts.jsonl" ] && resume=(--resume "$W/grpo")
-  $SWE train rl --tasks "$W/grpo-tasks.jsonl" --model "$W/sft/final" --steps "$STEPS" \
-    --tasks-per-step "$TASKS_PER_STEP" -g "$GENS" --lr "$RL_LR" --max-tokens "$MAX_TOKENS" \
-    --temperature "$TEMP" --top-p "$TOP_P" --step-limit "$STEP_LIMIT" -j "$J" --seed "$SEED" \
-    --agent-config "$AGENT" --micro-batch "$MICRO" --trl lr_scheduler_type="$RL_SCHEDULE" -o "$W/grpo" \
-    --unsubmitted "$UNSUBMITTED" "${resume[@]}"
+if [ -d "$W/grpo" ] && ! compgen -G "$W/grpo-s*" >/dev/null; then
+  say "$W/grpo is a single-seed run's, not read now: mv it to grpo-s<its seed> (and after-* to after-s<seed>-*)"
 fi
-if stage after; then
-  evaluate "$W/heldback.jsonl" "$W/grpo/final" "$W/after-sampled" sampled
-  evaluate "$W/heldback.jsonl" "$W/grpo/final" "$W/after-greedy" greedy
-fi
-
-python3 - "$W" <<'PY'
-import collections, json, math, sys
-from pathlib import Path
-
-w = Path(sys.argv[1])
-
-
-def wilson(k: int, n: int, z: float = 1.96) -> list[float]:
-    if not n:
-        return [0.0, 0.0]
-    p = k / n
-    centre = (p + z * z / (2 * n)) / (1 + z * z / n)
-    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
-    return [round(max(0.0, centre - half), 4), round(min(1.0, centre + half), 4)]
-
-
-out = {"evaluations": {}}
-graded_rows = {}
-for name in ("probe", "before-sampled", "before-greedy", "after-sampled", "after-greedy"):
-    run = w / name / "results.jsonl"
-    if not run.is_file():
-        continue
-    rows = [json.loads(x) for x in run.read_text().splitlines() if x.strip()]
-    graded = graded_rows[name] = [r for r in rows if not r.get("error")]
-    k = sum(bool(r.get("resolved")) for r in graded)
-    # both conventions: "resolved" grades the working tree at the limit (SWE-agent's); "submitted" counts an
-    # episode only when it submitted (mini-swe-agent's)
-    sub = [r for r in graded if r.get("patch_source") == "submission"]
-    ks = sum(bool(r.get("resolved")) for r in sub)
-    out["evaluations"][name] = {
-        "episodes": len(graded), "infra_errors": len(rows) - len(graded), "tasks": len({r["instance_id"] for r in rows}),
-        "resolved": k, "rate": round(k / max(1, len(graded)), 4), "wilson95": wilson(k, len(graded)),
-        "submitted": len(sub), "resolved_submitted": ks, "rate_submitted": round(ks / max(1, len(graded)), 4),
-        "wilson95_submitted": wilson(ks, len(graded)),
-    }
-ev = out["evaluations"]
-
-
-def outcomes(name):
-    """Each task's episodes of evaluation ``name``: resolved or not."""
-    by = {}
-    for r in graded_rows[name]:
-        by.setdefault(r["instance_id"], []).append(bool(r.get("resolved")))
-    return by
-
-
-if "before-sampled" in ev and "after-sampled" in ev:
-    b, a = ev["before-sampled"], ev["after-sampled"]
-    diff = a["rate"] - b["rate"]
-    se = math.sqrt(a["rate"] * (1 - a["rate"]) / max(1, a["episodes"]) + b["rate"] * (1 - b["rate"]) / max(1, b["episodes"]))
-    out["sampled_difference"] = {"points": round(100 * diff, 1), "ci95_points": [round(100 * (diff - 1.96 * se), 1), round(100 * (diff + 1.96 * se), 1)]}
-    # the same tasks before and after, 8 samples each: episodes of a task are not independent, so the interval
-    # that counts is over the per-task differences (a paired t interval, tasks as the units)
-    def per_task(name):
-        return {t: sum(v) / len(v) for t, v in outcomes(name).items()}
-    before, after = per_task("before-sampled"), per_task("after-sampled")
-    both = sorted(set(before) & set(after))
-    d = [after[t] - before[t] for t in both]
-    if len(d) > 1:
-        mean = sum(d) / len(d)
-        sd = math.sqrt(sum((x - mean) ** 2 for x in d) / (len(d) - 1))
-        t975 = 1.96 + 2.4 / (len(d) - 1)  # Student t, 97.5 %: within 0.03 of the table from 10 degrees of freedom
-        half = t975 * sd / math.sqrt(len(d))
-        out["sampled_difference"]["paired_by_task"] = {"tasks": len(d), "points": round(100 * mean, 1), "ci95_points": [round(100 * (mean - half), 1), round(100 * (mean + half), 1)], "tasks_up": sum(x > 0 for x in d), "tasks_down": sum(x < 0 for x in d)}
-summary = w / "grpo" / "summary.json"
-if summary.is_file():
-    out["grpo_curve"] = json.loads(summary.read_text()).get("curve")
-# -- appended to the report stage: report.md, the run's report for people (results.json holds the same)
-def per_episode(name):
-    rows, tasks = graded_rows[name], outcomes(name)
-    statuses = collections.Counter(r.get("exit_status") or "?" for r in rows)
-    return {
-        "pass_at_k": sum(any(v) for v in tasks.values()) / max(1, len(tasks)),
-        "k": max((len(v) for v in tasks.values()), default=0),
-        "format_error_episodes": sum(bool(r.get("format_errors")) for r in rows) / max(1, len(rows)),
-        "exit_statuses": dict(statuses.most_common()),
-    }
-
-
-lines = ["# GRPO on held-back tasks: the run's report", "", f"Run directory: `{w}`. Figures: results.json.", ""]
-lines += ["| evaluation | episodes | resolved | rate (Wilson 95 %) | pass@k | episodes with a format error | exit statuses |",
-          "|---|---|---|---|---|---|---|"]
-for name, e in ev.items():
-    x = per_episode(name)
-    e.update({"pass_at_k": round(x["pass_at_k"], 4), "k": x["k"], "format_error_episodes": round(x["format_error_episodes"], 4)})
-    statuses = ", ".join(f"{k} {v}" for k, v in x["exit_statuses"].items())
-    lines.append(f"| {name} | {e['episodes']} ({e['infra_errors']} infra errors) | {e['resolved']} | {100 * e['rate']:.1f} % "
-                 f"({100 * e['wilson95'][0]:.1f}-{100 * e['wilson95'][1]:.1f}) | {100 * x['pass_at_k']:.1f} % (k={x['k']}) | "
-                 f"{100 * x['format_error_episodes']:.0f} % | {statuses} |")
-if "sampled_difference" in out:
-    d = out["sampled_difference"]
-    lines += ["", f"Sampled, after minus before: **{d['points']:+.1f} points** (episodes as independent: 95 % "
-              f"{d['ci95_points'][0]:+.1f} to {d['ci95_points'][1]:+.1f})."]
-    if "paired_by_task" in d:
-        p = d["paired_by_task"]
-        lines.append(f"Paired by task ({p['tasks']} tasks, t interval over the per-task differences): {p['points']:+.1f} points, "
-                     f"95 % {p['ci95_points'][0]:+.1f} to {p['ci95_points'][1]:+.1f}; {p['tasks_up']} tasks up, {p['tasks_down']} down.")
-if out.get("grpo_curve"):
-    lines += ["", "GRPO, per step (the training episodes of that step's tasks):", "",
-              "| step | episodes | resolve rate | format-error rate | mean reward |", "|---|---|---|---|---|"]
-    for c in out["grpo_curve"]:
-        lines.append(f"| {c['step']} | {c['episodes']} | {c['resolve_rate']:.2f} | {c['format_error_rate']:.2f} | {c['reward_mean']:+.2f} |")
-(w / "results.json").write_text(json.dumps(out, indent=1))
-(w / "report.md").write_text("\n".join(lines) + "\n")
-print("\n".join(lines))
-PY
+for s in $GRPO_SEEDS; do  # every seed from the same warm start, each resumable on its own
+  g="$W/grpo-s$s"
+  if stage rl && [ ! -d "$g/final" ]; then
+    say "GRPO seed $s from the warm start on the RL kind's training tasks"
+    resume=()
+    [ -f "$g/rollouts.jsonl" ] && resume=(--resume "$g")
+    $SWE train rl --tasks "$W/grpo-tasks.jsonl" --model "$W/sft/final" --steps "$STEPS" \
+      --tasks-per-step "$TASKS_PER_STEP" -g "$GENS" --lr "$RL_LR" --max-tokens "$MAX_TOKENS" \
+      --temperature "$TEMP" --top-p "$TOP_P" --step-limit "$STEP_LIMIT" -j "$J" --seed "$s" \
+      --agent-config "$AGENT" --micro-batch "$MICRO" --trl lr_scheduler_type="$RL_SCHEDULE" -o "$g" \
+      --unsubmitted "$UNSUBMITTED" "${resume[@]}"
+  fi
+  if stage after; then
+    [ -d "$g/final" ] || { say "no $g/final: run the rl stage for seed $s first"; exit 1; }
+    evaluate "$W/heldback.jsonl" "$g/final" "$W/after-s$s-sampled" sampled
+    evaluate "$W/heldback.jsonl" "$g/final" "$W/after-s$s-greedy" greedy
+  fi
+done
+# the report, every time (it only reads): report.md and results.json
+python3 bench/heldback_report.py "$W"
