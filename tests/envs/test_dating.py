@@ -126,6 +126,19 @@ def test_pytest_is_held_to_a_release_that_lists_passed_tests(tmp_path, index):
     assert "pytest>=4.6" not in (venv / "swe-rl-install.log").read_text()
 
 
+@pytest.mark.parametrize("name", ["pytest", "widget"])
+def test_pytest_s_own_repository_is_not_held_to_the_floor(tmp_path, name):
+    """The repository being pytest itself (mined from pytest's history), its editable install is the runner: a
+    floor above its version (pytest 4.3.2.dev of 2019-03) made that install unsatisfiable; any other project
+    (the control) is held to it."""
+    testbed = tmp_path / "testbed"
+    testbed.mkdir()
+    (testbed / "setup.py").write_text(f'from setuptools import setup\nsetup(name="{name}", version="4.3.2")\n')
+    recipe = EnvRecipe(python="3", install="python -m pip install -e .", exclude_newer="2019-03-01T00:00:00Z")
+    run = InstallRun(recipe, tmp_path / "venv", testbed, tmp_path / "log", installer="uv", cache=tmp_path)
+    assert run._runner_floor() == ([] if name == "pytest" else ["pytest>=4.6"])
+
+
 OLD_BACKEND = '''"""A build backend as setuptools < 64 was: no PEP 660 hook (build_editable)."""
 import os
 
