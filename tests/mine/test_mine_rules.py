@@ -186,8 +186,9 @@ def _git(repo: Path, *args: str, when: str = "2021-06-01T10:00:00Z") -> str:
 
 def test_a_long_lived_branch_is_unfolded_into_its_own_pull_requests(tmp_path: Path):
     """A release branch that merged pull requests of its own reaches the main line as one merge: its pull
-    requests (and direct commits) become the candidates, the main line merged into it does not; a pull
-    request's own branch merged into the main line (the control) stays one candidate."""
+    requests (and direct commits, and a maintenance branch's pull requests) become the candidates, the main
+    line merged into it does not; a pull request's own branch merged into the main line (the control) stays
+    one candidate."""
     import subprocess
 
     from swe_rl.mine.history import History
@@ -205,6 +206,16 @@ def test_a_long_lived_branch_is_unfolded_into_its_own_pull_requests(tmp_path: Pa
     _commit(tmp_path, "2021-01-04T10:00:00Z", {"pkg/c.py": "c = 1\n"})
     _git(tmp_path, "checkout", "-q", "3.x")
     _git(tmp_path, "merge", "-q", "--no-ff", "main", "-m", "Merge branch 'main' into 3.x")
+    _git(
+        tmp_path, "checkout", "-qb", "3.4.x"
+    )  # a maintenance branch of the branch, with its own pull request
+    _git(tmp_path, "checkout", "-qb", "pr3")
+    _commit(tmp_path, "2021-01-04T12:00:00Z", {"pkg/e.py": "e = 1\n"})
+    _git(tmp_path, "checkout", "-q", "3.4.x")
+    _git(tmp_path, "merge", "-q", "--no-ff", "pr3", "-m", "Merge pull request #3")
+    pr3 = _git(tmp_path, "rev-parse", "HEAD")
+    _git(tmp_path, "checkout", "-q", "3.x")
+    _git(tmp_path, "merge", "-q", "--no-ff", "3.4.x", "-m", "Merge branch '3.4.x' into 3.x")
     _git(tmp_path, "checkout", "-q", "main")
     _git(tmp_path, "merge", "-q", "--no-ff", "3.x", "-m", "Merge branch '3.x'")
     release = _git(tmp_path, "rev-parse", "HEAD")
@@ -217,7 +228,7 @@ def test_a_long_lived_branch_is_unfolded_into_its_own_pull_requests(tmp_path: Pa
     unfolded = history.branch_line(merges[release])
     assert unfolded is not None
     line, left_out = unfolded
-    assert [c.commit for c in line] == [pr1, direct] and left_out == 1
+    assert [c.commit for c in line] == [pr1, direct, pr3] and left_out == 2  # main into 3.x; 3.4.x into 3.x
     assert {c.via for c in line} == {release}
     (pr2,) = set(merges) - {release}
     assert history.branch_line(merges[pr2]) is None

@@ -124,7 +124,7 @@ class History:
             raise MineError(f"{self.path}: no commit on the first-parent line of HEAD{window}")
         return out
 
-    def branch_line(self, merge: Commit) -> tuple[list[Commit], int] | None:
+    def branch_line(self, merge: Commit, *, depth: int = 3) -> tuple[list[Commit], int] | None:
         """A merge of a long-lived branch (a release branch, pytest's ``features``) that merged pull requests of
         its own: the branch's first-parent commits it brings, oldest first, each its own candidate as on the
         main line, and how many were left out (below); None for any other merge (a pull request's branch:
@@ -132,23 +132,51 @@ class History:
 
         A merge on that line whose second parent the main line already had (the main line merged into the
         branch) is left out: its change is the main line's, mined there. A pull request merged into the
-        branch is told from it by a second parent the main line did not have."""
-        if len(merge.parents) < 2:
+        branch is told from it by a second parent the main line did not have. A branch merged into that branch
+        (Sphinx's ``3.4.x`` into ``3.x``, then ``3.x`` into its main line) is unfolded the same way, up to
+        ``depth`` levels; every commit found names the first-parent merge that brought it (``via``)."""
+        return self._unfold(merge, merge.commit, (), depth)
+
+    def _unfold(
+        self, merge: Commit, via: str, seen: tuple[str, ...], depth: int
+    ) -> tuple[list[Commit], int] | None:
+        if len(merge.parents) < 2 or depth < 1:
             return None
         mainline, branch = merge.parents[:2]
+        excluded = (mainline, *seen)  # what the lines above already hold
         out = self._git(
-            "log", "--first-parent", "--reverse", "--format=%H %ct %P", branch, f"^{mainline}", "--"
+            "log",
+            "--first-parent",
+            "--reverse",
+            "--format=%H %ct %P",
+            branch,
+            *(f"^{c}" for c in excluded),
+            "--",
         )
         line = []
         for row in out.splitlines():
             commit, stamp, *parents = row.split()
-            line.append(Commit(commit=commit, parents=tuple(parents), timestamp=int(stamp), via=merge.commit))
-        inner_merges = [c for c in line if len(c.parents) > 1]
-        pulls = {c.commit for c in inner_merges if not self._is_ancestor(c.parents[1], mainline)}
+            line.append(Commit(commit=commit, parents=tuple(parents), timestamp=int(stamp), via=via))
+        pulls = {
+            c.commit
+            for c in line
+            if len(c.parents) > 1 and not any(self._is_ancestor(c.parents[1], x) for x in excluded)
+        }
         if not pulls:
             return None
-        kept = [c for c in line if len(c.parents) == 1 or c.commit in pulls]
-        return kept, len(line) - len(kept)
+        kept: list[Commit] = []
+        left_out = 0
+        for c in line:
+            if len(c.parents) > 1 and c.commit not in pulls:
+                left_out += 1
+                continue
+            inner = self._unfold(c, via, excluded, depth - 1) if len(c.parents) > 1 else None
+            if inner is None:
+                kept.append(c)
+            else:
+                kept += inner[0]
+                left_out += inner[1] + 1  # the inner branch merge too: its commits are the candidates
+        return kept, left_out
 
     def _is_ancestor(self, commit: str, of: str) -> bool:
         try:

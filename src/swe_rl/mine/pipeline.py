@@ -161,10 +161,10 @@ class Miner:
             if unfolded is None:
                 out.append(commit)
                 continue
-            line, mainline_merges = unfolded
+            line, merges_left_out = unfolded
             dropped["history", "branch merge (its own commits and pull requests are candidates)"] += 1
-            if mainline_merges:
-                dropped["history", "the main line merged into a branch"] += mainline_merges
+            if merges_left_out:  # the main line merged into the branch, or a branch merge unfolded in turn
+                dropped["history", "merge inside an unfolded branch"] += merges_left_out
             out += line
         return out
 
