@@ -66,6 +66,8 @@ def test_drops_are_counted_by_stage_and_reason(mined):
         "validate": {"no FAIL_TO_PASS": 1},
     }
     state = json.loads(state_path(mined[1]).read_text())
+    assert all(d["seconds"] > 0 for d in state["decided"].values())
+    assert report.decide_seconds == round(sum(d["seconds"] for d in state["decided"].values()), 1)
     refactor = state["decided"][mined[0]["refactor"]]
     assert refactor == {**refactor, "kept": False, "stage": "validate", "reason": "no FAIL_TO_PASS"}
 

@@ -135,7 +135,8 @@ def _total(summaries: list[dict[str, Any]], out: Path) -> dict[str, Any]:
         for stage, reasons in s["dropped"].items():
             for reason, count in reasons.items():
                 dropped.setdefault(stage, {})[reason] = dropped.get(stage, {}).get(reason, 0) + count
-    sums = {k: sum(s[k] for s in summaries) for k in ("tasks", "commits", "candidates", "resumed", "seconds")}
+    keys = ("tasks", "commits", "candidates", "resumed", "seconds", "decide_seconds")
+    sums = {k: sum(s[k] for s in summaries) for k in keys}
     return sums | {"dropped": dropped, "out": str(out), "repos": summaries}
 
 

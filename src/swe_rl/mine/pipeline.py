@@ -78,6 +78,9 @@ class MineReport(BaseModel):
     dropped: dict[str, dict[str, int]] = Field(description="Stage -> reason -> count.")
     resumed: int = Field(default=0, description="Candidates decided by an earlier run.")
     seconds: float
+    decide_seconds: float = Field(
+        default=0.0, description="Time spent deciding the candidates, summed over them and over every run."
+    )
 
 
 class Miner:
@@ -150,6 +153,7 @@ class Miner:
             dropped=by_stage,
             resumed=resumed,
             seconds=round(time.monotonic() - self.started, 2),
+            decide_seconds=round(sum(d.seconds for d in decisions), 1),
         )
 
     def _unfolded(self, commits: list[Commit], dropped: Counter[tuple[str, str]]) -> list[Commit]:
@@ -176,7 +180,9 @@ class Miner:
             if final(state.decided.get(commit.commit)):
                 return
             async with limit:
+                started = time.monotonic()
                 decision = await self._decide(commit)
+            decision.seconds = round(time.monotonic() - started, 1)
             state.decided[commit.commit] = decision
             save_state(path, state)
             outcome = (

@@ -30,6 +30,7 @@ class Decision(BaseModel):
     reason: str = ""
     detail: str = Field(default="", description="More on the reason (an env build's error, ...).")
     record: dict[str, Any] | None = Field(default=None, description="The task record, when kept.")
+    seconds: float = Field(default=0.0, description="Time to decide it (env build and validation).")
 
 
 class MineState(BaseModel):
