@@ -51,6 +51,35 @@ def final(decision: Decision | None) -> bool:
     return decision is not None and not decision.reason.startswith("timeout")
 
 
+def candidates_of(history: History, commits: list[Commit]) -> tuple[list[Commit], Counter[tuple[str, str]]]:
+    """The candidates among ``commits`` (the first-parent line, oldest first), in history order, and the
+    (stage, reason) counts of what was not one. Each merge of a long-lived branch is replaced by that branch's
+    own line (:meth:`History.branch_line`): its pull requests are candidates one by one, as SWE-bench's are."""
+    dropped: Counter[tuple[str, str]] = Counter()
+    unfolded: list[Commit] = []
+    for commit in commits:
+        branch = history.branch_line(commit)
+        if branch is None:
+            unfolded.append(commit)
+            continue
+        line, merges_left_out = branch
+        dropped["history", "branch merge (its own commits and pull requests are candidates)"] += 1
+        if merges_left_out:  # the main line merged into the branch, or a branch merge unfolded in turn
+            dropped["history", "merge inside an unfolded branch"] += merges_left_out
+        unfolded += line
+    candidates: list[Commit] = []
+    for commit in unfolded:
+        if not commit.parents:
+            dropped["history", "root commit (no base)"] += 1
+            continue
+        sources, tests, _ = history.split(commit)
+        if reason := drop_reason(sources, tests):
+            dropped["history", reason] += 1
+            continue
+        candidates.append(commit)
+    return candidates, dropped
+
+
 class MineOptions(BaseModel):
     """Which history to mine and how."""
 
@@ -115,17 +144,7 @@ class Miner:
             raise MineError(f"{self.history.path}: no test files at HEAD (tests/, test_*.py, *_test.py)")
         commits = self.history.commits(self.opts.since, self.opts.until)
         self.exclusion = load_exclusion(list(self.opts.exclude))
-        dropped: Counter[tuple[str, str]] = Counter()
-        candidates: list[Commit] = []
-        for commit in self._unfolded(commits, dropped):
-            if not commit.parents:
-                dropped["history", "root commit (no base)"] += 1
-                continue
-            sources, tests, _ = self.history.split(commit)
-            if reason := drop_reason(sources, tests):
-                dropped["history", reason] += 1
-                continue
-            candidates.append(commit)
+        candidates, dropped = candidates_of(self.history, commits)
         if self.opts.max_candidates is not None:
             candidates = candidates[: self.opts.max_candidates]
         path = state_path(out)
@@ -155,22 +174,6 @@ class Miner:
             seconds=round(time.monotonic() - self.started, 2),
             decide_seconds=round(sum(d.seconds for d in decisions), 1),
         )
-
-    def _unfolded(self, commits: list[Commit], dropped: Counter[tuple[str, str]]) -> list[Commit]:
-        """The first-parent line with each merge of a long-lived branch replaced by that branch's own line
-        (:meth:`History.branch_line`): its pull requests are candidates one by one, as SWE-bench's are."""
-        out: list[Commit] = []
-        for commit in commits:
-            unfolded = self.history.branch_line(commit)
-            if unfolded is None:
-                out.append(commit)
-                continue
-            line, merges_left_out = unfolded
-            dropped["history", "branch merge (its own commits and pull requests are candidates)"] += 1
-            if merges_left_out:  # the main line merged into the branch, or a branch merge unfolded in turn
-                dropped["history", "merge inside an unfolded branch"] += merges_left_out
-            out += line
-        return out
 
     async def _decide_all(self, candidates: list[Commit], state: MineState, path: Path) -> None:
         limit = asyncio.Semaphore(self.opts.concurrency)
