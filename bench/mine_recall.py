@@ -153,22 +153,12 @@ def _f2p(row: dict) -> list[str]:
 def verdict(
     ref: Reference, commit: str, rows: list[dict], decided: dict[str, dict], history: History
 ) -> dict:
-    """Produced or missed, with the reason, for an instance whose fix is ``commit`` (in the mined range)."""
+    """Produced or missed, with the reason, for an instance whose fix landed with ``commit`` (in the mined
+    range). Produced is the issue's "same fix": a kept row with the gold patch's source files, exactly, and a
+    FAIL_TO_PASS test in common. A branch merge's fix is looked for on the branch's own commits, which are
+    what the miner decided."""
     sources = sorted(f for f in ref.files if is_source_file(f))
     theirs = {normalize_test(t) for t in ref.fail_to_pass}
-    matches = [
-        r
-        for r in rows
-        if commit in (r["mine"]["commit"], r["mine"].get("via"))
-        or sorted(r["mine"].get("source_files", [])) == sources
-    ]
-    for row in matches:
-        if common := theirs & {normalize_test(t) for t in _f2p(row)}:
-            return {"produced": True, "row": row["instance_id"], "common": sorted(common)}
-    if matches:
-        ours = sorted({normalize_test(t) for r in matches for t in _f2p(r)})
-        reason = f"kept but no FAIL_TO_PASS in common (ours: {', '.join(ours[:5])}; theirs: "
-        return {"produced": False, "reason": reason + f"{', '.join(sorted(theirs)[:5])})"}
     parents = tuple(run_git(["rev-list", "--parents", "-n1", commit], history.path).split()[1:])
     unfolded = history.branch_line(Commit(commit=commit, parents=parents, timestamp=0))
     if unfolded is not None:  # a branch merge: the miner decided the branch's pull requests one by one
@@ -179,6 +169,24 @@ def verdict(
                 "reason": "branch merge: no commit of the branch carries the fix alone",
             }
         commit = inner
+    same_files = [r for r in rows if sorted(r["mine"].get("source_files", [])) == sources]
+    for row in same_files:
+        if common := theirs & {normalize_test(t) for t in _f2p(row)}:
+            return {"produced": True, "row": row["instance_id"], "common": sorted(common)}
+    own = [r for r in rows if r["mine"]["commit"] == commit]  # why not: first what became of the fix's commit
+    if own:
+        row = own[0]
+        ours_files = sorted(row["mine"].get("source_files", []))
+        if ours_files != sources:
+            why = f"kept, but another change: source files {', '.join(ours_files)} (theirs: {', '.join(sources)})"
+            return {"produced": False, "reason": why, "row": row["instance_id"]}
+        ours = sorted({normalize_test(t) for t in _f2p(row)})
+        reason = f"kept but no FAIL_TO_PASS in common (ours: {', '.join(ours[:5])}; theirs: "
+        return {
+            "produced": False,
+            "reason": reason + f"{', '.join(sorted(theirs)[:5])})",
+            "row": row["instance_id"],
+        }
     if (decision := decided.get(commit)) and not decision.get("kept"):
         reason = f"dropped at {decision['stage']}: {decision['reason']}"
         return {"produced": False, "reason": reason, "detail": decision.get("detail", "")[-500:]}

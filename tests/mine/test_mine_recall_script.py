@@ -152,7 +152,7 @@ def _mined(tmp_path: Path, merges: dict[int, str]) -> Path:
         {
             "instance_id": "m-1",
             "FAIL_TO_PASS": ["tests/test_core.py::test_fix"],
-            "mine": {"commit": merges[1]},
+            "mine": {"commit": merges[1], "source_files": ["kit/core.py"]},
         },
         {
             "instance_id": "m-2",
