@@ -58,6 +58,27 @@ def test_the_install_takes_the_test_extra_and_the_requirement_files():
     assert "requires-python" in found.why["python"] and "[tests]" in found.why["install"]
 
 
+def test_tox_s_requirement_files_win_and_a_file_of_minimum_versions_is_never_taken():
+    """Flask's layout: tox installs requirements/tests.txt for every env and tests-pallets-min.txt (the oldest
+    releases its setup allows) for one env only; installed too, the minimum pins broke every test."""
+    pyproject = f'[project]\nname = "p"\nrequires-python = "=={RUNNING}.*"\n'
+    tox = "[testenv]\ndeps =\n    -r requirements/tests.txt\n    min: -r requirements/tests-pallets-min.txt\n"
+    files = {
+        "pyproject.toml": pyproject,
+        "requirements/tests.txt": "",
+        "requirements/tests-pallets-min.txt": "",
+    }
+    with_tox = _infer({**files, "tox.ini": tox}).fields["install"]
+    without = _infer(files).fields["install"]  # no tox.ini: the folder's test files, the minima left out
+    for install in (with_tox, without):
+        assert "-r requirements/tests.txt" in install and "tests-pallets-min" not in install
+    # the control: a test requirements file that is not one of minima is taken from the folder
+    assert (
+        "-r requirements/tests-extra.txt"
+        in _infer({**files, "requirements/tests-extra.txt": ""}).fields["install"]
+    )
+
+
 def test_setup_cfg_and_setup_py_declare_extras_and_pythons_too():
     cfg = f"[options]\npython_requires = >={RUNNING}\n[options.extras_require]\ntesting = pytest-cov\n"
     assert "-e '.[testing]'" in _infer({"setup.cfg": cfg, "setup.py": "setup()"}).fields["install"]

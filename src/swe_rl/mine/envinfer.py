@@ -9,7 +9,8 @@ No language model: the rules read packaging metadata as pip would.
   With the host's pytest, only the Python running swe-rl (that pytest is installed for it).
 - **Install**: ``pip install -e .`` when a ``pyproject.toml``, ``setup.py`` or ``setup.cfg`` exists, with
   the first extra named ``test``, ``tests`` or ``testing`` it declares; every requirement file that exists
-  among :data:`REQUIREMENT_FILES` and ``requirements/test*.txt``; tox.ini's ``[testenv]`` deps (plain
+  among :data:`REQUIREMENT_FILES`, then the files tox.ini's ``[testenv]`` deps name or, where it names none,
+  ``requirements/test*.txt`` but a file of minimum versions; tox.ini's ``[testenv]`` deps (plain
   requirements and ``-r`` files); then pytest. The env cache resolves all of it as of the task's
   ``created_at`` (uv ``--exclude-newer``), as for any row with an ``install``. ``pytest="host"`` copies
   the host's pytest into the env instead (offline, as ``tasks synth`` does).
@@ -59,6 +60,7 @@ DEPENDENCY_FILES = (*PACKAGING, "tox.ini", *REQUIREMENT_FILES, ":(glob)requireme
 _CLASSIFIER = re.compile(r"Programming Language :: Python :: (3\.\d+)\b")
 _PY_REQUIRES = re.compile(r"python_requires\s*=\s*['\"]([^'\"]+)['\"]")
 _FACTOR = re.compile(r"^[\w,{}.-]+:\s")  # tox's "py38: mock": a dependency of some envs only
+_MINIMA = re.compile(r"[-_.]min(imum)?[-_.]")  # tests-pallets-min.txt, test-minimum-versions.txt
 _SETUP_PY_EXTRA = re.compile(r"['\"](test|tests|testing)['\"]\s*:")
 PytestSource = Literal["dated", "host"]
 Read = Callable[[str], str | None]
@@ -98,8 +100,12 @@ def infer_env(read: Read, files: list[str], *, as_of: str = "", pytest: PytestSo
         steps.append(f"python -m pip install -e {shlex.quote(target)}")
         why["install"] = f"{', '.join(sorted(texts))}" + (f"; test extra [{extra}]" if extra else "")
     requirements = [f for f in REQUIREMENT_FILES if f in files]
-    requirements += sorted(f for f in files if re.fullmatch(r"requirements/test[^/]*\.txt", f))
-    requirements += [f for f in tox.requirement_files if f not in requirements]
+    # tox's [testenv] files where it names some (Flask's requirements/ also holds tests-pallets-min.txt, the
+    # oldest versions its setup allows, pinned for one tox env only: installing it too broke every test);
+    # else the folder's test files, a file of minimum versions left out
+    requirements += [f for f in tox.requirement_files if f not in requirements] or sorted(
+        f for f in files if re.fullmatch(r"requirements/test[^/]*\.txt", f) and not _MINIMA.search(f)
+    )
     steps += [f"python -m pip install -r {shlex.quote(f)}" for f in requirements]
     if requirements:
         why["requirements"] = ", ".join(requirements)
