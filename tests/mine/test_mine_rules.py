@@ -79,6 +79,27 @@ def test_tox_s_requirement_files_win_and_a_file_of_minimum_versions_is_never_tak
     )
 
 
+def test_requirement_files_beside_the_one_tox_names_are_installed_too():
+    """Conan's layout: tox names conans/requirements_dev.txt; the tests also import what
+    conans/requirements_server.txt installs (its CI installs all three). Docs requirements stay out."""
+    files = {
+        "setup.py": "setup(name='conan')\n",
+        "tox.ini": "[testenv]\ndeps = -rconans/requirements_dev.txt\n",
+        **{
+            f"conans/{n}.txt": ""
+            for n in ("requirements", "requirements_dev", "requirements_server", "requirements_docs")
+        },
+        "other/requirements_x.txt": "",
+    }
+    install = _infer(files).fields["install"]
+    order = [w for w in install.split() if w.startswith("conans/") or w.startswith("other/")]
+    assert order == [
+        "conans/requirements_dev.txt",
+        "conans/requirements.txt",
+        "conans/requirements_server.txt",
+    ]
+
+
 def test_setup_cfg_and_setup_py_declare_extras_and_pythons_too():
     cfg = f"[options]\npython_requires = >={RUNNING}\n[options.extras_require]\ntesting = pytest-cov\n"
     assert "-e '.[testing]'" in _infer({"setup.cfg": cfg, "setup.py": "setup()"}).fields["install"]

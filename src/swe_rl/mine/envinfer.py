@@ -103,9 +103,9 @@ def infer_env(read: Read, files: list[str], *, as_of: str = "", pytest: PytestSo
     # tox's [testenv] files where it names some (Flask's requirements/ also holds tests-pallets-min.txt, the
     # oldest versions its setup allows, pinned for one tox env only: installing it too broke every test);
     # else the folder's test files, a file of minimum versions left out
-    requirements += [f for f in tox.requirement_files if f not in requirements] or sorted(
-        f for f in files if re.fullmatch(r"requirements/test[^/]*\.txt", f) and not _MINIMA.search(f)
-    )
+    requirements += [
+        f for f in _with_siblings(tox.requirement_files, files) if f not in requirements
+    ] or sorted(f for f in files if re.fullmatch(r"requirements/test[^/]*\.txt", f) and not _MINIMA.search(f))
     steps += [f"python -m pip install -r {shlex.quote(f)}" for f in requirements]
     if requirements:
         why["requirements"] = ", ".join(requirements)
@@ -122,6 +122,22 @@ def infer_env(read: Read, files: list[str], *, as_of: str = "", pytest: PytestSo
         "log_parser": LOG_PARSER,
     }
     return Inference(fields=fields, why=why)
+
+
+def _with_siblings(named: list[str], files: list[str]) -> list[str]:
+    """``named`` requirement files and the ``*requirements*.txt`` beside them (Conan's tox names
+    conans/requirements_dev.txt; its tests import the server's, in conans/requirements_server.txt beside it,
+    which its CI installs too), but files of documentation or minimum versions; in that order."""
+    folders = {f.rpartition("/")[0] for f in named}
+    siblings = sorted(
+        f
+        for f in files
+        if f.rpartition("/")[0] in folders
+        and re.fullmatch(r"[^/]*requirements[^/]*\.txt", f.rpartition("/")[2])
+        and not _MINIMA.search(f)
+        and "doc" not in f.rpartition("/")[2]
+    )
+    return [*named, *(f for f in siblings if f not in named)]
 
 
 def by_date(as_of: str) -> tuple[str, ...]:
