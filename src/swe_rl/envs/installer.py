@@ -284,12 +284,9 @@ class InstallRun:
             return proc.returncode, log.read().decode(errors="replace")
 
     def _runner_floor(self) -> list[str]:
-        """:func:`~swe_rl.envs.remedies.runner_floor`, logged; none for pytest's own repository (its build is the
-        runner: a floor above its version made its own editable install unsatisfiable)."""
-        if norm(project_name(self.testbed)) == "pytest":
-            self.pytest_floor = False
-            return []
-        floor, said = runner_floor(self.recipe)
+        """:func:`~swe_rl.envs.remedies.runner_floor`, logged; none for pytest's own repo (it is the runner)."""
+        own = norm(project_name(self.testbed)) == "pytest"  # a floor above it: its own install unsatisfiable
+        floor, said = runner_floor(self.recipe) if not own else ([], "")
         self.pytest_floor = bool(floor)
         if said:
             self._note(said)

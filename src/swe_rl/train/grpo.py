@@ -150,18 +150,11 @@ def train_grpo(
     model, tokenizer = _policy(settings)
     cuda = torch.cuda.is_available()  # load_model put the model there
     log = RolloutLog(out)
-    params = SamplingParams(
-        max_tokens=settings.max_tokens, temperature=settings.temperature, top_p=settings.top_p
-    )
+    params = SamplingParams(**settings.model_dump(include={"max_tokens", "temperature", "top_p"}))
     rollout = SweRolloutFunc(
-        tasks,
-        agent,
-        params,
-        executor=executor,
-        log=log,
-        max_concurrent=settings.max_concurrent,
+        tasks, agent, params, executor=executor, log=log, max_concurrent=settings.max_concurrent,
         unsubmitted=settings.unsubmitted,
-    )
+    )  # fmt: skip
     try:  # the rollout function's executor is closed in the event loop its kept sandboxes live in
         bf16 = bool(cuda and torch.cuda.is_bf16_supported())
         trainer = _trainer_class()(
