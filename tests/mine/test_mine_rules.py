@@ -80,7 +80,7 @@ def test_tox_s_requirement_files_win_and_a_file_of_minimum_versions_is_never_tak
 
 
 def test_requirement_files_beside_the_one_tox_names_are_installed_too():
-    """Conan's layout: tox names conans/requirements_dev.txt; the tests also import what
+    """Conan's layout: tox (or setup.py) names conans/requirements_dev.txt; the tests also import what
     conans/requirements_server.txt installs (its CI installs all three). Docs requirements stay out."""
     files = {
         "setup.py": "setup(name='conan')\n",
@@ -96,6 +96,16 @@ def test_requirement_files_beside_the_one_tox_names_are_installed_too():
     assert order == [
         "conans/requirements_dev.txt",
         "conans/requirements.txt",
+        "conans/requirements_server.txt",
+    ]
+    # without tox.ini (Conan's 2.0 line): the files setup.py reads name the folder
+    files.pop("tox.ini")
+    files["setup.py"] = 'setup(name="conan", install_requires=get_requires("conans/requirements.txt"))\n'
+    install = _infer(files).fields["install"]
+    order = [w for w in install.split() if w.startswith("conans/") or w.startswith("other/")]
+    assert order == [
+        "conans/requirements.txt",
+        "conans/requirements_dev.txt",
         "conans/requirements_server.txt",
     ]
 

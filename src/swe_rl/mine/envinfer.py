@@ -103,9 +103,10 @@ def infer_env(read: Read, files: list[str], *, as_of: str = "", pytest: PytestSo
     # tox's [testenv] files where it names some (Flask's requirements/ also holds tests-pallets-min.txt, the
     # oldest versions its setup allows, pinned for one tox env only: installing it too broke every test);
     # else the folder's test files, a file of minimum versions left out
-    requirements += [
-        f for f in _with_siblings(tox.requirement_files, files) if f not in requirements
-    ] or sorted(f for f in files if re.fullmatch(r"requirements/test[^/]*\.txt", f) and not _MINIMA.search(f))
+    named = [*tox.requirement_files, *_read_by_setup_py(texts.get("setup.py") or "", files)]
+    requirements += [f for f in _with_siblings(named, files) if f not in requirements] or sorted(
+        f for f in files if re.fullmatch(r"requirements/test[^/]*\.txt", f) and not _MINIMA.search(f)
+    )
     steps += [f"python -m pip install -r {shlex.quote(f)}" for f in requirements]
     if requirements:
         why["requirements"] = ", ".join(requirements)
@@ -124,8 +125,14 @@ def infer_env(read: Read, files: list[str], *, as_of: str = "", pytest: PytestSo
     return Inference(fields=fields, why=why)
 
 
+def _read_by_setup_py(text: str, files: list[str]) -> list[str]:
+    """Requirement files setup.py reads (Conan's ``get_requires("conans/requirements.txt")``), that exist."""
+    found = re.findall(r"['\"]([\w./-]*requirements[\w.-]*\.txt)['\"]", text)
+    return [f for f in dict.fromkeys(found) if f in files]
+
+
 def _with_siblings(named: list[str], files: list[str]) -> list[str]:
-    """``named`` requirement files and the ``*requirements*.txt`` beside them (Conan's tox names
+    """``named`` requirement files and the ``*requirements*.txt`` beside them (Conan's tox and setup.py name
     conans/requirements_dev.txt; its tests import the server's, in conans/requirements_server.txt beside it,
     which its CI installs too), but files of documentation or minimum versions; in that order."""
     folders = {f.rpartition("/")[0] for f in named}
