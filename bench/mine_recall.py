@@ -138,10 +138,13 @@ def normalize_test(name: str) -> str:
 
 
 def _rows(tasks: Path) -> tuple[list[dict], dict[str, dict]]:
-    """The kept rows of a task file and the decisions of its state file (empty when it has none)."""
-    rows = [json.loads(line) for line in tasks.read_text().splitlines() if line.strip()]
+    """The kept rows of a task file and the decisions of its state file (empty when it has none); a run still
+    going has written no task file yet: its rows are the kept records of its state."""
     state = state_path(tasks)
     decided = json.loads(state.read_text()).get("decided", {}) if state.is_file() else {}
+    if not tasks.is_file():
+        return [d["record"] for d in decided.values() if d.get("kept") and d.get("record")], decided
+    rows = [json.loads(line) for line in tasks.read_text().splitlines() if line.strip()]
     return rows, decided
 
 
