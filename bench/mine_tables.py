@@ -66,7 +66,7 @@ def table(rows: list[dict]) -> str:
         drops = "; ".join(f"{k} {v:.0%}" for k, v in r["dropped (share of decided)"].items()) or "-"
         lines.append(
             f"| {Path(r['run']).stem} | {r['commits']} | {r['candidates']} | {r['decided']}"
-            f"{' (running)' if r['undecided'] else ''} | {r['valid tasks']} | {r['tasks per 100 commits']} | "
+            f"{' (unfinished)' if r['undecided'] else ''} | {r['valid tasks']} | {r['tasks per 100 commits']} | "
             f"{r['kept of decided']:.0%} | {r['seconds per valid task'] or '-'} | {drops} |"
         )
     return "\n".join(lines)
