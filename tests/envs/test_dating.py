@@ -133,7 +133,9 @@ def test_pytest_s_own_repository_is_not_held_to_the_floor(tmp_path, name):
     (the control) is held to it."""
     testbed = tmp_path / "testbed"
     testbed.mkdir()
-    (testbed / "setup.py").write_text(f'from setuptools import setup\nsetup(name="{name}", version="4.3.2")\n')
+    (testbed / "setup.py").write_text(
+        f'from setuptools import setup\nsetup(name="{name}", version="4.3.2")\n'
+    )
     recipe = EnvRecipe(python="3", install="python -m pip install -e .", exclude_newer="2019-03-01T00:00:00Z")
     run = InstallRun(recipe, tmp_path / "venv", testbed, tmp_path / "log", installer="uv", cache=tmp_path)
     assert run._runner_floor() == ([] if name == "pytest" else ["pytest>=4.6"])
