@@ -91,22 +91,18 @@ def test_requirement_files_beside_the_one_tox_names_are_installed_too():
         },
         "other/requirements_x.txt": "",
     }
-    install = _infer(files).fields["install"]
-    order = [w for w in install.split() if w.startswith("conans/") or w.startswith("other/")]
-    assert order == [
-        "conans/requirements_dev.txt",
-        "conans/requirements.txt",
-        "conans/requirements_server.txt",
+
+    def installed() -> list[str]:
+        return [w for w in _infer(files).fields["install"].split() if w.startswith(("conans/", "other/"))]
+
+    assert installed() == [
+        f"conans/{n}.txt" for n in ("requirements_dev", "requirements", "requirements_server")
     ]
     # without tox.ini (Conan's 2.0 line): the files setup.py reads name the folder
     files.pop("tox.ini")
     files["setup.py"] = 'setup(name="conan", install_requires=get_requires("conans/requirements.txt"))\n'
-    install = _infer(files).fields["install"]
-    order = [w for w in install.split() if w.startswith("conans/") or w.startswith("other/")]
-    assert order == [
-        "conans/requirements.txt",
-        "conans/requirements_dev.txt",
-        "conans/requirements_server.txt",
+    assert installed() == [
+        f"conans/{n}.txt" for n in ("requirements", "requirements_dev", "requirements_server")
     ]
 
 
