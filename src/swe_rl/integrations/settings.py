@@ -31,6 +31,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field, ValidationError
 
+from swe_rl.episode.request import Unsubmitted
 from swe_rl.errors import ConfigError
 from swe_rl.executors.base import ProcessReward
 from swe_rl.executors.config import parse_executor
@@ -78,7 +79,7 @@ class AdapterSettings(BaseModel):
     tokenizer: str | None = None
     max_tokens: int | None = Field(default=None, ge=1)
     slime_reward: Literal["dict", "float"] = "dict"
-    unsubmitted: Literal["graded", "unresolved"] = "graded"
+    unsubmitted: Unsubmitted = "graded"
 
     @classmethod
     def from_environ(cls, environ: Mapping[str, str] | None = None) -> AdapterSettings:

@@ -21,7 +21,7 @@ from swe_rl.envs.repos import find_repo_source
 from swe_rl.errors import ConfigError, MineError
 from swe_rl.fileio import atomic_write_text
 from swe_rl.mine.history import History, is_source_file, is_test_file
-from swe_rl.mine.pipeline import MINE_OWNER, MineOptions, Miner, MineReport, Note
+from swe_rl.mine.pipeline import MINE_OWNER, MineOptions, Miner, MineReport, Note, safe_name
 from swe_rl.mine.state import state_path
 from swe_rl.sandbox.base import SandboxFactory
 
@@ -67,8 +67,7 @@ async def mine(
 
 def part_path(out: Path, repo: Path | str) -> Path:
     """Where one of several repositories is mined to: ``<out stem>.<its name>.jsonl`` beside ``out``."""
-    label = re.sub(r"[^A-Za-z0-9_.-]+", "-", str(repo).replace("/", "__")).strip("-.") or "repo"
-    return out.with_name(f"{out.stem}.{label}.jsonl")
+    return out.with_name(f"{out.stem}.{safe_name(str(repo).replace('/', '__'))}.jsonl")
 
 
 async def mine_all(

@@ -115,10 +115,7 @@ class History:
         args = ["log", "--first-parent", "--reverse", "--format=%H %ct %P"]
         args += [f"--since={since}"] if since else []
         args += [f"--until={until}"] if until else []
-        out = []
-        for line in self._git(*args, "HEAD", "--").splitlines():
-            commit, stamp, *parents = line.split()
-            out.append(Commit(commit=commit, parents=tuple(parents), timestamp=int(stamp)))
+        out = _log_commits(self._git(*args, "HEAD", "--"))
         if not out:
             window = f" between {since or 'the start'} and {until or 'now'}" if since or until else ""
             raise MineError(f"{self.path}: no commit on the first-parent line of HEAD{window}")
@@ -153,10 +150,7 @@ class History:
             *(f"^{c}" for c in excluded),
             "--",
         )
-        line = []
-        for row in out.splitlines():
-            commit, stamp, *parents = row.split()
-            line.append(Commit(commit=commit, parents=tuple(parents), timestamp=int(stamp), via=via))
+        line = _log_commits(out, via=via)
         pulls = {
             c.commit
             for c in line
@@ -278,6 +272,15 @@ class EnvAnchor(BaseModel):
     commit: str
     created_at: str
     rule: str
+
+
+def _log_commits(out: str, *, via: str = "") -> list[Commit]:
+    """The commits of ``git log --format='%H %ct %P'`` output, in its order."""
+    commits = []
+    for row in out.splitlines():
+        commit, stamp, *parents = row.split()
+        commits.append(Commit(commit=commit, parents=tuple(parents), timestamp=int(stamp), via=via))
+    return commits
 
 
 def _commit_of(line: str) -> Commit | None:

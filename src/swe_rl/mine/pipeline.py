@@ -45,6 +45,12 @@ RULES = 3
 Note = Callable[[str], None]
 
 
+def safe_name(text: str) -> str:
+    """``text`` as a name for files and instance ids: runs of other characters than letters, digits, ``_``,
+    ``.`` and ``-`` become one ``-``."""
+    return re.sub(r"[^A-Za-z0-9_.-]+", "-", text).strip("-.") or "repo"
+
+
 def final(decision: Decision | None) -> bool:
     """Whether a saved decision stands on a rerun. A timeout does not: it may be the machine's load (other
     jobs on its cores), not the candidate, so a rerun validates that candidate again."""
@@ -127,7 +133,7 @@ class Miner:
     ) -> None:
         self.history, self.cache, self.factory, self.opts, self.note = history, cache, factory, options, note
         folder = name or history.path.name.removesuffix(".git")  # owner__name for a mirror named by the user
-        self.name = re.sub(r"[^A-Za-z0-9_.-]+", "-", folder).strip("-.") or "repo"
+        self.name = safe_name(folder)
         self.started = time.monotonic()
         self.grader = Grader(factory, idle=options.concurrency)
         self.exclusion = Exclusion()
