@@ -33,3 +33,41 @@ async def test_a_fail_to_pass_name_passing_at_base_is_noted_while_the_base_is_un
     refused = await validate_task(only, factory, env, timeout=120)
     assert refused.empty.resolved and not refused.valid
     assert refused.problems == ["the unchanged base commit already resolves the task"]
+
+
+def _with_test(task, name: str, body: str):  # type: ignore[no-untyped-def]
+    """``task`` whose test patch also adds ``name`` to tests/test_wrap.py, listed as PASS_TO_PASS."""
+    lines = ["", "", f"def {name}():", *(f"    {line}" for line in body.splitlines())]
+    head, tail = task.test_patch.rsplit("@@ -22,3 +22,7 @@", 1)
+    hunk = f"@@ -22,3 +22,{7 + len(lines)} @@" + tail.rstrip("\n") + "\n" + "".join(f"+{x}\n" for x in lines)
+    return task.model_copy(
+        update={
+            "test_patch": head + hunk,
+            "PASS_TO_PASS": [*task.PASS_TO_PASS, f"tests/test_wrap.py::{name}"],
+        }
+    )
+
+
+async def test_a_gold_failure_where_tests_reach_for_the_network_is_classed_as_needing_it(task_by_id, envs):
+    """Sandboxes have loopback alone: a test that fetches from a host fails there, where the official harness's
+    containers would reach it. The validator says so (and the report classes it); the control, a test failing
+    for its own reason, stays 'gold does not resolve'."""
+    from swe_rl.runs.buildreport import BuildEntry, cause_of
+
+    task = task_by_id["swe-rl-builtin__textkit-3"]
+    env = envs.ensure(task)
+    factory = available_factory("ns")
+    fetch = 'import urllib.request\nurllib.request.urlopen("http://192.0.2.1/", timeout=5)'
+    by_ip = await validate_task(_with_test(task, "test_fetch", fetch), factory, env, timeout=120)
+    by_name = 'import socket\nsocket.getaddrinfo("pypi.org", 443)'
+    by_dns = await validate_task(_with_test(task, "test_resolve", by_name), factory, env, timeout=120)
+    control = await validate_task(_with_test(task, "test_own", "assert 1 == 2"), factory, env, timeout=120)
+    for checked, name in ((by_ip, "test_fetch"), (by_dns, "test_resolve")):
+        assert not checked.valid and not checked.gold.resolved, checked.gold.test_output[-2000:]
+        [problem] = checked.problems
+        assert f"test_wrap.py::{name}" in problem and "needs the network" in problem, problem
+        assert cause_of(BuildEntry(instance_id="i", status="invalid", reason=problem)) == "needs the network"
+    assert "Network is unreachable" in by_ip.problems[0]
+    [problem] = control.problems
+    assert "test_wrap.py::test_own" in problem and "network" not in problem, problem
+    assert cause_of(BuildEntry(instance_id="i", status="invalid", reason=problem)) == "gold does not resolve"

@@ -13,6 +13,7 @@ from swe_rl.envs.repos import find_repo_source
 from swe_rl.envs.testbed import make_testbed
 from swe_rl.envs.uv_output import missing_library
 from swe_rl.errors import EnvBuildError, InfraError, SandboxError, SweRlError
+from swe_rl.harness.validate import network_evidence
 from swe_rl.harness.verdict import Verdict
 from swe_rl.runs.buildreport import CAUSE_RULES, BuildEntry, BuildSummary, cause_of, failure_reason
 from swe_rl.tasks.specs import check_system
@@ -28,6 +29,12 @@ def _examples(tmp_path: Path) -> list[tuple[str, str, str]]:
     """(status, reason, cause): at least one for every row of the table, and for the fallback."""
     unparseable = Verdict(
         instance_id="x", resolved=False, status="unparseable_log", log="collected 3 items\n"
+    )
+    offline = Verdict(
+        instance_id="x",
+        resolved=False,
+        status="unresolved",
+        test_output="E   urllib.error.URLError: <urlopen error [Errno 101] Network is unreachable>\n",
     )
     header = "hint: you may need to install a library that provides `ffi.h` for `cffi@1.15.0`"
     install_log = "install command exited 1 (log /c/logs/k.install.log):\nerror: subprocess-exited-with-error"
@@ -57,6 +64,12 @@ def _examples(tmp_path: Path) -> list[tuple[str, str, str]]:
             "invalid",
             "gold patch not resolved (unresolved; failing: tests/test_a.py::test_b)",
             "gold does not resolve",
+        ),
+        (
+            "invalid",
+            f"gold patch not resolved (unresolved; failing: t.py::test_get); needs the network, which sandboxes "
+            f"do not have: {network_evidence(offline)}",
+            "needs the network",
         ),
         ("invalid", "the unchanged base commit already resolves the task", "empty resolves"),
         ("error", failure_reason(SandboxError("sandbox died")), "grading infrastructure"),

@@ -175,3 +175,43 @@ def test_the_cli_reports_an_unfetchable_instance_in_its_progress_summary_and_jso
         line for line in table.stdout.splitlines() if "nobody/nowhere" in line and "repository" in line
     )
     assert "repository not fetchable 1" in row
+
+
+@pytest.mark.ns
+def test_revalidate_grades_again_what_the_report_found_invalid_and_keeps_the_rest(tmp_path, tasks):
+    """A resume keeps an invalid entry (its env is built, its grading done); --revalidate grades it again, as
+    after a fix to validation, with the earlier run's seconds added. The valid entry is kept either way."""
+    good, task = tasks[0], tasks[4]
+    passing = task.PASS_TO_PASS[0]
+    wrong = task.model_copy(update={"FAIL_TO_PASS": [passing], "PASS_TO_PASS": []})  # the base resolves it
+    report_path, cache, factory = (
+        tmp_path / "report.json",
+        EnvCache(tmp_path / "envs"),
+        available_factory("ns"),
+    )
+
+    def build(dataset: list[Task], **kw: bool) -> BuildReport:
+        coro = build_dataset(dataset, cache, report_path=report_path, factory=factory, quiet=True, **kw)
+        return asyncio.run(coro)
+
+    first = build([good, wrong])
+    assert (
+        first.entries[task.instance_id].status == "invalid"
+        and first.entries[good.instance_id].status == "valid"
+    )
+    kept = build([good, task])  # the record is right now, but a resume does not grade a finished entry again
+    assert kept.entries == first.entries
+    again = build([good, task], revalidate=True)
+    assert again.entries[good.instance_id] == first.entries[good.instance_id]
+    entry = again.entries[task.instance_id]
+    assert (entry.status, entry.reason, entry.env) == ("valid", None, first.entries[task.instance_id].env)
+    assert entry.seconds > first.entries[task.instance_id].seconds
+    assert again.summary is not None and again.summary.overall.valid == 2
+
+    refused = subprocess.run(
+        [*SWE_RL, "env", "build", "--revalidate", "--validate", "--cache-dir", str(tmp_path / "envs")],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert refused.returncode == 2 and "give --validate and --report" in refused.stderr, refused.stderr

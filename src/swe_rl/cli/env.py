@@ -92,6 +92,14 @@ def build(
     validate: Annotated[
         bool, typer.Option("--validate", help="Also grade gold and empty patches in each built env.")
     ] = False,
+    revalidate: Annotated[
+        bool,
+        typer.Option(
+            "--revalidate",
+            help="With --validate and --report: grade again the instances the report found invalid (their "
+            "envs are kept), e.g. after upgrading swe-rl.",
+        ),
+    ] = False,
     backend: BackendOpt = "auto",
     timeout: TimeoutOpt = 1800.0,
     installer: InstallerOpt = "uv",
@@ -120,9 +128,14 @@ def build(
     """
     from swe_rl.envs.cache import EnvCache
     from swe_rl.envs.recipe import InstallOptions
+    from swe_rl.errors import ConfigError
     from swe_rl.runs.envbuild import build_dataset
     from swe_rl.tasks.loaders import load_tasks
 
+    if revalidate and not (validate and report):
+        raise ConfigError(
+            "--revalidate grades again what a --report found invalid: give --validate and --report"
+        )
     tasks = load_tasks(source, instance_ids=instance)
     options = _options(installer, as_of_date, constraints, install_python)
     assert isinstance(options, InstallOptions)
@@ -135,7 +148,17 @@ def build(
         from swe_rl.sandbox import get_factory
 
         factory = get_factory(resolve_backend(backend), token=pool_token())
-    result = run(build_dataset(tasks, cache, jobs=jobs, report_path=report, factory=factory, timeout=timeout))
+    result = run(
+        build_dataset(
+            tasks,
+            cache,
+            jobs=jobs,
+            report_path=report,
+            factory=factory,
+            timeout=timeout,
+            revalidate=revalidate,
+        )
+    )
     if json_out:
         print_json(result.model_dump(mode="json"))
     else:

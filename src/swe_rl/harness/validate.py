@@ -2,12 +2,30 @@
 
 from __future__ import annotations
 
+import re
+
 from pydantic import BaseModel, Field
 
 from swe_rl.harness.grade_patch import DEFAULT_TEST_TIMEOUT, grade_patch, run_tests
 from swe_rl.harness.verdict import Verdict
 from swe_rl.sandbox.base import EnvSpec, SandboxFactory
 from swe_rl.tasks.model import Task
+
+NETWORK_ERRORS = re.compile(
+    r"Network is unreachable|Temporary failure in name resolution|Name or service not known"
+    r"|No address associated with hostname|nodename nor servname provided|getaddrinfo failed"
+    r"|Failed to establish a new connection"
+)
+"""What a test says when it reaches for a host: sandboxes have loopback alone (DNS fails, routes are absent)."""
+
+
+def network_evidence(verdict: Verdict) -> str | None:
+    """Where the test output shows tests reaching for the network: how many lines, and the first (so a reader
+    can judge it); None where it shows none."""
+    lines = [line.strip() for line in verdict.test_output.splitlines() if NETWORK_ERRORS.search(line)]
+    if not lines:
+        return None
+    return f"{len(lines)} line(s) of network errors in its test output, the first: {lines[0][:200]}"
 
 
 class TaskValidation(BaseModel):
@@ -28,7 +46,8 @@ async def validate_task(
     FAIL_TO_PASS name that the base's log reports as passing does not make it invalid while the base is
     unresolved: swebench's parsers keep the last status of a name the log reports more than once (two tests
     of one name, django-16429), so such a name can read as passing where one of its tests fails. It is
-    noted (``notes``)."""
+    noted (``notes``). A gold patch that fails where its tests reached for the network says so in its problem
+    (:func:`network_evidence`): the official harness's containers have the network, sandboxes do not."""
     gold = await grade_patch(task, task.patch, factory, env, timeout=timeout)
     empty = await run_tests(task, factory, env, timeout=timeout)
     problems = []
@@ -39,9 +58,10 @@ async def validate_task(
         if gold.status == "unparseable_log":
             problems.append(f"gold patch not resolved: {gold.summary()}")
         else:
-            problems.append(
-                f"gold patch not resolved ({gold.status}; failing: {', '.join(failing[:5]) or '-'})"
-            )
+            problem = f"gold patch not resolved ({gold.status}; failing: {', '.join(failing[:5]) or '-'})"
+            if (network := network_evidence(gold)) is not None:
+                problem += f"; needs the network, which sandboxes do not have: {network}"
+            problems.append(problem)
     if empty.resolved:
         problems.append("the unchanged base commit already resolves the task")
     passing_at_base = empty.tests_status.get("FAIL_TO_PASS", {}).get("success", [])

@@ -41,15 +41,22 @@ async def build_dataset(
     factory: SandboxFactory | None = None,
     timeout: float = 1800.0,
     quiet: bool = False,
+    revalidate: bool = False,
 ) -> BuildReport:
     """Build every task's env (at most ``jobs`` at once), validate when ``factory`` is given, report.
 
     A failure of one instance is recorded and the others go on. With ``report_path`` the report (entries and
     the per-repository summary) is rewritten after every instance and read at the start: finished instances
-    are skipped. At the end the summary gets the disk the env cache takes.
+    are skipped. With ``revalidate`` those it found invalid are graded again (their envs are kept: after a
+    change to validation or grading), and an entry's seconds add the earlier run's. At the end the summary gets
+    the disk the env cache takes.
     """
     report = BuildReport(validated=factory is not None, backend=factory.backend if factory else None)
-    todo = _carry_over(tasks, _previous(report_path), cache, report)
+    previous = _previous(report_path)
+    todo = _carry_over(tasks, previous, cache, report, again=("invalid",) if revalidate else ())
+    earlier = {
+        t.instance_id: e.seconds for t in todo if previous and (e := previous.entries.get(t.instance_id))
+    }
     # oldest first: a testbed can share the packs of the base commits built before it that are its ancestors
     todo.sort(key=lambda t: t.created_at or "")
     progress = Progress(len(todo), "build", jobs=jobs)
@@ -59,6 +66,8 @@ async def build_dataset(
     async def one(task: Task) -> None:
         async with limit:
             entry = await _build_one(task, cache, factory, timeout)
+        if task.instance_id in earlier and revalidate:
+            entry.seconds = round(entry.seconds + earlier[task.instance_id], 2)
         async with save_lock:
             report.entries[task.instance_id] = entry
             report.summary = BuildSummary.of(report.entries.values())
@@ -77,13 +86,23 @@ async def build_dataset(
 
 
 def _carry_over(
-    tasks: Sequence[Task], previous: BuildReport | None, cache: EnvCache, report: BuildReport
+    tasks: Sequence[Task],
+    previous: BuildReport | None,
+    cache: EnvCache,
+    report: BuildReport,
+    *,
+    again: Sequence[BuildStatus] = (),
 ) -> list[Task]:
-    """Put the entries a previous run finished into ``report``; return the tasks still to build."""
+    """Put the entries a previous run finished into ``report``, except those of a status in ``again``; return
+    the tasks still to build."""
     todo: list[Task] = []
     for task in tasks:
         old = previous.entries.get(task.instance_id) if previous else None
-        if old is not None and _still_done(old, task, cache, validated=report.validated):
+        if (
+            old is not None
+            and old.status not in again
+            and _still_done(old, task, cache, validated=report.validated)
+        ):
             report.entries[task.instance_id] = old if old.repo else old.model_copy(update={"repo": task.repo})
         else:
             todo.append(task)
