@@ -5,7 +5,8 @@ control), then what the installer does about it:
 
 - a setuptools_scm project whose testbed has no tag gets the version its task's ``version`` implies, so a
   package that requires it at that version installs beside it (matplotlib without tags: ``0.1.devN``);
-- a matplotlib-style build that would download FreeType is told to use the host's (``MPLSETUPCFG``);
+- a matplotlib-style build that would download FreeType is told to use the host's (``MPLSETUPCFG``), or, where
+  the repo cache has a mirror of freetype/freetype, finds the release's tag where its download would have gone;
 - a release whose old metadata does not bound numpy, which then fails at import, has numpy bounded to the
   releases of its own time (numba 0.53.1 beside numpy 1.25);
 - the pip fallback does not hold the repo to a release of it from the index (matplotlib 3.6.1 beside 3.6's repo).
@@ -159,9 +160,10 @@ MPL_BACKEND = SCM_BACKEND.replace(
 )
 
 
-@pytest.mark.skipif(shutil.which("pkg-config") is None, reason="needs pkg-config")
-def test_a_build_that_would_download_freetype_is_told_to_use_the_hosts(tmp_path, index, monkeypatch):
-    pc_dir = tmp_path / "pkgconfig"  # a FreeType that pkg-config finds (the host's own may be absent)
+def mpl_repo(tmp_path: Path, setupext: str, monkeypatch: pytest.MonkeyPatch) -> str:
+    """acme/widget with a matplotlib-style ``setupext`` run by its build, and a FreeType that pkg-config finds
+    (the host's own may be absent); returns the commit."""
+    pc_dir = tmp_path / "pkgconfig"
     pc_dir.mkdir()
     (pc_dir / "freetype2.pc").write_text(
         "Name: freetype2\nDescription: t\nVersion: 24.3.18\nLibs:\nCflags:\n"
@@ -170,10 +172,16 @@ def test_a_build_that_would_download_freetype_is_told_to_use_the_hosts(tmp_path,
     scm_repo(tmp_path / "mirrors")
     repo = tmp_path / "mirrors/acme/widget"
     (repo / "scmbackend.py").write_text(MPL_BACKEND)
-    (repo / "setupext.py").write_text(SETUPEXT)
+    (repo / "setupext.py").write_text(setupext)
     git(repo, "add", "-A")
     git(repo, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "freetype")
-    commit = git(repo, "rev-parse", "HEAD")
+    return git(repo, "rev-parse", "HEAD")
+
+
+@pytest.mark.skipif(shutil.which("pkg-config") is None, reason="needs pkg-config")
+def test_a_build_that_would_download_freetype_is_told_to_use_the_hosts(tmp_path, index, monkeypatch):
+    commit = mpl_repo(tmp_path, SETUPEXT, monkeypatch)
+    repo = tmp_path / "mirrors/acme/widget"
     env = EnvCache(tmp_path / "envs", repo_cache=tmp_path / "mirrors").ensure(
         row_task(commit, "3.6", "python -m pip install -e .")
     )
@@ -186,6 +194,50 @@ def test_a_build_that_would_download_freetype_is_told_to_use_the_hosts(tmp_path,
         [env.venv / "bin" / "python", "-c", build], cwd=repo, capture_output=True, text=True
     )
     assert proc.returncode != 0 and "downloading freetype" in proc.stderr
+
+
+# matplotlib 3.3+: the download goes to build/freetype-<version>, skipped where that directory is there; the build
+# then runs the release's configure (made by autogen.sh from a git checkout) and links what it builds
+SETUPEXT_LOCAL = SETUPEXT.replace(
+    "if not config.getboolean",
+    """def get_and_extract_tarball(urls, sha, dirname):
+    pass
+LOCAL_FREETYPE_VERSION = '2.6.1'
+source = os.path.join("build", "freetype-" + LOCAL_FREETYPE_VERSION, "builds", "unix", "configure")
+if os.path.exists(source):  # the build uses it: what it says ends up in the installed package
+    open("widget.py", "a").write("FREETYPE = " + repr(open(source).read()) + "\\n")
+elif not config.getboolean""",
+)
+
+
+@pytest.mark.skipif(shutil.which("pkg-config") is None, reason="needs pkg-config")
+def test_a_freetype_mirror_in_the_repo_cache_gives_the_build_the_release_it_would_download(
+    tmp_path, index, monkeypatch
+):
+    commit = mpl_repo(tmp_path, SETUPEXT_LOCAL, monkeypatch)
+    task = row_task(commit, "3.6", "python -m pip install -e .")
+    # control: no mirror of freetype/freetype, the host's is linked (and the log says what that costs)
+    host = EnvCache(tmp_path / "host", repo_cache=tmp_path / "mirrors").ensure(task)
+    assert host.venv is not None and "FREETYPE" not in (host.testbed / "widget.py").read_text()
+    assert "expect the FreeType 2.6.1" in (host.venv / "swe-rl-install.log").read_text()
+
+    freetype = tmp_path / "mirrors/freetype/freetype"  # the release's tag; its autogen.sh makes configure
+    freetype.mkdir(parents=True)
+    git(freetype, "init", "-q", "-b", "master")
+    (freetype / "autogen.sh").write_text(
+        "mkdir -p builds/unix && echo 'configure of 2.6.1, made by autogen.sh' > builds/unix/configure\n"
+    )
+    git(freetype, "add", "-A")
+    git(freetype, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "2.6.1")
+    git(freetype, "tag", "VER-2-6-1")
+    env = EnvCache(tmp_path / "envs", repo_cache=tmp_path / "mirrors").ensure(task)
+    assert env.venv is not None and env.key != host.key
+    assert "FREETYPE = 'configure of 2.6.1, made by autogen.sh\\n'" in (env.testbed / "widget.py").read_text()
+    assert not (env.testbed / "build" / "freetype-2.6.1").exists(), "the source is removed after the install"
+    lock = (env.venv / LOCK_NAME).read_text()
+    assert f"# swe-rl: FreeType built by matplotlib's build: 2.6.1 from {freetype} at VER-2-6-1" in lock
+    log = (env.venv / "swe-rl-install.log").read_text()
+    assert "system_freetype" not in log and "expect the FreeType" not in log
 
 
 NUMBA_LIKE = (

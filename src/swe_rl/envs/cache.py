@@ -33,6 +33,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import NamedTuple, TypeVar
 
+from swe_rl.envs.build_settings import provided_freetype
 from swe_rl.envs.disk import DiskUsage, disk_usage
 from swe_rl.envs.gitpacks import PackStore, is_shared, share_files
 from swe_rl.envs.interpreters import find_python
@@ -81,7 +82,7 @@ class EnvCache:
         self.allow_network = allow_network
         self.options = options or InstallOptions()
         self._dates: dict[tuple[str, str], str] = {}
-        self._venvs = VenvBuilder(self.root, self.options)
+        self._venvs = VenvBuilder(self.root, self.options, repo_cache)
 
     # -- public API -------------------------------------------------------------------------------
     def ensure(self, task: Task) -> EnvSpec:
@@ -198,9 +199,18 @@ class EnvCache:
             return _Keys(testbed, shared, shared, _digest(testbed, shared))
         # the install writes into the testbed (in-place builds, version files): one testbed per install,
         # which is then never written again, so its files can be shared (gitpacks.share_files)
-        testbed = _digest(task.repo, task.base_commit, shared, own.digest(python))
+        testbed = _digest(task.repo, task.base_commit, shared, own.digest(python), *self._provided(task))
         venv = _digest(shared, testbed)
         return _Keys(testbed, shared, venv, _digest(testbed, venv))
+
+    def _provided(self, task: Task) -> tuple[str, ...]:
+        """What the repo cache gives the repo's own build besides the repo (a FreeType release for matplotlib's:
+        build_settings.local_freetype); empty where nothing, so that other keys stay as they were."""
+        try:
+            given = provided_freetype(self._source(task), task.base_commit, self.repo_cache)
+        except SweRlError:
+            return ()
+        return (f"freetype {given}",) if given else ()
 
     def _has_setup_commit(self, task: Task, recipe: EnvRecipe) -> bool:
         """Whether the recipe's requirement files are read at its commit (else from the testbed)."""

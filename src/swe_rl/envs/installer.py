@@ -16,7 +16,7 @@ import subprocess
 import tempfile
 from pathlib import Path
 
-from swe_rl.envs.build_settings import project_name, repo_build_settings
+from swe_rl.envs.build_settings import project_name, remove_local_freetype, repo_build_settings
 from swe_rl.envs.dating import (
     BUILD_TOOLS_AS_OF,
     DATED_BUILD_TOOLS_FLOOR,
@@ -67,8 +67,10 @@ class InstallRun:
         cache: Path,
         widen: tuple[Widening, ...] = (),
         source: str | None = None,
+        repo_cache: Path | None = None,
     ) -> None:
         self.recipe, self.venv, self.testbed, self.log = recipe, venv, testbed, log
+        self.repo_cache = repo_cache  # mirrors of what a build would download (build_settings.local_freetype)
         self.kind, self.uv = choose_installer(installer, recipe)
         self.cache = cache
         self.constraints = venv / "swe-rl-constraints.txt"
@@ -352,7 +354,11 @@ class InstallRun:
         recipe = self.recipe
         check_system(recipe.system, f"this env ({recipe.source})", hint=SYSTEM_HINT)
         self.build_environ, self.settings_notes, said = repo_build_settings(
-            self.testbed, self.venv, recipe.version
+            self.testbed,
+            self.venv,
+            recipe.version,
+            repo_cache=self.repo_cache,
+            own_install=bool(recipe.install),
         )
         for line in said:
             self._note(line)
@@ -384,6 +390,7 @@ class InstallRun:
             self.run(command)
         if recipe.install:
             self.run(recipe.install)
+            remove_local_freetype(self.testbed)
         self.import_failures = failed_imports(
             self.venv / "bin" / "python", self.testbed, self.environ(), self._note
         )

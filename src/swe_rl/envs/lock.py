@@ -14,6 +14,7 @@ FALLBACK = "# swe-rl: pip fallback: "  # a lock line: an install command that uv
 READ_AT_BASE = "# swe-rl: read at the base commit: "
 # a lock line: the version given to a setuptools_scm build whose testbed has no tag (swe_rl.envs.build_settings)
 VERSION_GIVEN = "# swe-rl: version given to the build: "
+LOCAL_FREETYPE = "# swe-rl: FreeType built by matplotlib's build: "  # where it came from (build_settings)
 # a lock line per module that still fails to import after the build (swe_rl.envs.import_check)
 IMPORT_FAILS = "# swe-rl: import fails: "
 

@@ -37,8 +37,8 @@ _T = TypeVar("_T")
 class VenvBuilder:
     """Builds venvs into the cache at ``root`` (its resolved/, logs/ and uv-cache/ directories)."""
 
-    def __init__(self, root: Path, options: InstallOptions) -> None:
-        self.root, self.options = root, options
+    def __init__(self, root: Path, options: InstallOptions, repo_cache: Path | None = None) -> None:
+        self.root, self.options, self.repo_cache = root, options, repo_cache
 
     def build(
         self,
@@ -138,6 +138,7 @@ class VenvBuilder:
             cache=self.root / "uv-cache",
             widen=widen,
             source=source,
+            repo_cache=self.repo_cache,
         )
         self._guard(run, lambda: run.build(previous), final)
         return run

@@ -29,6 +29,7 @@ DEBIAN_PACKAGE = {
     "pkg-config": "pkg-config",
     "gfortran": "gfortran",
     "gs": "ghostscript",
+    "libtoolize": "libtool",
 }
 
 

@@ -39,7 +39,9 @@ _MPL_REQS = ("requirements/dev/dev-requirements.txt", "requirements/testing/trav
 # Ghostscript's gs for the tests: without it every pdf image comparison is skipped (the official images had it
 # from conda's ghostscript), and FAIL_TO_PASS lists hold such tests (24026's test_stackplot[pdf])
 _MPL_OLD_SYSTEM = ("gcc", "g++", "pkg-config", "pc:freetype2", "gs")
-_MPL_SYSTEM = (*_MPL_OLD_SYSTEM, "pc:qhull_r")
+# FreeType 2.6.1 from a mirror of freetype/freetype where the repo cache has one: its autogen.sh needs autotools
+# (swe_rl.envs.build_settings.local_freetype)
+_MPL_SYSTEM = (*_MPL_OLD_SYSTEM, "pc:qhull_r", "autoconf", "automake", "libtoolize", "make")
 
 _SEABORN_PINS = pins(
     "contourpy==1.1.0 cycler==0.11.0 fonttools==4.42.1 importlib-resources==6.0.1 kiwisolver==1.4.5 "
