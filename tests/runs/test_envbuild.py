@@ -208,6 +208,11 @@ def test_revalidate_grades_again_what_the_report_found_invalid_and_keeps_the_res
     assert entry.seconds > first.entries[task.instance_id].seconds
     assert again.summary is not None and again.summary.overall.valid == 2
 
+    # a run over one of them with the same report keeps the other's entry (and counts it)
+    alone = build([good])
+    assert alone.entries == again.entries and BuildReport.load(report_path).entries == again.entries
+    assert alone.summary is not None and alone.summary.overall.valid == 2
+
     refused = subprocess.run(
         [*SWE_RL, "env", "build", "--revalidate", "--validate", "--cache-dir", str(tmp_path / "envs")],
         capture_output=True,

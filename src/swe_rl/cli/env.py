@@ -118,7 +118,9 @@ def build(
     The --report file (JSON) lists every instance (status, reason, seconds, env key) and a per-repository
     summary, and is rewritten as each instance finishes. Run the same command with the same --report to resume
     a run that stopped: built (and, with --validate, graded) instances are kept, failed ones are tried again,
-    and so are those whose repository had no mirror (status unfetchable: add it to --repo-cache and rerun).
+    and so are those whose repository had no mirror (status unfetchable: add it to --repo-cache and rerun);
+    --revalidate grades again those found invalid. A run over other instances (--instance) with the same
+    --report adds to it: the entries of instances it does not build are kept.
     `swe-rl data prepare --valid-only REPORT` keeps the instances it marks usable.
 
     At the end it prints, per repository, how many instances are valid (or built), invalid, failed (env build),

@@ -48,11 +48,15 @@ async def build_dataset(
     A failure of one instance is recorded and the others go on. With ``report_path`` the report (entries and
     the per-repository summary) is rewritten after every instance and read at the start: finished instances
     are skipped. With ``revalidate`` those it found invalid are graded again (their envs are kept: after a
-    change to validation or grading), and an entry's seconds add the earlier run's. At the end the summary gets
-    the disk the env cache takes.
+    change to validation or grading), and an entry's seconds add the earlier run's. The entries of instances
+    not in ``tasks`` (a run over others with the same report) are kept as they were, after this run's. At the
+    end the summary gets the disk the env cache takes.
     """
     report = BuildReport(validated=factory is not None, backend=factory.backend if factory else None)
     previous = _previous(report_path)
+    ids = {t.instance_id for t in tasks}
+    others = {k: e for k, e in previous.entries.items() if k not in ids} if previous else {}
+    report.entries.update(others)  # in every save of this run too
     todo = _carry_over(tasks, previous, cache, report, again=("invalid",) if revalidate else ())
     earlier = {
         t.instance_id: e.seconds for t in todo if previous and (e := previous.entries.get(t.instance_id))
@@ -77,7 +81,7 @@ async def build_dataset(
             progress.advance(task.instance_id, _outcome(entry), seconds=entry.seconds)
 
     await asyncio.gather(*(one(t) for t in todo))
-    report.entries = {t.instance_id: report.entries[t.instance_id] for t in tasks}
+    report.entries = {**{t.instance_id: report.entries[t.instance_id] for t in tasks}, **others}
     disk = await asyncio.to_thread(cache.disk_usage)
     report.summary = BuildSummary.of(report.entries.values(), disk=disk)
     if report_path is not None:
