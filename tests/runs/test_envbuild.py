@@ -220,3 +220,41 @@ def test_revalidate_grades_again_what_the_report_found_invalid_and_keeps_the_res
         check=False,
     )
     assert refused.returncode == 2 and "give --validate and --report" in refused.stderr, refused.stderr
+
+
+def test_a_build_run_removes_what_a_stopped_run_left_but_not_a_build_in_progress(tmp_path, tasks):
+    """A killed run leaves its builds in progress in the cache's .tmp (GBs on real repos); the next run removes
+    them. One whose key another process holds the lock of is being built there, and stays."""
+    import fcntl
+
+    cache = EnvCache(tmp_path / "envs")
+    left, building = cache.root / ".tmp/aaaa.left", cache.root / ".tmp/bbbb.busy"
+    for path in (left, building):
+        (path / "out").mkdir(parents=True)
+        (path / "out/half").write_bytes(b"x" * 1000)
+    (cache.root / "locks").mkdir()
+    holder = subprocess.Popen(  # another process building bbbb: holds its lock
+        [
+            sys.executable,
+            "-c",
+            "import fcntl, sys, time; f = open(sys.argv[1], 'w'); "
+            "fcntl.flock(f, fcntl.LOCK_EX); print('held', flush=True); time.sleep(60)",
+            str(cache.root / "locks/bbbb.lock"),
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert holder.stdout is not None and holder.stdout.readline().strip() == "held"
+        report = asyncio.run(build_dataset([tasks[0]], cache, quiet=True))
+    finally:
+        holder.kill()
+        holder.wait()
+    assert report.entries[tasks[0].instance_id].status == "built"
+    assert not left.exists() and (building / "out/half").is_file()
+    with open(
+        cache.root / "locks/bbbb.lock"
+    ) as lock:  # the control: released, it is what the next run removes
+        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    asyncio.run(build_dataset([tasks[0]], cache, quiet=True))
+    assert not building.exists()

@@ -9,6 +9,7 @@ keeps only the instances the report marks usable.
 from __future__ import annotations
 
 import asyncio
+import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -50,8 +51,14 @@ async def build_dataset(
     are skipped. With ``revalidate`` those it found invalid are graded again (their envs are kept: after a
     change to validation or grading), and an entry's seconds add the earlier run's. The entries of instances
     not in ``tasks`` (a run over others with the same report) are kept as they were, after this run's. At the
-    end the summary gets the disk the env cache takes.
+    end the summary gets the disk the env cache takes. Unfinished builds a stopped run left in the cache are
+    removed first (those another process is building are left alone).
     """
+    removed = await asyncio.to_thread(cache.gc)
+    if removed and not quiet:
+        print(
+            f"removed {len(removed)} unfinished build(s) a stopped run left in {cache.root}", file=sys.stderr
+        )
     report = BuildReport(validated=factory is not None, backend=factory.backend if factory else None)
     previous = _previous(report_path)
     ids = {t.instance_id for t in tasks}
