@@ -9,6 +9,8 @@ control), then what the installer does about it:
   the repo cache has a mirror of freetype/freetype, finds the release's tag where its download would have gone;
 - a release whose old metadata does not bound numpy, which then fails at import, has numpy bounded to the
   releases of its own time (numba 0.53.1 beside numpy 1.25);
+- a dated release made before the env's Python, which fails at import there and makes the repo's own import fail
+  through it, is taken at its next release (pydap 3.2.2 under xarray 0.12 on Python 3.10);
 - the pip fallback does not hold the repo to a release of it from the index (matplotlib 3.6.1 beside 3.6's repo).
 """
 
@@ -21,7 +23,7 @@ from pathlib import Path
 
 import pytest
 from tests.envs.helpers import git, make_repo
-from tests.envs.test_dating import BEFORE, build, make_old_backend_repo, pins
+from tests.envs.test_dating import AFTER, BEFORE, build, make_old_backend_repo, pins
 
 from swe_rl.envs.cache import EnvCache
 from swe_rl.envs.install_tools import uv_binary
@@ -101,8 +103,9 @@ def installed_version(venv: Path, name: str) -> str:
     return proc.stdout.strip()
 
 
-def row_task(commit: str, version: str, install: str) -> Task:
-    """A task whose row carries its own install spec (as SWE-rebench's do): its ``version`` reaches the recipe."""
+def row_task(commit: str, version: str, install: str, packages: str = "") -> Task:
+    """A task whose row carries its own install spec (as SWE-rebench's do): its ``version`` reaches the recipe;
+    ``packages`` go to the version's shared venv, ``install`` runs in the instance's clone of it."""
     return Task.model_validate(
         {
             "instance_id": "acme__widget-1",
@@ -110,7 +113,7 @@ def row_task(commit: str, version: str, install: str) -> Task:
             "base_commit": commit,
             "version": version,
             "created_at": "2019-01-01T00:00:00Z",
-            "install_config": {"python": "3", "install": install},
+            "install_config": {"python": "3", "install": install, "pip_packages": packages},
         }
     )
 
@@ -278,6 +281,32 @@ def test_a_release_that_fails_to_import_beside_a_later_numpy_has_numpy_bounded_t
     assert "# swe-rl: bounded numpy (needed by numbish==0.53.1;" in lock and "import fails" not in lock
     record = json.loads((env.venv / "swe-rl-env.json").read_text())
     assert [(w["package"], w["as_of"]) for w in record["widened"]] == [("numpy", "2021-03-25T00:00:01Z")]
+
+
+def test_a_release_that_does_not_import_on_the_envs_python_is_taken_at_its_next_release(tmp_path, index):
+    """xarray 0.12's env is resolved as of a 2021 date on Python 3.10; the newest pydap then is 3.2.2 (2017), whose
+    `from collections import Mapping` fails there, and xarray's own import fails through it: every test errors at
+    collection. The import check names the distribution whose file raised (pydap, not xarray) and the build is
+    made again with pydap's next release, in the instance's clone of the version's venv."""
+    index.add("oldlib", "1.0", BEFORE, source="from collections import Mapping\n")  # gone in Python 3.10
+    index.add("oldlib", "2.0", AFTER, source="from collections.abc import Mapping\n")
+    scm_repo(tmp_path / "mirrors")
+    repo = tmp_path / "mirrors/acme/widget"
+    (repo / "widget.py").write_text("import oldlib\n\n\ndef answer():\n    return 41\n")
+    git(repo, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qam", "use oldlib")
+    task = row_task(git(repo, "rev-parse", "HEAD"), "3.6", "python -m pip install -e .", packages="oldlib")
+    env = EnvCache(tmp_path / "envs", repo_cache=tmp_path / "mirrors").ensure(task)
+    assert env.venv is not None
+    log = (env.venv / "swe-rl-install.log").read_text()
+    # the control: the first build, as of the date, failed at import through oldlib 1.0
+    assert "`import widget` (widget==" in log and "fails: ImportError: cannot import name 'Mapping'" in log
+    shared = env.venv.parent / json.loads((env.venv / "swe-rl-env.json").read_text())["shared_env"]
+    assert "oldlib==1.0" in pins(shared)  # the version's venv keeps the date's
+    assert "oldlib==2.0" in pins(env.venv)
+    subprocess.run([env.venv / "bin" / "python", "-c", "import widget"], cwd=env.testbed, check=True)
+    lock = (env.venv / LOCK_NAME).read_text()
+    assert "# swe-rl: widened oldlib (needed by `import widget` (widget==" in lock, lock
+    assert "oldlib 1.0 fails at import on this Python" in lock and "import fails" not in lock
 
 
 def test_the_pip_fallback_does_not_hold_the_repo_to_a_copy_of_it_from_the_index(tmp_path, index, monkeypatch):

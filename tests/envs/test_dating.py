@@ -88,6 +88,7 @@ def test_a_dependency_no_release_of_which_is_as_old_as_the_date_is_widened(tmp_p
             "needed_by": "toolpkg==2.0",
             "reason": "no release as old as the date survives",
             "as_of": "",
+            "release": "",
         }
     ]
     lock = (venv / LOCK_NAME).read_text().splitlines()
@@ -353,6 +354,7 @@ def test_a_dependency_whose_dated_sdist_cannot_compile_here_is_widened(tmp_path,
             "needed_by": "cpkg==1.0",
             "reason": "the dated sdist does not build here (no swe_rl_absent/lib.h)",
             "as_of": "",
+            "release": "",
         }
     ]
     assert widened_in((venv / LOCK_NAME).read_text().splitlines()) == ["cpkg"]
@@ -633,6 +635,7 @@ def test_a_dependency_whose_dated_release_does_not_build_here_is_widened_after_t
             "needed_by": "sdonly==1.0",
             "reason": "the dated release does not build here",
             "as_of": "",
+            "release": "",
         }
     ]
     log = (venv / "swe-rl-install.log").read_text()

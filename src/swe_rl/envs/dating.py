@@ -61,6 +61,11 @@ class Widening(BaseModel):
         description="The time it is resolved as of instead (RFC 3339): the upload of the earliest release with "
         "a wheel for this Python; '' for today's index.",
     )
+    release: str = Field(
+        default="",
+        description="The release it must be (a next release taken for one that fails at import): installed as "
+        "such where the venv already has another (an instance's clone of its version's venv).",
+    )
 
     def detail(self) -> str:
         return f"(needed by {self.needed_by}; {self.reason})"

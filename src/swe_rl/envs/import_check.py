@@ -19,7 +19,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import NamedTuple
 
-from swe_rl.envs.dating import Bounding, Resolver, norm
+from swe_rl.envs.dating import Bounding, Resolver, Widening, norm
 from swe_rl.envs.lock import IMPORT_FAILS, pinned
 
 IMPORT_TIMEOUT_S = 600
@@ -33,6 +33,13 @@ NUMPY_MISMATCH = re.compile(
     r"|numpy\.core\.(_)?multiarray(_umath)? failed to import|_ARRAY_API not found"
     r"|numpy\.(dtype|ndarray|ufunc) size changed|initialization of \S+ (failed|raised)",
     re.IGNORECASE,
+)
+
+# what a release says at import on a Python newer than it was made for: names the standard library removed
+PYTHON_MISMATCH = re.compile(
+    r"cannot import name '\w+' from '(collections|typing|inspect|asyncio\.\w+|fractions|cgi)'"
+    r"|No module named '(imp|distutils|asynchat|asyncore|smtpd|imghdr|cgi|pipes)'"
+    r"|module '(collections|inspect|time|os|platform|base64)' has no attribute '\w+'",
 )
 
 # Run by the venv's Python (3.5 and later: no f-strings): one JSON line per module imported, each in its own
@@ -74,6 +81,25 @@ def modules(dist):
         names = [dist.metadata["Name"].replace("-", "_").lower()]
     return sorted(set(n for n in names if n.isidentifier() and not n.startswith("_")))
 
+# the distribution each top-level name of site-packages belongs to: a failure's culprit is the owner of the innermost
+# frame of its traceback in site-packages (xarray's import failing in pydap's model.py: pydap)
+owners = {}
+for dist in metadata.distributions():
+    for f in dist.files or []:
+        top = str(f).split("/")[0]
+        top = top[:-3] if top.endswith(".py") else top
+        owners.setdefault(top, (dist.metadata["Name"], dist.version))
+
+def culprit(output):
+    found = ("", "")
+    for line in output.splitlines():
+        line = line.strip()
+        if line.startswith('File "') and "/site-packages/" in line:
+            top = line[6:].split('"')[0].split("/site-packages/", 1)[1].split("/")[0]
+            top = top[:-3] if top.endswith(".py") else top
+            found = owners.get(top, found)
+    return found
+
 seen = set()
 for dist in metadata.distributions():
     name = dist.metadata["Name"]
@@ -85,11 +111,13 @@ for dist in metadata.distributions():
             proc = subprocess.run([sys.executable, "-c", "import " + module], stdout=subprocess.PIPE,
                                   stderr=subprocess.STDOUT, universal_newlines=True, timeout=120)
         except subprocess.TimeoutExpired:
-            error = "no answer in 120 s"
+            error, cause = "no answer in 120 s", ("", "")
         else:
             lines = proc.stdout.strip().splitlines() or ["exit %d" % proc.returncode]
             error = "" if proc.returncode == 0 else lines[-1]
-        print(json.dumps({"name": name, "version": dist.version, "module": module, "error": error}), flush=True)
+            cause = culprit(proc.stdout) if error else ("", "")
+        print(json.dumps({"name": name, "version": dist.version, "module": module, "error": error,
+                          "culprit": cause[0], "culprit_version": cause[1]}), flush=True)
 """
 
 
@@ -100,9 +128,19 @@ class ImportFailure(NamedTuple):
     version: str
     module: str
     error: str
+    culprit: str = (
+        ""  # the installed distribution whose file raised it (the traceback's innermost in site-packages)
+    )
+    culprit_version: str = ""
 
     def lock_line(self) -> str:
         return f"{IMPORT_FAILS}`import {self.module}` ({self.name}=={self.version}) fails: {self.error}"
+
+    @property
+    def about_python(self) -> bool:
+        """The error is a release using what the env's Python no longer has (``collections.Mapping``, gone in
+        3.10; ``imp`` and ``distutils``, gone in 3.12; ``inspect.getargspec``, gone in 3.11)."""
+        return PYTHON_MISMATCH.search(self.error) is not None
 
     @property
     def about_numpy(self) -> bool:
@@ -137,7 +175,16 @@ def failed_imports(
         except ValueError:
             continue
         if isinstance(item, dict) and item.get("error"):
-            failures.append(ImportFailure(item["name"], item["version"], item["module"], item["error"]))
+            failures.append(
+                ImportFailure(
+                    item["name"],
+                    item["version"],
+                    item["module"],
+                    item["error"],
+                    item.get("culprit", ""),
+                    item.get("culprit_version", ""),
+                )
+            )
             note(f"swe-rl: after the build, {failures[-1].lock_line()[len(IMPORT_FAILS) :]}")
     return failures
 
@@ -163,3 +210,60 @@ def numpy_bound(failures: list[ImportFailure], lock: list[str], resolver: Resolv
             as_of=uploaded,
         )
     return None
+
+
+def next_releases(failures: list[ImportFailure], resolver: Resolver, held: set[str]) -> list[Widening]:
+    """For each failure raised in another installed distribution's files (its culprit, not in ``held``) by what
+    the env's Python no longer has (:attr:`ImportFailure.about_python`): that distribution resolved as of its next
+    release with a wheel for this Python. A dated resolution takes the newest release as of the date, which can be
+    one made before the Python it runs on (pydap 3.2.2 of 2017 on Python 3.10: ``from collections import
+    Mapping``); the release after it is the nearest that may run there. Once per build: a release that still fails
+    stays, recorded in the lock."""
+    out: dict[str, Widening] = {}
+    for failure in failures:
+        name = norm(failure.culprit)
+        if not name or name in held or name in out or not failure.about_python:
+            continue
+        release = resolver.first_wheel(failure.culprit, failure.culprit_version)
+        if release is None or not release.uploaded:
+            continue
+        out[name] = Widening(
+            package=name,
+            needed_by=f"`import {failure.module}` ({failure.name}=={failure.version})",
+            reason=f"{failure.culprit} {failure.culprit_version} fails at import on this Python "
+            f"({failure.error[:160]}); resolved as of its next release, {release.version}",
+            as_of=release.uploaded,
+            release=release.version,
+        )
+    return list(out.values())
+
+
+def import_remedies(
+    failures: list[ImportFailure],
+    lock: list[str],
+    resolver: Resolver,
+    held: set[str],
+    note: Callable[[str], None],
+) -> list[Widening]:
+    """What a build is made again with for its import failures: numpy bounded (:func:`numpy_bound`, unless
+    ``held``), next releases (:func:`next_releases`); each said with ``note``."""
+    found: list[Widening] = []
+    if "numpy" not in held and (bound := numpy_bound(failures, lock, resolver)) is not None:
+        note(f"swe-rl: bounded numpy: {bound.detail()}; building again")
+        found.append(bound)
+    for later in next_releases(failures, resolver, held):
+        note(f"swe-rl: widened {later.package}: {later.detail()}; building again")
+        found.append(later)
+    return found
+
+
+def releases_to_take(widened: list[Widening], freeze: Callable[[], list[str]]) -> list[str]:
+    """``name==release`` of each widening that names its release, where the venv (``freeze``) has another version of
+    it: an instance's clone holds its version's resolution, which an install of the repo alone leaves as it is."""
+    wanted = {norm(w.package): w.release for w in widened if w.release}
+    if not wanted:
+        return []
+    have = {norm(n): v for n, _, v in (line.partition("==") for line in pinned(freeze()))}
+    return [
+        f"{name}=={release}" for name, release in wanted.items() if name in have and have[name] != release
+    ]

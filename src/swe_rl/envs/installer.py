@@ -20,24 +20,22 @@ from swe_rl.envs.build_settings import project_name, remove_local_freetype, repo
 from swe_rl.envs.dating import (
     BUILD_TOOLS_AS_OF,
     DATED_BUILD_TOOLS_FLOOR,
-    WIDENED,
     Resolver,
     Widening,
     norm,
-    unreachable,
     widened_in,
 )
-from swe_rl.envs.import_check import ImportFailure, failed_imports, numpy_bound
+from swe_rl.envs.import_check import ImportFailure, failed_imports, releases_to_take
 from swe_rl.envs.install_tools import PROBE_FAILED, SHIMS, choose_installer, freeze, install_environ
 from swe_rl.envs.lock import DATED_BUILD_TOOLS, FALLBACK, READ_AT_BASE, SKIPPED, pinned
 from swe_rl.envs.recipe import EnvRecipe, Installer
 from swe_rl.envs.remedies import (
+    after_build,
     dated_options,
     held_to_first_wheel,
     probe_remedy,
     runner_floor,
     to_widen,
-    undated_packages,
 )
 from swe_rl.envs.requirement_files import RecipeFiles, install_best_effort
 from swe_rl.envs.uv_output import (
@@ -332,22 +330,11 @@ class InstallRun:
             out.write(line + "\n")
 
     def widening(self, lock: list[str]) -> list[Widening]:
-        """Dependencies a dated build must take from today's index (:mod:`swe_rl.envs.dating`)."""
+        """What a dated build is made again with (:func:`~swe_rl.envs.remedies.after_build`)."""
         resolver = self._resolver()
         if resolver is None:
             return []
-        found = unreachable(
-            resolver, lock, set(undated_packages(self.recipe)) | {w.package for w in self.widened}
-        )
-        for item in found:
-            self._note(f"swe-rl: widened {item.package}: {item.lock_line()[len(WIDENED) :]}")
-        held = {
-            norm(n) for n in [*undated_packages(self.recipe), *(w.package for w in [*self.widened, *found])]
-        }
-        if "numpy" not in held and (bound := numpy_bound(self.import_failures, lock, resolver)) is not None:
-            self._note(f"swe-rl: bounded numpy: {bound.detail()}; building again")
-            found.append(bound)
-        return found
+        return after_build(self.recipe, self.widened, self.import_failures, lock, resolver, self._note)
 
     def build(self, lock: list[str] | None) -> list[str]:
         """Install the recipe; with ``lock`` (a previous build's resolved set), under it. Returns the new lock."""
@@ -388,6 +375,7 @@ class InstallRun:
             self.run("python -m pip install " + " ".join(shlex.quote(p) for p in recipe.pip))
         for command in recipe.pre_install:
             self.run(command)
+        self._take_releases()
         if recipe.install:
             self.run(recipe.install)
             remove_local_freetype(self.testbed)
@@ -402,6 +390,11 @@ class InstallRun:
         notes += [f"{DATED_BUILD_TOOLS}{command}" for command in self.dated_commands]
         self.lock = [*self.freeze(), *notes]
         return self.lock
+
+    def _take_releases(self) -> None:
+        """The releases widenings name, where the venv has others (an instance's clone of its version's venv)."""
+        for requirement in releases_to_take(self.widened, self.freeze):
+            self.run(f"python -m pip install {shlex.quote(requirement)}")
 
     def freeze(self) -> list[str]:
         return freeze(self.kind, self.uv, self.venv)

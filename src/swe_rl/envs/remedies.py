@@ -11,6 +11,7 @@ all, or (what the wheels-only probe finds) a release with no wheel for the env's
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from swe_rl.envs.dating import (
@@ -18,11 +19,14 @@ from swe_rl.envs.dating import (
     PYTEST_RA_AS_OF,
     PYTEST_RA_FLOOR,
     UNDATED,
+    WIDENED,
     Resolver,
     Widening,
     norm,
     to_wheel,
+    unreachable,
 )
+from swe_rl.envs.import_check import ImportFailure, import_remedies
 from swe_rl.envs.recipe import PINNED_PYTEST, EnvRecipe
 from swe_rl.envs.uv_output import (
     BAD_METADATA,
@@ -202,3 +206,22 @@ def dated_options(
     for name, as_of in undated.items():
         opts += ["--exclude-newer-package", f"{name}={as_of}"]
     return opts
+
+
+def after_build(
+    recipe: EnvRecipe,
+    widened: list[Widening],
+    failures: list[ImportFailure],
+    lock: list[str],
+    resolver: Resolver,
+    note: Callable[[str], None],
+) -> list[Widening]:
+    """What a dated build is made again with: the dependencies it must take from today's index
+    (:func:`~swe_rl.envs.dating.unreachable`), then the remedies of its import failures
+    (:func:`~swe_rl.envs.import_check.import_remedies`), none for a package held already; each said with
+    ``note``."""
+    found = unreachable(resolver, lock, set(undated_packages(recipe)) | {w.package for w in widened})
+    for item in found:
+        note(f"swe-rl: widened {item.package}: {item.lock_line()[len(WIDENED) :]}")
+    held = {norm(n) for n in [*undated_packages(recipe), *(w.package for w in [*widened, *found])]}
+    return found + import_remedies(failures, lock, resolver, held, note)

@@ -54,11 +54,7 @@ async def build_dataset(
     end the summary gets the disk the env cache takes. Unfinished builds a stopped run left in the cache are
     removed first (those another process is building are left alone).
     """
-    removed = await asyncio.to_thread(cache.gc)
-    if removed and not quiet:
-        print(
-            f"removed {len(removed)} unfinished build(s) a stopped run left in {cache.root}", file=sys.stderr
-        )
+    await asyncio.to_thread(_clear_leftovers, cache, quiet)
     report = BuildReport(validated=factory is not None, backend=factory.backend if factory else None)
     previous = _previous(report_path)
     ids = {t.instance_id for t in tasks}
@@ -94,6 +90,15 @@ async def build_dataset(
     if report_path is not None:
         atomic_write_json(report_path, report.model_dump(mode="json"))
     return report
+
+
+def _clear_leftovers(cache: EnvCache, quiet: bool) -> None:
+    """Remove the unfinished builds a stopped run left (EnvCache.gc: not those another process is making)."""
+    removed = cache.gc()
+    if removed and not quiet:
+        print(
+            f"removed {len(removed)} unfinished build(s) a stopped run left in {cache.root}", file=sys.stderr
+        )
 
 
 def _carry_over(
