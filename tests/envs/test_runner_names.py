@@ -32,7 +32,9 @@ def test_the_names_of_pytest_8_are_told_from_those_of_earlier_pytest() -> None:
     assert named_by_pytest_8([f"{UNPARSE}[1234-1234_0]", f"{UNPARSE}[1234-1234_1]"])
     assert not named_by_pytest_8([f"{UNPARSE}[1234-12340]", f"{UNPARSE}[1234-12341]"])  # pytest 7's
     assert not named_by_pytest_8([f"{UNPARSE}[1234-1234_0]"])  # one such name can be a value of its own
-    assert not named_by_pytest_8([f"{UNPARSE}[a_0]", f"{UNPARSE}[a_1]"])  # no digit before: pytest 7 named it so
+    assert not named_by_pytest_8(
+        [f"{UNPARSE}[a_0]", f"{UNPARSE}[a_1]"]
+    )  # no digit before: pytest 7 named it so
 
 
 def test_a_task_named_by_pytest_8_runs_it_and_the_others_keep_their_recipe() -> None:
