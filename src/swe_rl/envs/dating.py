@@ -102,10 +102,13 @@ class Resolver:
         self.uv, self.python, self.date, self.environ = uv, python, date, environ
         self._newest: dict[str, str | None] = {}
 
-    def compile(self, requirements: list[str], *, dated: bool, deps: bool) -> dict[str, str] | None:
-        """name -> version of a resolution (None when it has no solution)."""
+    def compile(
+        self, requirements: list[str], *, dated: bool, deps: bool, lowest: bool = False
+    ) -> dict[str, str] | None:
+        """name -> version of a resolution (None when it has no solution); with ``lowest``, the lowest versions
+        of the requirements named that satisfy them."""
         cmd = [self.uv, "pip", "compile", "-", "--python", str(self.python), "--quiet", "--no-header"]
-        cmd += ["--no-annotate", "--no-strip-extras"]
+        cmd += ["--no-annotate", "--no-strip-extras"] + (["--resolution", "lowest-direct"] if lowest else [])
         if dated:
             cmd += ["--exclude-newer", self.date]
         if not deps:

@@ -212,28 +212,50 @@ def numpy_bound(failures: list[ImportFailure], lock: list[str], resolver: Resolv
     return None
 
 
-def next_releases(failures: list[ImportFailure], resolver: Resolver, held: set[str]) -> list[Widening]:
-    """For each failure raised in another installed distribution's files (its culprit, not in ``held``) by what
-    the env's Python no longer has (:attr:`ImportFailure.about_python`): that distribution resolved as of its next
-    release with a wheel for this Python. A dated resolution takes the newest release as of the date, which can be
-    one made before the Python it runs on (pydap 3.2.2 of 2017 on Python 3.10: ``from collections import
-    Mapping``); the release after it is the nearest that may run there. Once per build: a release that still fails
-    stays, recorded in the lock."""
+def next_releases(
+    failures: list[ImportFailure], lock: list[str], resolver: Resolver, held: set[str]
+) -> list[Widening]:
+    """For each failure raised in another installed distribution's files (its culprit, not in ``held``): that
+    distribution resolved as of a later release, where the failure is one a later release can mend.
+
+    - What the env's Python no longer has (:attr:`ImportFailure.about_python`): its next release with a wheel for
+      this Python. A dated resolution takes the newest release as of the date, which can be one made before the
+      Python it runs on (pydap 3.2.2 of 2017 on Python 3.10: ``from collections import Mapping``).
+    - A check of numpy's version (:attr:`ImportFailure.about_numpy`) where numpy is held (the spec pins it, so
+      :func:`numpy_bound` cannot move it): its first release whose metadata admits that numpy (numba 0.55.0
+      beside xarray 0.12's numpy 1.23.0: 0.56.2).
+
+    Once per build: a release that still fails stays, recorded in the lock."""
+    numpy = {norm(n): v for n, _, v in (line.partition("==") for line in pinned(lock))}.get("numpy")
     out: dict[str, Widening] = {}
     for failure in failures:
         name = norm(failure.culprit)
-        if not name or name in held or name in out or not failure.about_python:
+        if not name or name in held or name in out or name == "numpy":
             continue
-        release = resolver.first_wheel(failure.culprit, failure.culprit_version)
-        if release is None or not release.uploaded:
+        if failure.about_numpy and numpy and "numpy" in held:
+            after = f"{failure.culprit}>{failure.culprit_version}"
+            fits = resolver.compile([after, f"numpy=={numpy}"], dated=False, deps=True, lowest=True)
+            version = (fits or {}).get(name, "")
+            uploaded = resolver.uploaded(failure.culprit, version) if version else ""
+            why = f"refuses the numpy {numpy} the env holds; its first release whose metadata admits it"
+        elif failure.about_python and (
+            release := resolver.first_wheel(failure.culprit, failure.culprit_version)
+        ):
+            version, uploaded, why = (
+                release.version,
+                release.uploaded,
+                "fails on this Python; its next release",
+            )
+        else:
+            continue
+        if not uploaded:
             continue
         out[name] = Widening(
             package=name,
             needed_by=f"`import {failure.module}` ({failure.name}=={failure.version})",
-            reason=f"{failure.culprit} {failure.culprit_version} fails at import on this Python "
-            f"({failure.error[:160]}); resolved as of its next release, {release.version}",
-            as_of=release.uploaded,
-            release=release.version,
+            reason=f"{failure.culprit} {failure.culprit_version} {why}, {version} ({failure.error[:160]})",
+            as_of=uploaded,
+            release=version,
         )
     return list(out.values())
 
@@ -251,7 +273,7 @@ def import_remedies(
     if "numpy" not in held and (bound := numpy_bound(failures, lock, resolver)) is not None:
         note(f"swe-rl: bounded numpy: {bound.detail()}; building again")
         found.append(bound)
-    for later in next_releases(failures, resolver, held):
+    for later in next_releases(failures, lock, resolver, held):
         note(f"swe-rl: widened {later.package}: {later.detail()}; building again")
         found.append(later)
     return found
