@@ -134,3 +134,13 @@ def test_the_summary_counts_each_repository_and_all_of_them() -> None:
         1,
     )
     assert summary.disk is None
+
+
+def test_network_errors_class_an_instance_only_where_they_can_account_for_its_failures() -> None:
+    """matplotlib-20488 failed 68 tests on a setuptools_scm warning, and two lines of its output were a failed
+    name resolution: not an instance that needs the network. requests-5414's 4 failures came with 24 such lines."""
+    two = "E       socket.gaierror: [Errno -2] Name or service not known\n" * 2
+    verdict = Verdict(instance_id="x", resolved=False, status="unresolved", test_output=two)
+    assert network_evidence(verdict, failing=68) is None
+    evidence = network_evidence(verdict, failing=2)
+    assert evidence is not None and evidence.startswith("2 line(s) of network errors")

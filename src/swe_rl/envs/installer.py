@@ -36,6 +36,7 @@ from swe_rl.envs.remedies import (
     probe_remedy,
     runner_floor,
     to_widen,
+    tools_apart,
 )
 from swe_rl.envs.requirement_files import RecipeFiles, install_best_effort
 from swe_rl.envs.uv_output import (
@@ -68,9 +69,8 @@ class InstallRun:
         repo_cache: Path | None = None,
     ) -> None:
         self.recipe, self.venv, self.testbed, self.log = recipe, venv, testbed, log
-        self.repo_cache = repo_cache  # mirrors of what a build would download (build_settings.local_freetype)
         self.kind, self.uv = choose_installer(installer, recipe)
-        self.cache = cache
+        self.cache, self.repo_cache = cache, repo_cache  # repo_cache: mirrors of what a build would download
         self.constraints = venv / "swe-rl-constraints.txt"
         self.widened: list[Widening] = list(widen)
         self.fallbacks: list[str] = []  # install commands that uv could not build and pip ran
@@ -107,7 +107,7 @@ class InstallRun:
                 head += ["--dry-run", "--only-binary", ":all:"]
                 for name in sorted(self.from_source):
                     head += ["--no-binary", name]
-            if self._setup_py_only():
+            if (self.testbed / "setup.py").is_file() and not (self.testbed / "pyproject.toml").is_file():
                 # pip installs a project without pyproject.toml with `setup.py develop`: the repo's root on
                 # sys.path (tools like pylint map files to modules by it). uv always builds PEP 660 editables;
                 # setuptools' compat mode gives the same path entry.
@@ -284,16 +284,12 @@ class InstallRun:
             return proc.returncode, log.read().decode(errors="replace")
 
     def _runner_floor(self) -> list[str]:
-        """:func:`~swe_rl.envs.remedies.runner_floor`, logged; none for pytest's own repo (it is the runner)."""
-        own = norm(project_name(self.testbed)) == "pytest"  # a floor above it: its own install unsatisfiable
-        floor, said = runner_floor(self.recipe) if not own else ([], "")
+        """:func:`~swe_rl.envs.remedies.runner_floor`, logged."""
+        floor, said = runner_floor(self.recipe, own=norm(project_name(self.testbed)) == "pytest")
         self.pytest_floor = bool(floor)
         if said:
             self._note(said)
         return floor
-
-    def _setup_py_only(self) -> bool:
-        return (self.testbed / "setup.py").is_file() and not (self.testbed / "pyproject.toml").is_file()
 
     def _build_tools_too_new(self, output: str) -> bool:
         return (
@@ -379,6 +375,11 @@ class InstallRun:
         if recipe.install:
             self.run(recipe.install)
             remove_local_freetype(self.testbed)
+            if (tools := tools_apart(self.freeze())) is not None:
+                self._note(
+                    f"swe-rl: setuptools_scm >= 8 beside setuptools < 61: {tools}, of the build tools' date"
+                )
+                self.run(f"python -m pip install {shlex.quote(tools)}")
         self.import_failures = failed_imports(
             self.venv / "bin" / "python", self.testbed, self.environ(), self._note
         )
@@ -391,8 +392,7 @@ class InstallRun:
         self.lock = [*self.freeze(), *notes]
         return self.lock
 
-    def _take_releases(self) -> None:
-        """The releases widenings name, where the venv has others (an instance's clone of its version's venv)."""
+    def _take_releases(self) -> None:  # the releases widenings name, where the venv (a clone) has others
         for requirement in releases_to_take(self.widened, self.freeze):
             self.run(f"python -m pip install {shlex.quote(requirement)}")
 

@@ -172,11 +172,12 @@ def undated_packages(recipe: EnvRecipe) -> list[str]:
     return sorted(set(names))
 
 
-def runner_floor(recipe: EnvRecipe) -> tuple[list[str], str]:
+def runner_floor(recipe: EnvRecipe, *, own: bool = False) -> tuple[list[str], str]:
     """pytest >= 4.6 for a date before it, and a line for the build log: older pytest lists no passed test under
     ``-rA``, and SWE-bench's log parsers read that list (the official images ran pytest from their own build
-    time, 2023-24). Not when the recipe pins pytest itself."""
-    if not recipe.exclude_newer or recipe.exclude_newer >= PYTEST_RA_AS_OF:
+    time, 2023-24). Not when the recipe pins pytest itself, nor for pytest's ``own`` repo (it is the runner: a
+    floor above it would make its own install unsatisfiable)."""
+    if own or not recipe.exclude_newer or recipe.exclude_newer >= PYTEST_RA_AS_OF:
         return [], ""
     if any(PINNED_PYTEST.match(p) for p in [*recipe.pip, *recipe.constraints]):
         return [], ""
@@ -225,3 +226,16 @@ def after_build(
         note(f"swe-rl: widened {item.package}: {item.lock_line()[len(WIDENED) :]}")
     held = {norm(n) for n in [*undated_packages(recipe), *(w.package for w in [*widened, *found])]}
     return found + import_remedies(failures, lock, resolver, held, note)
+
+
+def tools_apart(freeze: list[str]) -> str | None:
+    """``setuptools>=61`` where the venv has setuptools_scm >= 8 beside a setuptools before 61, else None.
+
+    A build brings setuptools_scm as of the build tools' date (2024: 8.x) while the venv keeps the setuptools
+    its Python's ensurepip gave (Python 3.8's 56.0); setuptools_scm 8 warns at import that the pair is broken,
+    and a project that imports it at run time for its version (matplotlib 3.4 from a git checkout) fails every
+    test that reads ``__version__`` under ``filterwarnings = error``. The official images had both of 2024."""
+    have = {norm(n): v for n, _, v in (line.partition("==") for line in freeze if "==" in line)}
+    scm, tools = have.get("setuptools-scm", ""), have.get("setuptools", "")
+    major = [int(v.split(".")[0]) if v.split(".")[0].isdigit() else 0 for v in (scm, tools)]
+    return "setuptools>=61" if scm and tools and major[0] >= 8 and major[1] < 61 else None

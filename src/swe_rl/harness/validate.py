@@ -19,11 +19,12 @@ NETWORK_ERRORS = re.compile(
 """What a test says when it reaches for a host: sandboxes have loopback alone (DNS fails, routes are absent)."""
 
 
-def network_evidence(verdict: Verdict) -> str | None:
+def network_evidence(verdict: Verdict, failing: int = 1) -> str | None:
     """Where the test output shows tests reaching for the network: how many lines, and the first (so a reader
-    can judge it); None where it shows none."""
+    can judge it); None where it shows fewer such lines than ``failing`` tests (two stray lines beside 68
+    failures of another cause do not make an instance one that needs the network)."""
     lines = [line.strip() for line in verdict.test_output.splitlines() if NETWORK_ERRORS.search(line)]
-    if not lines:
+    if not lines or len(lines) < failing:
         return None
     return f"{len(lines)} line(s) of network errors in its test output, the first: {lines[0][:200]}"
 
@@ -59,7 +60,7 @@ async def validate_task(
             problems.append(f"gold patch not resolved: {gold.summary()}")
         else:
             problem = f"gold patch not resolved ({gold.status}; failing: {', '.join(failing[:5]) or '-'})"
-            if (network := network_evidence(gold)) is not None:
+            if (network := network_evidence(gold, len(failing))) is not None:
                 problem += f"; needs the network, which sandboxes do not have: {network}"
             problems.append(problem)
     if empty.resolved:
