@@ -27,7 +27,7 @@ from swe_rl.envs.dating import (
 )
 from swe_rl.envs.import_check import ImportFailure, failed_imports, releases_to_take
 from swe_rl.envs.install_tools import PROBE_FAILED, SHIMS, choose_installer, freeze, install_environ
-from swe_rl.envs.lock import DATED_BUILD_TOOLS, FALLBACK, READ_AT_BASE, SKIPPED, pinned
+from swe_rl.envs.lock import DATED_BUILD_TOOLS, FALLBACK, LOCK_NAME, READ_AT_BASE, SKIPPED, pinned
 from swe_rl.envs.recipe import EnvRecipe, Installer
 from swe_rl.envs.remedies import (
     after_build,
@@ -327,10 +327,10 @@ class InstallRun:
 
     def widening(self, lock: list[str]) -> list[Widening]:
         """What a dated build is made again with (:func:`~swe_rl.envs.remedies.after_build`)."""
-        resolver = self._resolver()
-        if resolver is None:
+        if (resolver := self._resolver()) is None:
             return []
-        return after_build(self.recipe, self.widened, self.import_failures, lock, resolver, self._note)
+        base = self.venv / LOCK_NAME  # a clone's, until its own is written: what its version's venv holds
+        return after_build(self.recipe, self.widened, self.import_failures, lock, resolver, self._note, base)
 
     def build(self, lock: list[str] | None) -> list[str]:
         """Install the recipe; with ``lock`` (a previous build's resolved set), under it. Returns the new lock."""

@@ -13,6 +13,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 
 from swe_rl.envs.dating import (
     BUILD_TOOLS,
@@ -27,6 +28,7 @@ from swe_rl.envs.dating import (
     unreachable,
 )
 from swe_rl.envs.import_check import ImportFailure, import_remedies
+from swe_rl.envs.lock import pinned
 from swe_rl.envs.recipe import PINNED_PYTEST, EnvRecipe
 from swe_rl.envs.uv_output import (
     BAD_METADATA,
@@ -216,15 +218,19 @@ def after_build(
     lock: list[str],
     resolver: Resolver,
     note: Callable[[str], None],
+    base: Path | None = None,
 ) -> list[Widening]:
     """What a dated build is made again with: the dependencies it must take from today's index
     (:func:`~swe_rl.envs.dating.unreachable`), then the remedies of its import failures
-    (:func:`~swe_rl.envs.import_check.import_remedies`), none for a package held already; each said with
-    ``note``."""
+    (:func:`~swe_rl.envs.import_check.import_remedies`), none for a package held already. An instance's clone
+    holds its version's pins too (``base``: the lock it was cloned with): its numpy cannot be bounded there. Each
+    said with ``note``."""
     found = unreachable(resolver, lock, set(undated_packages(recipe)) | {w.package for w in widened})
     for item in found:
         note(f"swe-rl: widened {item.package}: {item.lock_line()[len(WIDENED) :]}")
     held = {norm(n) for n in [*undated_packages(recipe), *(w.package for w in [*widened, *found])]}
+    cloned = base.read_text().splitlines() if base is not None and base.is_file() else []
+    held |= {"numpy"} & {norm(line.partition("==")[0]) for line in pinned(cloned)}
     return found + import_remedies(failures, lock, resolver, held, note)
 
 
