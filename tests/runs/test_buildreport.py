@@ -144,3 +144,41 @@ def test_network_errors_class_an_instance_only_where_they_can_account_for_its_fa
     assert network_evidence(verdict, failing=68) is None
     evidence = network_evidence(verdict, failing=2)
     assert evidence is not None and evidence.startswith("2 line(s) of network errors")
+
+
+def test_the_merge_script_puts_a_side_reports_entries_in_and_sums_up_again(tmp_path: Path) -> None:
+    import json
+    import subprocess
+    import sys
+
+    from swe_rl.runs.buildreport import BuildReport
+
+    def report(path: Path, **entries: str) -> Path:
+        made = BuildReport(validated=True, backend="ns")
+        made.entries = {i: BuildEntry(instance_id=i, repo="a/b", status=s) for i, s in entries.items()}  # type: ignore[arg-type]
+        made.summary = BuildSummary.of(made.entries.values())
+        path.write_text(made.model_dump_json())
+        return path
+
+    whole = report(tmp_path / "whole.json", one="valid", two="failed")
+    side = report(tmp_path / "side.json", two="valid", three="invalid")
+    script = Path(__file__).parents[2] / "bench" / "verified_merge.py"
+    done = subprocess.run([sys.executable, script, whole, side], capture_output=True, text=True, check=False)
+    assert done.returncode == 0, done.stderr
+    merged = BuildReport.load(whole)
+    assert {i: e.status for i, e in merged.entries.items()} == {
+        "one": "valid",
+        "two": "valid",
+        "three": "invalid",
+    }
+    assert merged.summary is not None and (merged.summary.overall.valid, merged.summary.overall.invalid) == (
+        2,
+        1,
+    )
+    other = json.loads(side.read_text())
+    other["backend"] = "docker"
+    side.write_text(json.dumps(other))
+    refused = subprocess.run(
+        [sys.executable, script, whole, side], capture_output=True, text=True, check=False
+    )
+    assert refused.returncode != 0 and "backend differ" in refused.stderr
