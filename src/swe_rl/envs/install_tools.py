@@ -3,13 +3,17 @@ it, the environment it runs in (the host's network settings passed on), and the 
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import subprocess
 from pathlib import Path
+from typing import IO
 
 from swe_rl.envs.recipe import EnvRecipe, Installer
-from swe_rl.errors import ConfigError, EnvBuildError
+from swe_rl.errors import ConfigError, EnvBuildError, SandboxError
+from swe_rl.sandbox.base import Limits
+from swe_rl.sandbox.cgroups import SandboxCgroup
 from swe_rl.sandbox.shell import base_environment
 
 UV_LOCK_TIMEOUT_S = "7200"  # the host's UV_LOCK_TIMEOUT, when set, wins
@@ -115,3 +119,69 @@ def freeze(kind: Installer, uv: str | None, venv: Path) -> list[str]:
     if proc.returncode != 0:
         raise EnvBuildError(f"cannot list the installed packages of {venv}: {proc.stderr.strip()[-1000:]}")
     return sorted(line.strip() for line in proc.stdout.splitlines() if line.strip())
+
+
+# An install command runs on the host as root: one that runs away (astropy 3.1's setup.py built in its venv ran
+# itself in a child without end, 400 processes deep) took the machine until the kernel's OOM killer chose what to
+# kill, the dataset run beside it included. Each command runs in a cgroup of its own with these bounds instead.
+BUILD_LIMITS = Limits(memory_mb=8192, pids=1024, cpus=float(os.cpu_count() or 1))
+_UNBOUNDED_SAID: list[bool] = []  # the build log says once per process that commands run unbounded
+
+
+def run_bounded(
+    argv: list[str], cwd: Path, env: dict[str, str], out: IO[bytes], name: str, limits: Limits = BUILD_LIMITS
+) -> int:
+    """Run ``argv`` (output to ``out``, the build log) in a cgroup of its own with ``limits``; whatever it leaves
+    running is killed when it exits. Its exit code; the log then says which limit stopped it, if one did. Where
+    no cgroup can be made (not root, no hierarchy) it runs unbounded, and the log says so (once)."""
+    try:
+        group = SandboxCgroup(f"build-{name}", limits)
+    except SandboxError as exc:
+        proc = subprocess.run(
+            argv, cwd=cwd, env=env, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL
+        )
+        if not _UNBOUNDED_SAID:
+            out.write(f"swe-rl: install commands run without limits here ({exc})\n".encode())
+        _UNBOUNDED_SAID.append(True)
+        return proc.returncode
+    paths = group.procs_files
+
+    def join() -> None:  # in the child, before exec: every process it starts is born inside
+        for path in paths:
+            fd = os.open(path, os.O_WRONLY)
+            try:
+                os.write(fd, str(os.getpid()).encode())
+            finally:
+                os.close(fd)
+
+    try:
+        proc = subprocess.run(
+            argv,
+            cwd=cwd,
+            env=env,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            preexec_fn=join,
+        )
+    finally:
+        said = (
+            [f"swe-rl: the command ran over {limits.memory_mb} MiB and was killed"]
+            if group.oom_killed()
+            else []
+        )
+        if _pids_hit(group):
+            said.append(f"swe-rl: the command reached {limits.pids} processes and could start no more")
+        group.remove()
+        out.write("".join(f"{line}\n" for line in said).encode())
+    return proc.returncode
+
+
+def _pids_hit(group: SandboxCgroup) -> bool:
+    """The pids limit refused a fork (``pids.events``' max count, cgroup v1 and v2)."""
+    for d in group.dirs:
+        with contextlib.suppress(OSError, ValueError, IndexError):
+            for line in (d / "pids.events").read_text().splitlines():
+                if line.split()[0] == "max" and int(line.split()[1]) > 0:
+                    return True
+    return False

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import os
 import shlex
-import subprocess
 import tempfile
 from pathlib import Path
 
@@ -26,7 +25,14 @@ from swe_rl.envs.dating import (
     widened_in,
 )
 from swe_rl.envs.import_check import ImportFailure, failed_imports, releases_to_take
-from swe_rl.envs.install_tools import PROBE_FAILED, SHIMS, choose_installer, freeze, install_environ
+from swe_rl.envs.install_tools import (
+    PROBE_FAILED,
+    SHIMS,
+    choose_installer,
+    freeze,
+    install_environ,
+    run_bounded,
+)
 from swe_rl.envs.lock import DATED_BUILD_TOOLS, FALLBACK, LOCK_NAME, READ_AT_BASE, SKIPPED, pinned
 from swe_rl.envs.recipe import EnvRecipe, Installer
 from swe_rl.envs.remedies import (
@@ -264,15 +270,7 @@ class InstallRun:
             out.write(f"\n$ {command}\n".encode())
             out.flush()
             start = out.tell()
-            proc = subprocess.run(
-                ["bash", "-c", SHIMS + command],
-                cwd=self.testbed,
-                env=environ,
-                stdout=out,
-                stderr=subprocess.STDOUT,
-                stdin=subprocess.DEVNULL,
-                check=False,
-            )
+            code = run_bounded(["bash", "-c", SHIMS + command], self.testbed, environ, out, self.venv.name)
         if probe_log is not None:
             said = Path(probe_log).read_text(errors="replace")
             os.unlink(probe_log)
@@ -281,7 +279,7 @@ class InstallRun:
                 self._note(f"swe-rl: stopped before installing; uv resolving with wheels only says:\n{said}")
         with self.log.open("rb") as log:
             log.seek(start)
-            return proc.returncode, log.read().decode(errors="replace")
+            return code, log.read().decode(errors="replace")
 
     def _runner_floor(self) -> list[str]:
         """:func:`~swe_rl.envs.remedies.runner_floor`, logged."""

@@ -109,6 +109,11 @@ class SandboxCgroup:
                 return any(
                     line.split()[0] == "oom_kill" and int(line.split()[1]) > 0 for line in events.splitlines()
                 )
+            # v1: the kill count of memory.oom_control (kernel 4.13+); memory.failcnt stays 0 here when the
+            # kernel reclaims to the limit and then kills (a 400 MB allocation under 128 MB: failcnt 0, oom_kill 1)
+            control = (self.dirs[0] / "memory.oom_control").read_text().split()
+            if "oom_kill" in control:
+                return int(control[control.index("oom_kill") + 1]) > 0
             return int((self.dirs[0] / "memory.failcnt").read_text()) > 0
         except (OSError, ValueError, IndexError):
             return False
