@@ -358,6 +358,33 @@ def test_a_release_that_refuses_a_numpy_the_spec_pins_is_taken_at_its_first_rele
     assert why in lock and "import fails" not in lock and "bounded numpy" not in log
 
 
+def test_a_release_widened_to_its_first_wheel_that_refuses_the_pinned_numpy_is_taken_further(tmp_path, index):
+    """xarray 0.12 on Python 3.10: numba as of the date has no cp310 wheel, so it is taken at its first release that
+    has one (0.55.0), which then refuses the pinned numpy 1.23.0 at import; that widening is not the last word."""
+    from tests.envs.test_wheels import PLATFORM_TAG, serve_sdist
+
+    index.add("numpy", "1.23.0", "2022-06-22T00:00:00Z")
+    serve_sdist(
+        index, "numbish", "0.54.0", "2021-10-01T00:00:00Z"
+    )  # as of the date: no wheel for this Python
+    for version, uploaded, requires, most in (
+        ("0.55.0", "2022-01-13", "numpy>=1.18", "1, 21"),
+        ("0.56.2", "2022-09-01", "numpy<1.24,>=1.18", "1, 23"),
+    ):
+        source = NUMBISH.format(most, most.replace(", ", "."))
+        index.add("numbish", version, f"{uploaded}T00:00:00Z", (requires,), PLATFORM_TAG, source)
+    commit = scm_repo(tmp_path / "mirrors")
+    task = row_task(commit, "3.6", "python -m pip install -e .", packages="numpy==1.23.0 numbish")
+    env = EnvCache(tmp_path / "envs", repo_cache=tmp_path / "mirrors").ensure(
+        task.model_copy(update={"created_at": "2021-11-01T00:00:00Z"})
+    )
+    assert env.venv is not None
+    log = (env.venv / "swe-rl-install.log").read_text()
+    assert "earliest with one: 0.55.0" in log and "(numbish==0.55.0) fails: ImportError" in log  # the control
+    assert {"numpy==1.23.0", "numbish==0.56.2"} <= pins(env.venv)
+    subprocess.run([env.venv / "bin" / "python", "-c", "import numbish"], check=True)
+
+
 def test_the_pip_fallback_does_not_hold_the_repo_to_a_copy_of_it_from_the_index(tmp_path, index, monkeypatch):
     """matplotlib 3.6's environment file pulled matplotlib 3.6.1 from the index (mpl-sphinx-theme needs it); when pip
     then ran the repo's own editable install, it held every installed distribution to its version, the repo's own

@@ -203,7 +203,8 @@ def dated_options(
     # though: that is what builds its sdists (astropy 1.3's setuptools==38.2.4 pin made MarkupSafe 1.0's build
     # env take today's setuptools, which has no Feature, at the dated retry)
     undated = {name: UNDATED for name in undated_packages(recipe) if name.lower() not in tools}
-    undated.update({w.package: w.as_of or UNDATED for w in widened})
+    # a widening that names its release wins over an earlier one of the same package (its first wheel's date)
+    undated.update({w.package: w.as_of or UNDATED for w in sorted(widened, key=lambda w: bool(w.release))})
     if pytest_floor and "pytest" not in undated:
         opts += ["--exclude-newer-package", f"pytest={PYTEST_RA_AS_OF}"]
     for name, as_of in undated.items():
@@ -228,7 +229,11 @@ def after_build(
     found = unreachable(resolver, lock, set(undated_packages(recipe)) | {w.package for w in widened})
     for item in found:
         note(f"swe-rl: widened {item.package}: {item.lock_line()[len(WIDENED) :]}")
-    held = {norm(n) for n in [*undated_packages(recipe), *(w.package for w in [*widened, *found])]}
+    # held: pinned, undated, or widened to today's index; one widened as of a date (its first wheel for this
+    # Python: numba 0.55.0) can still be taken at a later release where that one fails at import
+    held = {
+        norm(n) for n in [*undated_packages(recipe), *(w.package for w in [*widened, *found] if not w.as_of)]
+    }
     cloned = base.read_text().splitlines() if base is not None and base.is_file() else []
     held |= {"numpy"} & {norm(line.partition("==")[0]) for line in pinned(cloned)}
     return found + import_remedies(failures, lock, resolver, held, note)
