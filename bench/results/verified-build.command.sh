@@ -1,6 +1,15 @@
 #!/bin/bash
 # The whole of SWE-bench Verified (9fa5614 parquet), default options, ns, resumable (issue #39).
+# The run over the whole set (oldest first); run 2026-11-27/28 with swe-rl of the commits named in the issue's notes
 cd /work/cache39
 PYTHONPATH=/work/run39/src exec /work/main/.venv/bin/python -c "from swe_rl.cli.app import main; main()" \
   env build --tasks /work/gold-data/verified-9fa5614.parquet --repo-cache /work/gold-data/repos \
   --cache-dir /work/cache39/envs --validate -b ns -j 2 --report /work/cache39/verified-report.json
+# 2026-11-28 beside it, into its own report: the earliest instance of each (repository, version) not yet built
+#   env build ... -i <62 ids: /work/groups39.txt> --cache-dir /work/cache39/envs --validate -b ns -j 2 \
+#     --report /work/groups39/report.json
+# then the invalid entries of the whole run graded again with the current validation:
+#   env build ... -i <its 6 invalid ids> --validate --revalidate -b ns -j 1 --report /work/cache39/verified-report.json
+# and the side reports put in (run while neither is going):
+#   python bench/verified_merge.py /work/cache39/verified-report.json /work/groups39/report.json \
+#     /work/mpl39/report.json /work/sp39/report.json --cache-dir /work/cache39/envs
