@@ -13,3 +13,5 @@ PYTHONPATH=/work/run39/src exec /work/main/.venv/bin/python -c "from swe_rl.cli.
 # and the side reports put in (run while neither is going):
 #   python bench/verified_merge.py /work/cache39/verified-report.json /work/groups39/report.json \
 #     /work/mpl39/report.json /work/sp39/report.json --cache-dir /work/cache39/envs
+# xarray 0.12's version venv and xarray-2905 built again after the numba fix (bebca25), into /work/xa39/report.json,
+# merged the same way
