@@ -189,7 +189,7 @@ class Resolver:
 
 def unreachable(resolver: Resolver, lock: list[str], undated: set[str]) -> list[Widening]:
     """Dependencies to widen so that the lock's held-back packages can have their dated newest release."""
-    installed = {norm(n): v for n, v in _pins(lock)}
+    installed = pinned_versions(lock)
     candidates = [n for n in installed if n not in undated]
     newest = resolver.newest(candidates)
     out: dict[str, Widening] = {}
@@ -223,6 +223,12 @@ def to_wheel(resolver: Resolver, name: str, needed_by: str) -> Widening | str:
         reason=f"no {resolver.python_tag()} wheel as of the date; earliest with one: {release.version}",
         as_of=release.uploaded or "",
     )
+
+
+def pinned_versions(lines: list[str]) -> dict[str, str]:
+    """name (PEP 503) -> version of the ``name==version`` lines of a lock or a freeze (editable, local and
+    comment lines left out)."""
+    return {norm(name): version for name, version in _pins(lines)}
 
 
 def _pins(lock: list[str]) -> list[tuple[str, str]]:

@@ -19,8 +19,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import NamedTuple
 
-from swe_rl.envs.dating import Bounding, Resolver, Widening, norm
-from swe_rl.envs.lock import IMPORT_FAILS, pinned
+from swe_rl.envs.dating import Bounding, Resolver, Widening, norm, pinned_versions
+from swe_rl.envs.lock import IMPORT_FAILS
 
 IMPORT_TIMEOUT_S = 600
 
@@ -194,7 +194,7 @@ def numpy_bound(failures: list[ImportFailure], lock: list[str], resolver: Resolv
     is older than the installed numpy (its metadata did not bound what came after it). None when no such failure,
     when the times are not known, or when numpy is older already (a release built for a later numpy)."""
     candidates = [f for f in failures if f.about_numpy and norm(f.name) != "numpy"]
-    numpy = {norm(n): v for n, _, v in (line.partition("==") for line in pinned(lock))}.get("numpy")
+    numpy = pinned_versions(lock).get("numpy")
     if not candidates or numpy is None:
         return None
     numpy_uploaded = resolver.uploaded("numpy", numpy)
@@ -226,7 +226,7 @@ def next_releases(
       beside xarray 0.12's numpy 1.23.0: 0.56.2).
 
     Once per build: a release that still fails stays, recorded in the lock."""
-    numpy = {norm(n): v for n, _, v in (line.partition("==") for line in pinned(lock))}.get("numpy")
+    numpy = pinned_versions(lock).get("numpy")
     out: dict[str, Widening] = {}
     for failure in failures:
         name = norm(failure.culprit)
@@ -285,7 +285,7 @@ def releases_to_take(widened: list[Widening], freeze: Callable[[], list[str]]) -
     wanted = {norm(w.package): w.release for w in widened if w.release}
     if not wanted:
         return []
-    have = {norm(n): v for n, _, v in (line.partition("==") for line in pinned(freeze()))}
+    have = pinned_versions(freeze())
     return [
         f"{name}=={release}" for name, release in wanted.items() if name in have and have[name] != release
     ]

@@ -135,16 +135,14 @@ def run_bounded(
     running is killed when it exits. Its exit code; the log then says which limit stopped it, if one did. Where
     no cgroup can be made (not root, no hierarchy) it runs unbounded, and the log says so (once)."""
     try:
-        group = SandboxCgroup(f"build-{name}", limits)
+        group: SandboxCgroup | None = SandboxCgroup(f"build-{name}", limits)
     except SandboxError as exc:
-        proc = subprocess.run(
-            argv, cwd=cwd, env=env, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL
-        )
+        group = None
         if not _UNBOUNDED_SAID:
             out.write(f"swe-rl: install commands run without limits here ({exc})\n".encode())
+            out.flush()
         _UNBOUNDED_SAID.append(True)
-        return proc.returncode
-    paths = group.procs_files
+    paths = group.procs_files if group is not None else []
 
     def join() -> None:  # in the child, before exec: every process it starts is born inside
         for path in paths:
@@ -162,18 +160,19 @@ def run_bounded(
             stdout=out,
             stderr=subprocess.STDOUT,
             stdin=subprocess.DEVNULL,
-            preexec_fn=join,
+            preexec_fn=join if group is not None else None,
         )
     finally:
-        said = (
-            [f"swe-rl: the command ran over {limits.memory_mb} MiB and was killed"]
-            if group.oom_killed()
-            else []
-        )
-        if _pids_hit(group):
-            said.append(f"swe-rl: the command reached {limits.pids} processes and could start no more")
-        group.remove()
-        out.write("".join(f"{line}\n" for line in said).encode())
+        if group is not None:
+            said = (
+                [f"swe-rl: the command ran over {limits.memory_mb} MiB and was killed"]
+                if group.oom_killed()
+                else []
+            )
+            if _pids_hit(group):
+                said.append(f"swe-rl: the command reached {limits.pids} processes and could start no more")
+            group.remove()
+            out.write("".join(f"{line}\n" for line in said).encode())
     return proc.returncode
 
 

@@ -24,11 +24,11 @@ from swe_rl.envs.dating import (
     Resolver,
     Widening,
     norm,
+    pinned_versions,
     to_wheel,
     unreachable,
 )
 from swe_rl.envs.import_check import ImportFailure, import_remedies
-from swe_rl.envs.lock import pinned
 from swe_rl.envs.recipe import PINNED_PYTEST, EnvRecipe
 from swe_rl.envs.uv_output import (
     BAD_METADATA,
@@ -235,7 +235,7 @@ def after_build(
         norm(n) for n in [*undated_packages(recipe), *(w.package for w in [*widened, *found] if not w.as_of)]
     }
     cloned = base.read_text().splitlines() if base is not None and base.is_file() else []
-    held |= {"numpy"} & {norm(line.partition("==")[0]) for line in pinned(cloned)}
+    held |= {"numpy"} & set(pinned_versions(cloned))
     return found + import_remedies(failures, lock, resolver, held, note)
 
 
@@ -246,7 +246,7 @@ def tools_apart(freeze: list[str]) -> str | None:
     its Python's ensurepip gave (Python 3.8's 56.0); setuptools_scm 8 warns at import that the pair is broken,
     and a project that imports it at run time for its version (matplotlib 3.4 from a git checkout) fails every
     test that reads ``__version__`` under ``filterwarnings = error``. The official images had both of 2024."""
-    have = {norm(n): v for n, _, v in (line.partition("==") for line in freeze if "==" in line)}
+    have = pinned_versions(freeze)
     scm, tools = have.get("setuptools-scm", ""), have.get("setuptools", "")
     major = [int(v.split(".")[0]) if v.split(".")[0].isdigit() else 0 for v in (scm, tools)]
     return "setuptools>=61" if scm and tools and major[0] >= 8 and major[1] < 61 else None
