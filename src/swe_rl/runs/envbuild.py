@@ -60,10 +60,10 @@ async def build_dataset(
     ids = {t.instance_id for t in tasks}
     others = {k: e for k, e in previous.entries.items() if k not in ids} if previous else {}
     report.entries.update(others)  # in every save of this run too
-    todo = _carry_over(tasks, previous, cache, report, again=("invalid",) if revalidate else ())
-    earlier = {
-        t.instance_id: e.seconds for t in todo if previous and (e := previous.entries.get(t.instance_id))
-    }
+    again: tuple[BuildStatus, ...] = ("invalid",) if revalidate else ()
+    todo = _carry_over(tasks, previous, cache, report, again=again)
+    # the time an entry graded again took before, added to its new one
+    earlier = {k: e.seconds for k, e in (previous.entries.items() if previous else []) if e.status in again}
     # oldest first: a testbed can share the packs of the base commits built before it that are its ancestors
     todo.sort(key=lambda t: t.created_at or "")
     progress = Progress(len(todo), "build", jobs=jobs)
@@ -73,7 +73,7 @@ async def build_dataset(
     async def one(task: Task) -> None:
         async with limit:
             entry = await _build_one(task, cache, factory, timeout)
-        if task.instance_id in earlier and revalidate:
+        if task.instance_id in earlier:
             entry.seconds = round(entry.seconds + earlier[task.instance_id], 2)
         async with save_lock:
             report.entries[task.instance_id] = entry
