@@ -258,3 +258,33 @@ def test_a_build_run_removes_what_a_stopped_run_left_but_not_a_build_in_progress
         fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
     asyncio.run(build_dataset([tasks[0]], cache, quiet=True))
     assert not building.exists()
+
+
+def test_gc_keep_report_removes_only_the_envs_no_report_entry_uses(tmp_path, tasks):
+    """A dataset run's cache also holds envs of earlier runs (another recipe, a task since relabelled); `env gc
+    --keep-report` leaves what the reports use. An unreadable report removes nothing."""
+    cache = EnvCache(tmp_path / "envs")
+    kept_task, stale_task = tasks[0], next(t for t in tasks if t.repo != tasks[0].repo)
+    report_path = tmp_path / "report.json"
+    report = asyncio.run(build_dataset([kept_task], cache, report_path=report_path, quiet=True))
+    kept, stale = report.entries[kept_task.instance_id].env, cache.ensure(stale_task)
+    assert kept is not None and kept != stale.key
+    gc = [*SWE_RL, "env", "gc", "--cache-dir", str(cache.root)]
+
+    (tmp_path / "broken.json").write_text("{not json")
+    refused = subprocess.run(
+        [*gc, "--keep-report", str(report_path), "--keep-report", str(tmp_path / "broken.json")],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert refused.returncode != 0 and "is not an `env build` report" in refused.stderr, refused.stderr
+    assert stale.testbed.is_dir() and {s.key for s in cache.records()} == {kept, stale.key}  # nothing removed
+
+    done = subprocess.run(
+        [*gc, "--keep-report", str(report_path)], capture_output=True, text=True, check=True
+    )
+    assert str(stale.testbed) in done.stdout.split()
+    assert not stale.testbed.exists() and [s.key for s in cache.records()] == [kept]
+    spec = cache.get(kept)
+    assert spec is not None and spec.testbed.is_dir() and spec.venv is not None and spec.venv.is_dir()

@@ -321,9 +321,25 @@ def gc(
     all_envs: Annotated[
         bool, typer.Option("--all", help="Also remove every built environment, not only unfinished builds.")
     ] = False,
+    keep_reports: Annotated[
+        list[Path] | None,
+        typer.Option(
+            "--keep-report",
+            help="Also remove every environment that no entry of these `env build --report` files uses "
+            "(repeatable): what a dataset run keeps, without the envs of earlier runs.",
+        ),
+    ] = None,
 ) -> None:
-    """Remove unfinished builds left by crashes (and with --all, every environment)."""
-    removed = env_cache(cache_dir, None).gc(keep=set() if all_envs else None)
+    """Remove unfinished builds left by crashes (with --all every environment, with --keep-report the unused)."""
+    if all_envs and keep_reports:
+        raise typer.BadParameter("--all and --keep-report exclude each other", param_hint="--keep-report")
+    keep: set[str] | None = set() if all_envs else None
+    if keep_reports:
+        from swe_rl.runs.buildreport import BuildReport
+
+        reports = [BuildReport.load(path) for path in keep_reports]  # all read before anything is removed
+        keep = {e.env for report in reports for e in report.entries.values() if e.env}
+    removed = env_cache(cache_dir, None).gc(keep=keep)
     for path in removed:
         print(path)
     note(f"removed {len(removed)} path(s)")
