@@ -77,3 +77,24 @@ def test_the_needs_are_those_of_the_tasks_recipes():
     needs = system_needs(tasks, InstallOptions())
     assert {"pc:freetype2", "pc:qhull_r", "lib:eccodes", "gcc"} <= set(needs)
     assert len(needs) == len(set(needs))
+
+
+def test_sphinx_7_2_on_needs_graphviz_dot_and_names_its_package(tmp_path, monkeypatch):
+    """The official sphinx 7.2+ images apt-get graphviz: inheritance_diagram's tests run `dot` (sphinx-10614's
+    gold fails on a host without it). Older versions' images have no graphviz, and their recipes ask for none."""
+
+    def task(version: str) -> Task:
+        return Task.model_validate(
+            {
+                "instance_id": "sphinx-doc__sphinx-1",
+                "repo": "sphinx-doc/sphinx",
+                "base_commit": "abc123",
+                "version": version,
+            }
+        )
+
+    assert "dot" in system_needs([task("7.2"), task("8.1")], InstallOptions())
+    assert "dot" not in system_needs([task("5.0")], InstallOptions())
+    monkeypatch.setenv("PATH", str(tmp_path))  # a host without dot
+    with pytest.raises(EnvBuildError, match=r"needs dot .*apt-get install graphviz"):
+        check_system(["dot"], "sphinx")

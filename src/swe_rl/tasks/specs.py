@@ -30,6 +30,7 @@ DEBIAN_PACKAGE = {
     "gfortran": "gfortran",
     "gs": "ghostscript",
     "libtoolize": "libtool",
+    "dot": "graphviz",
 }
 
 

@@ -150,9 +150,15 @@ DEV_TOOLS_SPECS: dict[str, list[tuple[str, RepoSpec]]] = {
                 _SPHINX, python="3.9", pre_install=(*_SPHINX_PINS_3, *_SPHINX_HTML_BOUNDED, _TOX_VENV_PYTHON)
             ),
         ),
-        # + graphviz (apt) in the images: the host's `dot`, when present, serves the tests that need it
-        ("7.2 7.3 7.4", spec(_SPHINX, python="3.9", pre_install=(_SPHINX_RA, _TOX_VENV_PYTHON))),
-        ("8.0 8.1", spec(_SPHINX, python="3.10", pre_install=(_SPHINX_RA, _TOX_VENV_PYTHON))),
+        # + graphviz (apt) in the images: sphinx.ext.graphviz and inheritance_diagram's tests run `dot`
+        (
+            "7.2 7.3 7.4",
+            spec(_SPHINX, python="3.9", pre_install=(_SPHINX_RA, _TOX_VENV_PYTHON), system=("dot",)),
+        ),
+        (
+            "8.0 8.1",
+            spec(_SPHINX, python="3.10", pre_install=(_SPHINX_RA, _TOX_VENV_PYTHON), system=("dot",)),
+        ),
     ],
     "sqlfluff/sqlfluff": [
         (
