@@ -27,6 +27,7 @@ DIRTY = r"""
 echo edited >> README.md && echo new > NEW.txt && rm -f setup.cfg && git add -A && git commit -qm wip
 echo junk > /tmp/junk && mkdir -p /tmp/d/e && echo x > /tmp/d/e/f && chmod 000 /tmp/d
 echo shm > /dev/shm/seg
+mkdir -p ~/.config && printf '[core]\n\tpager = planted\n' > ~/.gitconfig && echo x > ~/.config/planted
 python3 - <<'EOF'
 import ctypes
 libc = ctypes.CDLL(None, use_errno=True)
@@ -39,7 +40,7 @@ nohup sh -c 'while :; do echo again >> /tmp/again; sleep 0.01; done' >/dev/null 
 chmod 700 /tmp
 """
 LEFT = (
-    "git status --porcelain; git log --oneline | wc -l; ls -A /tmp /dev/shm; stat -c %a /tmp; "
+    "git status --porcelain; git log --oneline | wc -l; ls -A /tmp /dev/shm ~; stat -c %a /tmp ~; "
     "cat /proc/sysvipc/shm /proc/sysvipc/sem /proc/sysvipc/msg | grep -vc '^ *key'; "
     "ps -eo stat,args --no-headers | grep -c '^[^Z]*sleep 100[012]$'; ps -eo stat --no-headers | grep -c Z"
 )
@@ -143,7 +144,11 @@ async def test_reset_in_place_leaves_nothing_behind(textkit_env):
         await asyncio.sleep(0.1)
         dirty = (await box.exec(LEFT, timeout=10)).output
         # control: every leftover is there (the repo, /tmp, /dev/shm, 3 IPC objects, the 3 sleeps)
-        assert "NEW.txt" not in dirty and "junk" in dirty and "seg" in dirty and "\n700\n" in dirty
+        assert "NEW.txt" not in dirty and "junk" in dirty and "seg" in dirty and "\n700\n700\n" in dirty
+        assert (
+            ".gitconfig" in dirty
+            and "planted" in (await box.exec("git config core.pager", timeout=10)).output
+        )
         assert dirty.split()[-3:] == ["3", "3", "0"], dirty
         assert "wip" in (await box.exec("git log -1 --format=%s", timeout=10)).output
 
@@ -159,6 +164,7 @@ async def test_reset_in_place_leaves_nothing_behind(textkit_env):
         assert sorted(os.listdir(tmpfs)) == [
             "b",
             "ctl",
+            "home",
             "shm",
             "tmp",
             "upper.1",

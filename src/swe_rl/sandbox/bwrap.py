@@ -160,9 +160,9 @@ def _isolation_args(limits: Limits) -> list[str]:
 
 
 def _system_mounts(mnt: str) -> list[str]:
-    """/proc, /dev, /tmp and /dev/shm on the private tmpfs (a reset empties them), the ctl directory and the
-    bound shell. /dev itself is made read-only once everything is mounted (bwrap_args): nothing can be left
-    there that a reset would not remove."""
+    """/proc, /dev, and /tmp, /dev/shm and $HOME (/root) on the private tmpfs (a reset empties them), the ctl
+    directory and the bound shell. /dev itself is made read-only once everything is mounted (bwrap_args):
+    nothing can be left there that a reset would not remove."""
     args = ["--proc", "/proc"]
     # defence in depth: host-global proc entries read-only too (the uid already denies most writes)
     for entry in _PROC_READ_ONLY:
@@ -177,7 +177,8 @@ def _system_mounts(mnt: str) -> list[str]:
         "--bind",
         f"{mnt}/shm",
         "/dev/shm",
-        "--dir",
+        "--bind",
+        f"{mnt}/home",
         "/root",
         "--dir",
         "/run",

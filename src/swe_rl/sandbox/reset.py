@@ -23,8 +23,10 @@ have changed goes:
      interpreter and root, so everything else bwrap bound is the same); the overlay was usually built
      ahead, after the previous reset, and is only taken (reset_worker.py);
    - in the sandbox's mount namespace, detaches the old overlay and moves the new one into its place;
-   - empties ``/tmp`` and ``/dev/shm`` (both directories of the sandbox's tmpfs) without crossing a mount
-     under them (an env's venv may be bound below ``/tmp``), and gives them back their mode and owner;
+   - empties ``/tmp``, ``/dev/shm`` and ``/root`` (directories of the sandbox's tmpfs; ``/root`` is $HOME,
+     writable as in the official images: numba's and matplotlib's caches go there) without crossing a mount
+     under them (an env's venv may be bound below ``/tmp`` or ``/root``), and gives them back their mode and
+     owner;
 3. the old layer's directories are removed afterwards, off the hot path (ns.py), once the worker has let
    the old overlay go (it holds it until it has answered).
 

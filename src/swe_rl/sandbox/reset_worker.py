@@ -4,7 +4,7 @@ It runs in the spawner's helper (spawner.py: ``python -S``, no site, no swe_rl i
 on purpose), in a process the helper forks on the first reset. The caller talks to it over a socket of its
 own, one request a line, one JSON answer a line. For each reset it opens the sandbox's namespaces, removes
 its System V IPC objects, puts a new overlay of the testbed over a new, empty upper layer at the workdir
-in place of the old one, and empties ``/tmp`` and ``/dev/shm``; then it comes back to its own namespaces
+in place of the old one, and empties ``/tmp``, ``/dev/shm`` and ``/root`` (the commands' $HOME); then it comes back to its own namespaces
 (a worker that cannot exits).
 
 The next reset's overlay is built ahead: after answering, the worker builds the overlay the request
@@ -128,8 +128,8 @@ def reset_in_sandbox(req, fds):
     check(libc.umount2(workdir.encode(), MNT_DETACH), f"unmounting {workdir}")
     check(libc.syscall(SYS_MOVE_MOUNT, layer, b"", AT_FDCWD, workdir.encode(), MOVE_MOUNT_F_EMPTY_PATH),
           f"move_mount onto {workdir}")
-    for path in ("/tmp", "/dev/shm"):
-        wipe(path, set(mounts), req["uid"])
+    for path, mode in (("/tmp", 0o1777), ("/dev/shm", 0o1777), ("/root", 0o700)):
+        wipe(path, set(mounts), req["uid"], mode)
     return prebuilt, old
 
 def lower_of(req):
@@ -233,7 +233,7 @@ def remove_sysv_ipc():
         for ipc_id in ids:
             check(rm(ipc_id), f"removing {kind} {ipc_id}")
 
-def wipe(top, mounts, uid):
+def wipe(top, mounts, uid, mode):
     # Empty ``top`` without crossing into a mount under it (nor removing a mount point's parents), however
     # deep its tree (tree.py's empty_tree, whose source follows).
     fd = os.open(top, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
@@ -242,7 +242,7 @@ def wipe(top, mounts, uid):
     finally:
         os.close(fd)
     os.chown(top, uid, uid)
-    os.chmod(top, 0o1777)
+    os.chmod(top, mode)
     for name in os.listxattr(top, follow_symlinks=False):
         os.removexattr(top, name, follow_symlinks=False)
 """ + worker_source()

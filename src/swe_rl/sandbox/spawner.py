@@ -65,7 +65,7 @@ def child(req, fds):
             raise OSError(ctypes.get_errno(), "mounting the sandbox tmpfs")
         uid = req["uid"]
         for sub, mode, owner in (("upper", 0o755, uid), ("work", 0o755, uid), ("tmp", 0o1777, uid),
-                                 ("shm", 0o1777, uid), ("ctl", 0o711, 0), ("b", 0o755, 0)):
+                                 ("shm", 0o1777, uid), ("home", 0o700, uid), ("ctl", 0o711, 0), ("b", 0o755, 0)):
             os.mkdir(f"{mnt}/{sub}")
             os.chown(f"{mnt}/{sub}", owner, owner)
             os.chmod(f"{mnt}/{sub}", mode)
@@ -165,7 +165,7 @@ class Spawner:
         """Start ``argv`` as ``uid`` with ``fds`` as its stdin, stdout, stderr and fd 3; return its pid.
 
         In the child's private mount namespace ``mountpoint`` holds a fresh tmpfs with ``upper``,
-        ``work``, ``tmp`` and ``shm`` (owned by ``uid``), ``ctl`` (a tmpfs of its own, root's, mode 0711: files in
+        ``work``, ``tmp``, ``shm`` and ``home`` (owned by ``uid``), ``ctl`` (a tmpfs of its own, root's, mode 0711: files in
         it can be opened by name but not listed or created) and ``b/<name>`` for each ``(host path, name)`` of ``binds``.
         """
         reply = self._call(
@@ -186,7 +186,7 @@ class Spawner:
         return pid
 
     async def reset(self, **request: object) -> None:
-        """Give a live sandbox a new, empty overlay upper layer and empty /tmp, /dev/shm and System V IPC.
+        """Give a live sandbox a new, empty overlay upper layer and empty /tmp, /dev/shm, $HOME and System V IPC.
 
         ``request``: ``bwrap_pid``, ``shell_pid`` and ``shell_start`` (its start time, see _proc.start_ticks),
         ``mountpoint``, ``workdir``, ``upper`` and ``work`` (the new layer's directory names), ``uid``,
