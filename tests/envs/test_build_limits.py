@@ -62,3 +62,55 @@ def test_what_a_build_leaves_running_is_killed_when_it_exits(tmp_path):
         assert mark.exists()
     finally:
         subprocess.run(["pkill", "-f", f"touch {mark}"], check=False)
+
+
+def test_builds_side_by_side_each_have_their_own_cgroup(tmp_path):
+    """`env build -j 2` runs two builds' install commands at once in one process, each named after its temporary
+    venv dir ("out"). A command's cgroup is its own: the first to end must not take the other's with it (they
+    shared one, and the second's setup removed the first's, so installs died with -9 mid-run)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    def one(i: int) -> tuple[int, str]:
+        (tmp_path / str(i)).mkdir()
+        log = tmp_path / str(i) / "build.log"
+        with log.open("wb") as out:
+            code = run_bounded(
+                [sys.executable, "-c", f"import time; time.sleep({0.2 + i}); print('done', flush=True)"],
+                tmp_path,
+                dict(os.environ),
+                out,
+                "out",
+                Limits(),
+            )
+        return code, log.read_text(errors="replace")
+
+    with ThreadPoolExecutor(2) as pool:
+        results = list(pool.map(one, range(2)))
+    assert results == [(0, "done\n"), (0, "done\n")], results
+
+
+def test_a_cgroup_whose_name_is_taken_is_refused_and_the_others_processes_live():
+    """The control of the test above, at the cgroup level: a second cgroup of a name in use is an error, and the
+    first's processes are left alone (its setup failing used to remove -- kill -- what was there)."""
+    from swe_rl.errors import SandboxError
+    from swe_rl.sandbox.cgroups import SandboxCgroup
+
+    first = SandboxCgroup("swe-rl-test-taken", Limits())
+
+    def join() -> None:
+        for path in first.procs_files:
+            with open(path, "w") as procs:
+                procs.write(str(os.getpid()))
+
+    sleeper = subprocess.Popen(["sleep", "30"], preexec_fn=join)
+    try:
+        assert first.pids() == [sleeper.pid]
+        with pytest.raises(SandboxError, match="cannot set up cgroup limits"):
+            SandboxCgroup("swe-rl-test-taken", Limits())
+        assert (
+            sleeper.poll() is None and first.pids() == [sleeper.pid] and all(d.is_dir() for d in first.dirs)
+        )
+    finally:
+        first.remove()
+        sleeper.wait(timeout=10)
+    assert sleeper.returncode == -9 and not any(d.exists() for d in first.dirs)  # remove() does kill its own

@@ -7,6 +7,7 @@ import contextlib
 import os
 import shutil
 import subprocess
+import uuid
 from pathlib import Path
 from typing import IO
 
@@ -135,7 +136,8 @@ def run_bounded(
     running is killed when it exits. Its exit code; the log then says which limit stopped it, if one did. Where
     no cgroup can be made (not root, no hierarchy) it runs unbounded, and the log says so (once)."""
     try:
-        group: SandboxCgroup | None = SandboxCgroup(f"build-{name}", limits)
+        # unique: builds running side by side (-j) have the same ``name`` (their temporary venv dirs' "out")
+        group: SandboxCgroup | None = SandboxCgroup(f"build-{name}-{uuid.uuid4().hex[:12]}", limits)
     except SandboxError as exc:
         group = None
         if not _UNBOUNDED_SAID:

@@ -39,10 +39,15 @@ class SandboxCgroup:
             raise SandboxError("no usable cgroup hierarchy (need cgroup v2 or v1 memory+pids+cpu)")
         self.dirs = self._dirs(name)
         retry_unremoved()
+        made: list[Path] = []
         try:
-            self._create(limits)
+            self._create(limits, made)
         except OSError as exc:
-            self.remove()
+            # only what this call made: a cgroup of the same name that was there already is another's (a
+            # remove() would kill its processes)
+            for d in reversed(made):
+                with contextlib.suppress(OSError):
+                    d.rmdir()
             raise SandboxError(f"cannot set up cgroup limits for {name}: {exc}") from exc
 
     def _dirs(self, name: str) -> list[Path]:
@@ -51,7 +56,9 @@ class SandboxCgroup:
             return [ROOT / PARENT / name]
         return [ROOT / c / PARENT / name for c in ("memory", "pids", "cpu")]
 
-    def _create(self, limits: Limits) -> None:
+    def _create(self, limits: Limits, made: list[Path]) -> None:
+        """The cgroup(s) with ``limits``; each directory made is added to ``made``. FileExistsError where one
+        is there already."""
         memory = limits.memory_mb * 1024 * 1024
         quota = int(limits.cpus * 100_000)
         if self.version == 2:
@@ -61,6 +68,7 @@ class SandboxCgroup:
             _write(parent / "cgroup.subtree_control", "+memory +pids +cpu", ignore_errors=True)
             (cg,) = self.dirs
             cg.mkdir()
+            made.append(cg)
             _write(cg / "memory.max", str(memory))
             _write(cg / "memory.swap.max", "0", ignore_errors=True)
             _write(cg / "pids.max", str(limits.pids))
@@ -68,7 +76,9 @@ class SandboxCgroup:
             return
         mem, pids, cpu = self.dirs
         for d in self.dirs:
-            d.mkdir(parents=True)
+            d.parent.mkdir(parents=True, exist_ok=True)
+            d.mkdir()
+            made.append(d)
         _write(mem / "memory.limit_in_bytes", str(memory))
         _write(mem / "memory.memsw.limit_in_bytes", str(memory), ignore_errors=True)
         _write(pids / "pids.max", str(limits.pids))
