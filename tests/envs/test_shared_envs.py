@@ -154,3 +154,43 @@ def test_a_setup_commit_the_mirror_lacks_dates_the_env_by_the_base_commit(tmp_pa
     assert record["as_of_from"].startswith(f"base commit {first.base_commit[:12]}")
     shared = _record(cache.root / "venvs" / record["shared_env"])
     assert shared["recipe"]["exclude_newer"] == "2020-02-01T00:00:00Z"  # the base commit's, not 2020-02-15
+
+
+def test_a_setup_commit_the_mirror_lacks_is_stood_in_for_by_the_versions_newest_base_commit(
+    tmp_path, version
+):
+    """django 3.0 and 3.2 and scikit-learn 0.20-0.22 (105 of Verified's 500): the fork snapshots here lack their
+    setup commits. Loaded from one file, a version's rows share one env, dated (and its requirement files read)
+    at the newest row's base commit, the nearest to the setup commit; the control, a row without the file's
+    other rows, gets an env of its own, dated by its own base commit."""
+    from swe_rl.tasks.loaders import load_tasks, write_jsonl
+
+    mirrors, (first, second, _) = version
+    lost = {
+        "environment_setup_commit": "0" * 40,
+        "version": "1.0",
+        "problem_statement": "x",
+        "FAIL_TO_PASS": ["t"],
+    }
+    rows = [t.model_copy(update=lost) for t in (first, second)]
+    write_jsonl(rows, tmp_path / "tasks.jsonl")
+    loaded = load_tasks(tmp_path / "tasks.jsonl")
+    assert [t.setup_stand_in for t in loaded] == [second.base_commit, None]
+    cache = EnvCache(tmp_path / "envs", repo_cache=mirrors, options=InstallOptions(as_of_date=True))
+    a, b = cache.ensure(loaded[0]), cache.ensure(loaded[1])
+    assert a.venv and b.venv and a.venv != b.venv
+    shared = {_record(a.venv)["shared_env"], _record(b.venv)["shared_env"]}
+    assert len(shared) == 1, "one env for the version"
+    assert _record(a.venv)["as_of_from"].startswith(
+        f"the version's newest base commit {second.base_commit[:12]}"
+    )
+    assert _record(b.venv)["as_of_from"].startswith(f"base commit {second.base_commit[:12]}")
+    assert (
+        _record(cache.root / "venvs" / next(iter(shared)))["recipe"]["exclude_newer"]
+        == "2020-03-01T00:00:00Z"
+    )
+    alone = cache.ensure(rows[0])  # the control: no stand-in
+    assert alone.venv and _record(alone.venv)["shared_env"] not in shared
+    assert _record(cache.root / "venvs" / _record(alone.venv)["shared_env"])["recipe"]["exclude_newer"] == (
+        "2020-02-01T00:00:00Z"
+    )

@@ -161,3 +161,40 @@ def test_image_names():
         image_name("astropy__astropy-12907") == "swebench/sweb.eval.x86_64.astropy_1776_astropy-12907:latest"
     )
     assert image_name("Django__Django-1", "swegym") == "xingyaoww/sweb.eval.x86_64.django_s_django-1:latest"
+
+
+def test_rows_of_a_version_get_the_newest_rows_base_commit_as_their_setup_stand_in(tmp_path):
+    """A version's rows (same repo, version and setup commit) name the newest row's base commit, which the env
+    cache builds at where the source lacks the setup commit; a subset written out keeps what the whole set
+    said, so its envs are the whole set's."""
+
+    def row(n: int, created: str, **extra: str) -> dict:
+        return {
+            "instance_id": f"django__django-{n}",
+            "repo": "django/django",
+            "base_commit": f"{n:04d}" * 10,
+            "created_at": created,
+            "version": "3.0",
+            "environment_setup_commit": "f" * 40,
+            "problem_statement": "x",
+            "FAIL_TO_PASS": ["t"],
+            **extra,
+        }
+
+    rows = [
+        row(1, "2019-02-01T00:00:00Z"),
+        row(3, "2019-07-01T00:00:00Z"),
+        row(2, "2019-05-01T00:00:00Z"),
+        row(4, "2019-09-01T00:00:00Z", version="3.1"),  # another version: its own group
+        row(5, "2019-08-01T00:00:00Z", environment_setup_commit=""),  # no setup commit: no group
+    ]
+    (tmp_path / "all.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    loaded = load_tasks(tmp_path / "all.jsonl")
+    newest = "0003" * 10
+    assert [t.setup_stand_in for t in loaded] == [newest, None, newest, None, None]
+    write_jsonl(load_tasks(tmp_path / "all.jsonl", instance_ids=["django__django-1"]), tmp_path / "one.jsonl")
+    (again,) = load_tasks(tmp_path / "one.jsonl")
+    assert again.setup_stand_in == newest and again.to_record()["setup_stand_in"] == newest
+    # the control: the row alone, never loaded with the others, stands in for itself
+    (tmp_path / "alone.jsonl").write_text(json.dumps(rows[0]) + "\n")
+    assert load_tasks(tmp_path / "alone.jsonl")[0].setup_stand_in is None

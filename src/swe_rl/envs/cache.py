@@ -152,7 +152,7 @@ class EnvCache:
         """The task's recipe, and where its as-of date comes from. A task that names an environment setup
         commit (one env per repo, version and setup commit, as the harness has it) is resolved as of that
         commit's date, so all of a version's instances share one env; a setup commit the source lacks, as of
-        the base commit's date; a task without one, and a row that carries its own spec, as of the task's own
+        its stand-in's date (the version's newest base commit), else the base commit's; a task without one, and a row that carries its own spec, as of the task's own
         date."""
         recipe = recipe_for(task, self.options)
         commit = task.environment_setup_commit
@@ -164,11 +164,16 @@ class EnvCache:
         source = self._source(task)
         if when := self._commit_date(source, commit):
             return recipe_for(task, self.options, as_of=when), f"environment setup commit {commit[:12]}"
-        # a mirror without it (a fork's snapshot): the base commit's date, nearer the env than the task's
-        # created_at (scikit-learn-9288 of version 0.22 was opened in 2017, its base commit is of 2019)
-        if when := self._commit_date(source, task.base_commit):
-            why = f"base commit {task.base_commit[:12]} ({commit[:12]} is not in the repo's source)"
-            return recipe_for(task, self.options, as_of=when), why
+        # a mirror without it (a fork's snapshot): the base commit of the version's newest instance stands in
+        # for it (Task.setup_stand_in, from the rows loaded with the task; the newest row is its own), for the
+        # date and the requirement files, so the version's instances still share one env (django 3.0 and 3.2,
+        # scikit-learn 0.20-0.22). A base commit is nearer the env than a created_at (scikit-learn-9288 of
+        # version 0.22 was opened in 2017, its base commit is of 2019).
+        stand_in = task.setup_stand_in or task.base_commit
+        if when := self._commit_date(source, stand_in):
+            whose = "base commit" if stand_in == task.base_commit else "the version's newest base commit"
+            why = f"{whose} {stand_in[:12]} ({commit[:12]} is not in the repo's source)"
+            return recipe_for(task, self.options, as_of=when, read_at=stand_in), why
         return recipe, f"the task's created_at ({commit[:12]} is not in the repo's source)"
 
     def _commit_date(self, source: str, commit: str) -> str:

@@ -108,10 +108,13 @@ class EnvRecipe(BaseModel):
         return self.model_copy(update={**cleared, "constraints": [*self.constraints, *pins]})
 
 
-def recipe_for(task: Task, options: InstallOptions | None = None, *, as_of: str | None = None) -> EnvRecipe:
+def recipe_for(
+    task: Task, options: InstallOptions | None = None, *, as_of: str | None = None, read_at: str | None = None
+) -> EnvRecipe:
     """The recipe of a task's env: builtin suite, the record's own setup, or the spec table. Packages are
     resolved as of ``as_of`` (an RFC 3339 time; the env cache passes the date of the version's environment
-    setup commit, so that the instances of a version share one env), else as of the task's own date."""
+    setup commit, so that the instances of a version share one env), else as of the task's own date.
+    Requirement files are read at ``read_at`` (the setup commit's stand-in), else at the setup commit."""
     options = options or InstallOptions()
     if task.repo.partition("/")[0] == BUILTIN_OWNER:
         return EnvRecipe(python="3", seed=["pytest"], source="builtin")
@@ -133,7 +136,7 @@ def recipe_for(task: Task, options: InstallOptions | None = None, *, as_of: str 
             requirements=list(spec.requirements),
             env_yml=list(spec.env_yml),
             system=list(spec.system),
-            requirements_at=(task.environment_setup_commit or task.base_commit)
+            requirements_at=(read_at or task.environment_setup_commit or task.base_commit)
             if spec.requirements or spec.env_yml
             else "",
             pre_install=list(spec.pre_install),

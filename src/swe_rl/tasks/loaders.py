@@ -21,7 +21,7 @@ from swe_rl.tasks.model import Task, parse_task
 
 def load_tasks(source: str | Path, *, instance_ids: Iterable[str] | None = None) -> list[Task]:
     """Load and validate every record of ``source``; optionally keep only ``instance_ids`` (in order)."""
-    tasks = list(_iter_source(str(source)))
+    tasks = with_stand_ins(list(_iter_source(str(source))))
     _check_unique(tasks, str(source))
     if instance_ids is None:
         return tasks
@@ -156,6 +156,31 @@ def _hub_silent() -> str | None:
         return None  # it answered, if with an error status: the dataset's own request will say more
     except (OSError, ValueError) as exc:
         return f"{constants.ENDPOINT}: {getattr(exc, 'reason', exc)}"
+
+
+def with_stand_ins(tasks: list[Task]) -> list[Task]:
+    """``tasks`` with :attr:`Task.setup_stand_in` set where another row of the task's (repo, version, environment
+    setup commit) is newer: the newest row's base commit (by created_at, then instance_id), the nearest commit
+    to the setup commit the official harness builds the env at (the base commit of its version's newest
+    instance). A row that carries one keeps it (a subset written from the whole set); a group's newest row
+    gets none (it stands in for itself)."""
+    newest: dict[tuple[str, str, str], Task] = {}
+    for task in tasks:
+        if not (task.environment_setup_commit and task.version):
+            continue
+        group = (task.repo, task.version, task.environment_setup_commit)
+        if group not in newest or (task.created_at, task.instance_id) > (
+            newest[group].created_at,
+            newest[group].instance_id,
+        ):
+            newest[group] = task
+    out = []
+    for task in tasks:
+        stand_in = newest.get((task.repo, task.version, task.environment_setup_commit))
+        if task.setup_stand_in is None and stand_in is not None and stand_in.base_commit != task.base_commit:
+            task = task.model_copy(update={"setup_stand_in": stand_in.base_commit})
+        out.append(task)
+    return out
 
 
 def _check_unique(tasks: list[Task], source: str) -> None:

@@ -60,6 +60,12 @@ class Task(BaseModel):
     env_seed: list[str] | None = Field(
         default=None, description="Distributions copied from the host into the env offline, e.g. ['pytest']."
     )
+    setup_stand_in: str | None = Field(
+        default=None,
+        description="Base commit of the newest row of the task's (repo, version, environment setup commit) in "
+        "the file it was loaded from, where that is another row's: its env is built at that commit when the "
+        "repo's source lacks the setup commit (a fork's snapshot), so the version's instances still share one.",
+    )
     repo_source: str | None = Field(
         default=None,
         description="Git source of the repo (bare repo path or URL) when no mirror holds it, e.g. the "
