@@ -4,8 +4,8 @@ The official harness builds one environment per (repo, version, setup commit) an
 repo on top. Here the shared venv is built once; an instance's venv is a clone of it in which the package
 files are hard links to the shared venv's (the bulk of the bytes, on disk once) and every file an install
 or swe-rl itself rewrites in place is a copy of its own: ``bin/`` (shebangs are relocated), ``pyvenv.cfg``,
-the files at the top of site-packages (``.pth``, egg-links, editable finders) and the metadata directories
-(``.dist-info``/``.egg-info``, whose RECORD and direct_url.json change). An installer replaces a package's
+the files at the top of site-packages (``.pth``, egg-links, editable finders; not the extension modules there)
+and the metadata directories (``.dist-info``/``.egg-info``, whose RECORD and direct_url.json change). An installer replaces a package's
 files by writing new ones (a new inode); an install step that writes into a linked file in place would
 change every venv sharing it, so :meth:`Clone.check` compares each linked file with what it was when cloned
 and fails the build loudly: the shared venv and the venvs cloned from it are then built again.
@@ -31,7 +31,13 @@ def _copied(rel: tuple[str, ...]) -> bool:
     if "site-packages" not in rel:
         return False
     inside = rel[rel.index("site-packages") + 1 :]
-    return len(inside) == 1 or inside[0].endswith(_METADATA)
+    if (
+        len(inside) == 1
+    ):  # at its top: .pth files, egg-links, editable finders; not an extension module (mypy's
+        return not inside[0].endswith(
+            ".so"
+        )  # 74 MB `<hash>__mypyc.cpython-39-...so`), replaced, never rewritten
+    return inside[0].endswith(_METADATA)
 
 
 @dataclass

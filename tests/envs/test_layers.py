@@ -1,0 +1,39 @@
+"""What an instance's venv clone shares with its version's venv (envs/layers.py): package files are hard links,
+what installs rewrite in place is the clone's own. Checked on a venv tree laid out as the installers leave it."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from swe_rl.envs.layers import clone_venv
+
+SITE = "lib/python3.9/site-packages"
+FILES = {
+    "pyvenv.cfg": "home = /usr/bin\n",
+    "bin/activate": "VIRTUAL_ENV={venv}\n",
+    f"{SITE}/easy-install.pth": "/testbed\n",
+    f"{SITE}/__editable___acme_finder.py": "MAPPING = {}\n",
+    f"{SITE}/six.py": "# a module at the top\n",
+    f"{SITE}/a64f60bb4641b67cb20c__mypyc.cpython-39-x86_64-linux-gnu.so": "\x7fELF mypyc runtime",
+    f"{SITE}/numpy/core/_multiarray_umath.cpython-39-x86_64-linux-gnu.so": "\x7fELF",
+    f"{SITE}/numpy/__init__.py": "",
+    f"{SITE}/numpy-1.21.2.dist-info/RECORD": "numpy/__init__.py,,\n",
+}
+# a copy of its own (an install or swe-rl may rewrite it in place) or a link to the shared venv's inode
+OWN = {"pyvenv.cfg", "activate", "easy-install.pth", "__editable___acme_finder.py", "six.py", "RECORD"}
+
+
+def test_a_clone_links_package_files_and_the_extension_modules_at_the_top_and_owns_what_is_rewritten(
+    tmp_path,
+):
+    base, dest = tmp_path / "shared", tmp_path / "clone"
+    for rel, text in FILES.items():
+        (base / rel).parent.mkdir(parents=True, exist_ok=True)
+        (base / rel).write_text(text.replace("{venv}", str(base)))
+    clone = clone_venv(base, dest)
+    for rel in FILES:
+        shared = (base / rel).stat().st_ino == (dest / rel).stat().st_ino
+        assert shared == (Path(rel).name not in OWN), rel
+        assert (rel in clone.linked) == shared, rel
+    assert (dest / "bin/activate").read_text() == f"VIRTUAL_ENV={dest}\n"  # pointed at the clone
+    clone.check()  # nothing written in place
