@@ -61,8 +61,15 @@ async def test_a_gold_failure_where_tests_reach_for_the_network_is_classed_as_ne
     by_ip = await validate_task(_with_test(task, "test_fetch", fetch), factory, env, timeout=120)
     by_name = 'import socket\nsocket.getaddrinfo("pypi.org", 443)'
     by_dns = await validate_task(_with_test(task, "test_resolve", by_name), factory, env, timeout=120)
+    plain = (  # https to a loopback server that speaks http: the local httpbin standing in for httpbin.org
+        "import http.server, threading, urllib.request\n"
+        'srv = http.server.HTTPServer(("127.0.0.1", 0), http.server.SimpleHTTPRequestHandler)\n'
+        "threading.Thread(target=srv.serve_forever, daemon=True).start()\n"
+        'urllib.request.urlopen(f"https://127.0.0.1:{srv.server_address[1]}/", timeout=5)'
+    )
+    by_tls = await validate_task(_with_test(task, "test_tls", plain), factory, env, timeout=120)
     control = await validate_task(_with_test(task, "test_own", "assert 1 == 2"), factory, env, timeout=120)
-    for checked, name in ((by_ip, "test_fetch"), (by_dns, "test_resolve")):
+    for checked, name in ((by_ip, "test_fetch"), (by_dns, "test_resolve"), (by_tls, "test_tls")):
         assert not checked.valid and not checked.gold.resolved, checked.gold.test_output[-2000:]
         [problem] = checked.problems
         assert f"test_wrap.py::{name}" in problem and "needs the network" in problem, problem
