@@ -307,9 +307,8 @@ class InstallRun:
             pip = (
                 shlex.quote(str(self.venv / "bin" / "python")) + " -m pip install --disable-pip-version-check"
             )
-            if code := self._run("python -m pip install -q --upgrade 'pip<25'", pip)[
-                0
-            ]:  # else "No module named pip"
+            code = self._run("python -m pip install -q --upgrade 'pip<25'", pip)[0]
+            if code:  # else the next command says "No module named pip"
                 raise EnvBuildError(f"bringing the venv's pip up to 'pip<25' exited {code} (log {self.log})")
         held = self.venv / "swe-rl-pip-constraints.txt"
         # not the repo's own distribution: a copy of it from the index (matplotlib 3.6.1, which mpl-sphinx-theme
