@@ -37,3 +37,21 @@ def test_a_clone_links_package_files_and_the_extension_modules_at_the_top_and_ow
         assert (rel in clone.linked) == shared, rel
     assert (dest / "bin/activate").read_text() == f"VIRTUAL_ENV={dest}\n"  # pointed at the clone
     clone.check()  # nothing written in place
+
+
+def test_a_clones_conda_only_packages_are_its_shared_venvs(tmp_path):
+    """The conda packages without a PyPI release were skipped when the version's venv was built; its clones'
+    own records name none, and the validator must still hear of them (xarray 0.12's cdms2)."""
+    import json
+
+    from swe_rl.envs.venvbuild import skipped_conda_packages
+
+    shared, clone = tmp_path / "venvs" / "aaaa", tmp_path / "venvs" / "bbbb"
+    for venv, record in (
+        (shared, {"skipped_conda_packages": ["cdms2", "hdf5"]}),
+        (clone, {"skipped_conda_packages": [], "shared_env": "aaaa"}),
+    ):
+        venv.mkdir(parents=True)
+        (venv / "swe-rl-env.json").write_text(json.dumps(record))
+    assert skipped_conda_packages(clone) == ["cdms2", "hdf5"]
+    assert skipped_conda_packages(tmp_path / "venvs" / "missing") == []

@@ -78,3 +78,24 @@ async def test_a_gold_failure_where_tests_reach_for_the_network_is_classed_as_ne
     [problem] = control.problems
     assert "test_wrap.py::test_own" in problem and "network" not in problem, problem
     assert cause_of(BuildEntry(instance_id="i", status="invalid", reason=problem)) == "gold does not resolve"
+
+
+async def test_a_gold_failure_for_want_of_a_conda_only_package_says_so(task_by_id, envs):
+    """xarray 0.12's official env has cdms2 from conda (no PyPI release): its tests skip here, and PASS_TO_PASS
+    wants them passed. Given the env's conda-only packages, the validator names the cause; the control, without
+    that list, is 'gold does not resolve'."""
+    from swe_rl.runs.buildreport import BuildEntry, cause_of
+
+    task = task_by_id["swe-rl-builtin__textkit-3"]
+    env = envs.ensure(task)
+    factory = available_factory("ns")
+    wanting = _with_test(task, "test_cdms2", 'import pytest\npytest.importorskip("swe_rl_cdms2")')
+    named = await validate_task(wanting, factory, env, timeout=120, conda_only=["swe-rl-cdms2"])
+    unnamed = await validate_task(wanting, factory, env, timeout=120)
+    [problem] = named.problems
+    assert "test_wrap.py::test_cdms2" in problem and "conda-only package" in problem, problem
+    assert "swe_rl_cdms2: 1 test(s) skipped" in problem, problem
+    assert cause_of(BuildEntry(instance_id="i", status="invalid", reason=problem)) == "conda-only package"
+    [problem] = unnamed.problems
+    assert "conda" not in problem, problem
+    assert cause_of(BuildEntry(instance_id="i", status="invalid", reason=problem)) == "gold does not resolve"

@@ -13,7 +13,7 @@ from swe_rl.envs.repos import find_repo_source
 from swe_rl.envs.testbed import make_testbed
 from swe_rl.envs.uv_output import missing_library
 from swe_rl.errors import EnvBuildError, InfraError, SandboxError, SweRlError
-from swe_rl.harness.validate import network_evidence
+from swe_rl.harness.validate import conda_only_evidence, network_evidence
 from swe_rl.harness.verdict import Verdict
 from swe_rl.runs.buildreport import CAUSE_RULES, BuildEntry, BuildSummary, cause_of, failure_reason
 from swe_rl.tasks.specs import check_system
@@ -35,6 +35,12 @@ def _examples(tmp_path: Path) -> list[tuple[str, str, str]]:
         resolved=False,
         status="unresolved",
         test_output="E   urllib.error.URLError: <urlopen error [Errno 101] Network is unreachable>\n",
+    )
+    skipped = Verdict(
+        instance_id="x",
+        resolved=False,
+        status="unresolved",
+        test_output="SKIPPED [1] t.py:3585: could not import 'cdms2': No module named 'cdms2'\n",
     )
     header = "hint: you may need to install a library that provides `ffi.h` for `cffi@1.15.0`"
     install_log = "install command exited 1 (log /c/logs/k.install.log):\nerror: subprocess-exited-with-error"
@@ -70,6 +76,12 @@ def _examples(tmp_path: Path) -> list[tuple[str, str, str]]:
             f"gold patch not resolved (unresolved; failing: t.py::test_get); needs the network, which sandboxes "
             f"do not have: {network_evidence(offline)}",
             "needs the network",
+        ),
+        (
+            "invalid",
+            "gold patch not resolved (unresolved; failing: t.py::test_cdms2); needs a conda-only package the "
+            f"official env installs (none on PyPI): {conda_only_evidence(skipped, 1, ['cdms2'])}",
+            "conda-only package",
         ),
         ("invalid", "the unchanged base commit already resolves the task", "empty resolves"),
         ("error", failure_reason(SandboxError("sandbox died")), "grading infrastructure"),

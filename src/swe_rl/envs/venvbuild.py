@@ -188,6 +188,18 @@ def _description(
     }
 
 
+def skipped_conda_packages(venv: Path) -> list[str]:
+    """The conda packages of the env's recipe that have no PyPI release and were not installed (cdms2 for xarray
+    0.12), the venv's own and its shared venv's (where an instance clone's packages come from)."""
+    names: list[str] = []
+    for path in (venv, *([venv.parent / shared] if (shared := shared_env_of(venv)) else [])):
+        try:
+            names += json.loads((path / "swe-rl-env.json").read_text()).get("skipped_conda_packages") or []
+        except (OSError, ValueError, AttributeError):
+            continue
+    return list(dict.fromkeys(names))
+
+
 def shared_env_of(venv: Path) -> str | None:
     """The key of the shared venv that ``venv`` was cloned from; None for a venv of its own."""
     try:

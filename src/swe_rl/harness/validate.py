@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 
 from pydantic import BaseModel, Field
 
@@ -32,6 +33,21 @@ def network_evidence(verdict: Verdict, failing: int = 1) -> str | None:
     return f"{len(lines)} line(s) of network errors in its test output, the first: {lines[0][:200]}"
 
 
+# pytest.importorskip's reason and the ImportError a test without it raises
+_NOT_IMPORTED = re.compile(r"could not import '([\w.]+)'|No module named '([\w.]+)'")
+
+
+def conda_only_evidence(verdict: Verdict, failing: int, conda_only: Sequence[str]) -> str | None:
+    """Where the test output shows tests skipped or failing for want of a module of ``conda_only`` (packages the
+    official env installs from conda that have no PyPI release), as many lines as ``failing`` tests: which."""
+    names = {name.lower().replace("-", "_") for name in conda_only}
+    lines = [m for line in verdict.test_output.splitlines() if (m := _NOT_IMPORTED.search(line))]
+    wanted = [module for m in lines if (module := (m[1] or m[2]).split(".")[0]).lower() in names]
+    if not wanted or len(wanted) < failing:
+        return None
+    return f"{', '.join(dict.fromkeys(wanted))}: {len(wanted)} test(s) skipped or failing without it"
+
+
 class TaskValidation(BaseModel):
     instance_id: str
     valid: bool
@@ -42,7 +58,12 @@ class TaskValidation(BaseModel):
 
 
 async def validate_task(
-    task: Task, factory: SandboxFactory, env: EnvSpec, *, timeout: float = DEFAULT_TEST_TIMEOUT
+    task: Task,
+    factory: SandboxFactory,
+    env: EnvSpec,
+    *,
+    timeout: float = DEFAULT_TEST_TIMEOUT,
+    conda_only: Sequence[str] = (),
 ) -> TaskValidation:
     """Grade the gold patch and the untouched base commit; list what is wrong with the task.
 
@@ -51,7 +72,8 @@ async def validate_task(
     unresolved: swebench's parsers keep the last status of a name the log reports more than once (two tests
     of one name, django-16429), so such a name can read as passing where one of its tests fails. It is
     noted (``notes``). A gold patch that fails where its tests reached for the network says so in its problem
-    (:func:`network_evidence`): the official harness's containers have the network, sandboxes do not."""
+    (:func:`network_evidence`): the official harness's containers have the network, sandboxes do not; one that
+    fails for want of a package of ``conda_only`` (the env's conda packages without a PyPI release) says that."""
     gold = await grade_patch(task, task.patch, factory, env, timeout=timeout)
     empty = await run_tests(task, factory, env, timeout=timeout)
     problems = []
@@ -65,6 +87,8 @@ async def validate_task(
             problem = f"gold patch not resolved ({gold.status}; failing: {', '.join(failing[:5]) or '-'})"
             if (network := network_evidence(gold, len(failing))) is not None:
                 problem += f"; needs the network, which sandboxes do not have: {network}"
+            elif (conda := conda_only_evidence(gold, len(failing), conda_only)) is not None:
+                problem += f"; needs a conda-only package the official env installs (none on PyPI): {conda}"
             problems.append(problem)
     if empty.resolved:
         problems.append("the unchanged base commit already resolves the task")

@@ -71,6 +71,7 @@ CAUSE_RULES: tuple[CauseRule, ...] = (
     _rule("timeout", "invalid error", r"test_timeout|timed out|TimeoutError"),
     _rule("unparseable log", "invalid", r"gold patch not resolved: unparseable_log"),
     _rule("needs the network", "invalid", r"gold patch not resolved .*needs the network"),
+    _rule("conda-only package", "invalid", r"gold patch not resolved .*needs a conda-only package"),
     _rule("gold does not resolve", "invalid", r"gold patch not resolved"),
     _rule("empty resolves", "invalid", r"unchanged base commit already resolves"),
     _rule("grading infrastructure", "error", ""),

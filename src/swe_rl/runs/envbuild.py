@@ -15,6 +15,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from swe_rl.envs.cache import EnvCache
+from swe_rl.envs.venvbuild import skipped_conda_packages
 from swe_rl.errors import RepoNotFoundError, SweRlError
 from swe_rl.fileio import atomic_write_json
 from swe_rl.harness.validate import validate_task
@@ -168,7 +169,8 @@ async def _build_one(
     if factory is None:
         return entry
     try:
-        checked = await validate_task(task, factory, env, timeout=timeout)
+        conda_only = skipped_conda_packages(env.venv) if env.venv else []
+        checked = await validate_task(task, factory, env, timeout=timeout, conda_only=conda_only)
     except SweRlError as exc:
         seconds = round(time.monotonic() - started, 2)
         return entry.model_copy(update={"status": "error", "reason": failure_reason(exc), "seconds": seconds})

@@ -8,6 +8,7 @@ from collections.abc import Sequence
 from pydantic import BaseModel
 
 from swe_rl.envs.cache import EnvCache
+from swe_rl.envs.venvbuild import skipped_conda_packages
 from swe_rl.errors import SweRlError
 from swe_rl.harness.validate import TaskValidation, validate_task
 from swe_rl.runs.progress import Progress
@@ -47,7 +48,8 @@ async def validate_tasks(
         async with limit:
             try:
                 env = await asyncio.to_thread(cache.ensure, task)
-                result = await validate_task(task, factory, env, timeout=timeout)
+                conda_only = skipped_conda_packages(env.venv) if env.venv else []
+                result = await validate_task(task, factory, env, timeout=timeout, conda_only=conda_only)
             except SweRlError as exc:
                 errors[task.instance_id] = f"{type(exc).__name__}: {exc}"
                 outcome = f"ERROR {type(exc).__name__}"
