@@ -4,7 +4,11 @@ the fallback is recorded. Before this the build failed on uv's "unexpected argum
 
 from __future__ import annotations
 
+import ensurepip
 import json
+import shutil
+import sys
+from pathlib import Path
 
 import pytest
 from tests.envs.helpers import make_repo, widget_task
@@ -29,6 +33,10 @@ COMMAND = (
 def test_an_option_only_pip_has_sends_the_command_to_pip(tmp_path, index):
     index.add("wheel", "0.40.0", "2020-01-01T00:00:00Z")
     index.add("widgetdep", "1.0", "2020-01-01T00:00:00Z")
+    bundled = next((Path(ensurepip.__file__).parent / "_bundled").glob("pip-*.whl"))  # the pip tool's pip
+    (index.root / bundled.name).parent.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(bundled, index.root / bundled.name)
+    index.serve("pip", index.root / bundled.name, "2023-07-15T00:00:00Z")
     mirrors = tmp_path / "mirrors"
     task = widget_task(make_repo(mirrors), install=COMMAND, env_seed=["setuptools"])
     cache = EnvCache(tmp_path / "envs", repo_cache=mirrors, options=InstallOptions(as_of_date=False))
@@ -38,5 +46,9 @@ def test_an_option_only_pip_has_sends_the_command_to_pip(tmp_path, index):
     assert record["installer"] == "uv" and record["pip_fallbacks"] == [COMMAND]
     log = (env.venv / "swe-rl-install.log").read_text()
     assert "unexpected argument '--no-use-pep517'" in log  # uv refused it first
+    # pip ran from the pip tool beside the venvs (envs/pip_tool.py): the venv got no pip of its own from it
+    assert [p.name for p in (cache.root / "pip-tools").iterdir() if not p.name.endswith(".lock")] == [
+        "{}.{}".format(*sys.version_info[:2])
+    ]
     assert "uv has no --no-use-pep517" in log
     assert "widgetdep==1.0" in (env.venv / LOCK_NAME).read_text().split()

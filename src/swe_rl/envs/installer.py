@@ -34,6 +34,7 @@ from swe_rl.envs.install_tools import (
     run_bounded,
 )
 from swe_rl.envs.lock import DATED_BUILD_TOOLS, FALLBACK, LOCK_NAME, READ_AT_BASE, SKIPPED, pinned
+from swe_rl.envs.pip_tool import PIP, pip_tool
 from swe_rl.envs.recipe import EnvRecipe, Installer
 from swe_rl.envs.remedies import (
     after_build,
@@ -95,7 +96,7 @@ class InstallRun:
         self.probing = False
         self.probe_said = ""  # what the probe said when it stopped the last run
         self.from_source: set[str] = set()  # dependencies the probe lets build from their sdists
-        self._pip_upgraded = False  # the venv's pip was brought up for a fallback
+        self._pip_tool: Path | None = None  # the pip tool's directory (envs/pip_tool.py), once found
         self.build_environ: dict[str, str] = {}  # what the repo's build reads (swe_rl.envs.build_settings)
         self.settings_notes: list[str] = []  # the lock's lines on it (the version given to the build)
         self.import_failures: list[ImportFailure] = []  # after the build (swe_rl.envs.import_check)
@@ -299,27 +300,22 @@ class InstallRun:
         )
 
     def _pip_command(self) -> str:
-        """pip in the venv, held to what is installed already (pip cannot resolve as of a date); first brought up
-        to the last pip for the venv's Python (3.6's bundled 18.1 knows no ``--no-use-pep517``), as the official
-        images' conda pip was."""
-        if not self._pip_upgraded:
-            self._pip_upgraded = True
-            pip = (
-                shlex.quote(str(self.venv / "bin" / "python")) + " -m pip install --disable-pip-version-check"
-            )
-            code = self._run("python -m pip install -q --upgrade 'pip<25'", pip)[0]
-            if code:  # else the next command says "No module named pip"
-                raise EnvBuildError(f"bringing the venv's pip up to 'pip<25' exited {code} (log {self.log})")
+        """pip on the venv's interpreter, held to what is installed already (pip cannot resolve as of a date): the
+        last pip for the venv's Python (3.6's bundled 18.1 knows no ``--no-use-pep517``), as the official images'
+        conda pip was, run from outside the venv (envs/pip_tool.py); without uv, the venv's own (brought up to it
+        before the first install, :meth:`build`)."""
+        python = self.venv / "bin" / "python"
+        tool = self._pip_tool = self._pip_tool or pip_tool(self.cache.parent, python, self.uv)
         held = self.venv / "swe-rl-pip-constraints.txt"
         # not the repo's own distribution: a copy of it from the index (matplotlib 3.6.1, which mpl-sphinx-theme
         # pulled in) would hold the editable install to that version
         own = norm(project_name(self.testbed))
         held.write_text("".join(f"{p}\n" for p in pinned(self.freeze()) if norm(p.split("==")[0]) != own))
-        python = str(self.venv / "bin" / "python")
-        head = [python, "-m", "pip", "install", "--disable-pip-version-check", "-c", str(held)]
+        head = ["-m", "pip", "install", "--disable-pip-version-check", "-c", str(held)]
         if self.constraints.is_file():
             head += ["-c", str(self.constraints)]
-        return " ".join(shlex.quote(p) for p in head)
+        prefix = f"PYTHONPATH={shlex.quote(str(tool))} " if tool else ""
+        return prefix + " ".join(shlex.quote(str(p)) for p in [python, *head])
 
     def _note(self, line: str) -> None:
         with self.log.open("a") as out:
@@ -356,7 +352,7 @@ class InstallRun:
             self.constraints.write_text("".join(f"{line}\n" for line in lines))
         if self.kind == "pip":
             # an old interpreter's bundled pip may not read today's wheels (Python 3.6's pip 18)
-            self.run("python -m pip install -q --upgrade 'pip<25'")
+            self.run(f"python -m pip install -q --upgrade '{PIP}'")
         # the repo's requirements, then the spec's packages, which win where both pin (as the official
         # env scripts install requirement files before pip_packages)
         files = RecipeFiles(recipe, self.testbed, self.source)

@@ -1,0 +1,63 @@
+"""pip for the install commands only pip can run, kept once per Python version beside the venvs, not in them.
+
+A command uv cannot run (a pip-only option such as scikit-learn's ``--no-use-pep517``, a build backend without
+PEP 660) is run by pip, and the pip a venv was seeded with may be too old for it (Python 3.6's bundled 18.1 knows
+no ``--no-use-pep517`` and reads no manylinux2014 wheel). Upgrading the venv's own pip put a new pip (11 MB for
+3.6's 21.3.1) into every instance's clone of a version's venv, the clone's own files, not links. Instead the
+last pip for the interpreter's version (``pip<25``, as the official images' conda pip was: today's) is installed
+once into ``<env cache>/pip-tools/<python version>`` and run from there on the venv's interpreter
+(``PYTHONPATH``), which installs into the venv it runs in.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import shutil
+import subprocess
+import tempfile
+from pathlib import Path
+
+PIP = "pip<25"
+
+
+def pip_tool(root: Path, python: Path, uv: str | None) -> Path | None:
+    """The directory holding ``pip<25`` for ``python``'s version (made once, under a lock, atomically); None where
+    uv is missing or cannot install it (the caller then upgrades the venv's own pip)."""
+    if uv is None:
+        return None
+    version = subprocess.run(
+        [str(python), "-c", "import sys; print('%d.%d' % sys.version_info[:2])"],
+        capture_output=True,
+        text=True,
+        check=False,
+    ).stdout.strip()
+    if not version:
+        return None
+    tools = root / "pip-tools"
+    final = tools / version
+    if (final / "pip").is_dir():
+        return final
+    tools.mkdir(parents=True, exist_ok=True)
+    with open(tools / f"{version}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if (final / "pip").is_dir():  # another build made it while this one waited
+            return final
+        work = Path(tempfile.mkdtemp(dir=tools, prefix=f".{version}."))
+        try:
+            made = subprocess.run(
+                [uv, "pip", "install", "--quiet", "--python", str(python), "--target", str(work), PIP],
+                capture_output=True,
+                text=True,
+                check=False,
+                env={**os.environ, "UV_CACHE_DIR": str(root / "uv-cache")},
+            )
+            if made.returncode != 0 or not (work / "pip").is_dir():
+                return None
+            os.rename(work, final)
+        finally:
+            shutil.rmtree(work, ignore_errors=True)
+    return final
+
+
+__all__ = ["PIP", "pip_tool"]
