@@ -15,3 +15,10 @@ PYTHONPATH=/work/run39/src exec /work/main/.venv/bin/python -c "from swe_rl.cli.
 #     /work/mpl39/report.json /work/sp39/report.json --cache-dir /work/cache39/envs
 # xarray 0.12's version venv and xarray-2905 built again after the numba fix (bebca25), into /work/xa39/report.json,
 # merged the same way
+# 2026-11-28 (second session): the whole run resumed at 5e76e5c, c49b68c and 6dbd65b (restarted at each); then the
+# invalid entries whose class the day's fixes touch graded again, and sphinx-10614 built again (graphviz):
+#   env build ... -i pydata__xarray-6721 -i pydata__xarray-3305 -i psf__requests-1724 -i psf__requests-1766 \
+#     -i psf__requests-1921 -i psf__requests-2317 -i sphinx-doc__sphinx-10614 --validate --revalidate -b ns -j 2 \
+#     --report /work/cache39/verified-report.json
+# then the envs no entry uses removed, and the report's disk measured again after it (EnvCache.disk_usage):
+#   swe-rl env gc --cache-dir /work/cache39/envs --keep-report /work/cache39/verified-report.json
