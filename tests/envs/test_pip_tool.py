@@ -42,7 +42,7 @@ def test_pip_runs_from_its_tool_dir_into_the_venv_and_the_venv_gets_no_pip(tmp_p
     assert subprocess.run([str(python), "-m", "pip", "--version"], capture_output=True).returncode != 0
 
     root = tmp_path / "envs"
-    tool = pip_tool(root, python, uv_binary())
+    tool = pip_tool(root, python, uv_binary(), dict(os.environ))
     assert tool == root / "pip-tools" / "{}.{}".format(*sys.version_info[:2]) and (tool / "pip").is_dir()
     installed = subprocess.run(
         [str(python), "-m", "pip", "install", "--disable-pip-version-check", "widgetdep"],
@@ -55,5 +55,7 @@ def test_pip_runs_from_its_tool_dir_into_the_venv_and_the_venv_gets_no_pip(tmp_p
     assert list(site.glob("widgetdep-1.0.dist-info")) and not (site / "pip").exists()
 
     made = (tool / "pip").stat().st_mtime_ns
-    assert pip_tool(root, python, uv_binary()) == tool and (tool / "pip").stat().st_mtime_ns == made  # once
-    assert pip_tool(root, python, None) is None  # without uv the venv's own pip serves (brought up first)
+    assert (
+        pip_tool(root, python, uv_binary(), {}) == tool and (tool / "pip").stat().st_mtime_ns == made
+    )  # once
+    assert pip_tool(root, python, None, {}) is None  # without uv the venv's own pip serves (brought up first)

@@ -305,7 +305,7 @@ class InstallRun:
         conda pip was, run from outside the venv (envs/pip_tool.py); without uv, the venv's own (brought up to it
         before the first install, :meth:`build`)."""
         python = self.venv / "bin" / "python"
-        tool = self._pip_tool = self._pip_tool or pip_tool(self.cache.parent, python, self.uv)
+        tool = self._pip_tool = self._pip_tool or pip_tool(self.cache.parent, python, self.uv, self.environ())
         held = self.venv / "swe-rl-pip-constraints.txt"
         # not the repo's own distribution: a copy of it from the index (matplotlib 3.6.1, which mpl-sphinx-theme
         # pulled in) would hold the editable install to that version

@@ -21,9 +21,10 @@ from pathlib import Path
 PIP = "pip<25"
 
 
-def pip_tool(root: Path, python: Path, uv: str | None) -> Path | None:
-    """The directory holding ``pip<25`` for ``python``'s version (made once, under a lock, atomically); None where
-    uv is missing or cannot install it (the caller then upgrades the venv's own pip)."""
+def pip_tool(root: Path, python: Path, uv: str | None, environ: dict[str, str]) -> Path | None:
+    """The directory holding ``pip<25`` for ``python``'s version (made once, under a lock, atomically), installed
+    by uv with ``environ`` (the install commands' environment: its index and cache); None where uv is missing or
+    cannot install it (the caller then runs the venv's own pip)."""
     if uv is None:
         return None
     version = subprocess.run(
@@ -50,7 +51,7 @@ def pip_tool(root: Path, python: Path, uv: str | None) -> Path | None:
                 capture_output=True,
                 text=True,
                 check=False,
-                env={**os.environ, "UV_CACHE_DIR": str(root / "uv-cache")},
+                env=environ,
             )
             if made.returncode != 0 or not (work / "pip").is_dir():
                 return None
