@@ -54,4 +54,4 @@ def test_a_clones_conda_only_packages_are_its_shared_venvs(tmp_path):
         venv.mkdir(parents=True)
         (venv / "swe-rl-env.json").write_text(json.dumps(record))
     assert skipped_conda_packages(clone) == ["cdms2", "hdf5"]
-    assert skipped_conda_packages(tmp_path / "venvs" / "missing") == []
+    assert skipped_conda_packages(tmp_path / "venvs" / "missing") == [] and skipped_conda_packages(None) == []

@@ -152,8 +152,8 @@ class EnvCache:
         """The task's recipe, and where its as-of date comes from. A task that names an environment setup
         commit (one env per repo, version and setup commit, as the harness has it) is resolved as of that
         commit's date, so all of a version's instances share one env; a setup commit the source lacks, as of
-        its stand-in's date (the version's newest base commit), else the base commit's; a task without one, and a row that carries its own spec, as of the task's own
-        date."""
+        its stand-in's date (the version's newest base commit), else the base commit's; a task without one, and
+        a row that carries its own spec, as of the task's own date."""
         recipe = recipe_for(task, self.options)
         commit = task.environment_setup_commit
         own_spec = recipe.source == "builtin" or recipe.source.startswith(

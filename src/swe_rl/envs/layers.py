@@ -31,12 +31,10 @@ def _copied(rel: tuple[str, ...]) -> bool:
     if "site-packages" not in rel:
         return False
     inside = rel[rel.index("site-packages") + 1 :]
-    if (
-        len(inside) == 1
-    ):  # at its top: .pth files, egg-links, editable finders; not an extension module (mypy's
-        return not inside[0].endswith(
-            ".so"
-        )  # 74 MB `<hash>__mypyc.cpython-39-...so`), replaced, never rewritten
+    # at its top: .pth files, egg-links and editable finders, rewritten in place; not an extension module
+    # (mypy's 74 MB `<hash>__mypyc.cpython-39-...so`), which an install replaces and never rewrites
+    if len(inside) == 1:
+        return not inside[0].endswith(".so")
     return inside[0].endswith(_METADATA)
 
 

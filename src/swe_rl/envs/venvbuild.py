@@ -188,10 +188,13 @@ def _description(
     }
 
 
-def skipped_conda_packages(venv: Path) -> list[str]:
+def skipped_conda_packages(venv: Path | None) -> list[str]:
     """The conda packages of the env's recipe that have no PyPI release and were not installed (cdms2 for xarray
-    0.12), the venv's own and its shared venv's (where an instance clone's packages come from)."""
+    0.12), the venv's own and its shared venv's (where an instance clone's packages come from); none without a
+    venv."""
     names: list[str] = []
+    if venv is None:
+        return names
     for path in (venv, *([venv.parent / shared] if (shared := shared_env_of(venv)) else [])):
         try:
             names += json.loads((path / "swe-rl-env.json").read_text()).get("skipped_conda_packages") or []

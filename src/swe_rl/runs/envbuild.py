@@ -169,7 +169,7 @@ async def _build_one(
     if factory is None:
         return entry
     try:
-        conda_only = skipped_conda_packages(env.venv) if env.venv else []
+        conda_only = skipped_conda_packages(env.venv)
         checked = await validate_task(task, factory, env, timeout=timeout, conda_only=conda_only)
     except SweRlError as exc:
         seconds = round(time.monotonic() - started, 2)

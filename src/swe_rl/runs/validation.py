@@ -48,7 +48,7 @@ async def validate_tasks(
         async with limit:
             try:
                 env = await asyncio.to_thread(cache.ensure, task)
-                conda_only = skipped_conda_packages(env.venv) if env.venv else []
+                conda_only = skipped_conda_packages(env.venv)
                 result = await validate_task(task, factory, env, timeout=timeout, conda_only=conda_only)
             except SweRlError as exc:
                 errors[task.instance_id] = f"{type(exc).__name__}: {exc}"
