@@ -3,6 +3,8 @@
 # the model stages of bench/learning_heldback.sh, the GRPO seeds and the before evaluation side by side,
 # each in a process group stopped at DEADLINE seconds so the report and the results (hb.tgz, without model
 # weights) still come back in $OUT. Every stage resumes. See heldback_setup.sh for call 1.
+# J=16 a process: the H200 run (2026-11-28) used 48, up to 192 sandboxes on 16 cores beside four generating
+# processes, and a GRPO step took ~35 s, 27 of them generating 3 x 128 tokens.
 set -u
 T0=$(date +%s)
 DEADLINE=${DEADLINE:-530}
@@ -24,8 +26,8 @@ while kill -0 "$pid" 2>/dev/null && [ "$(left)" -gt 0 ]; do sleep 2; done
 kill -TERM -- -"$pid" 2>/dev/null; wait "$pid" 2>/dev/null
 [ -d "$W/sft/final" ] || { say "no warm start"; tail -20 "$OUT/sft.log"; exit 4; }
 say "before + three GRPO seeds side by side"
-pids=("$(group before STAGES=before J=48)")
-for s in 1 2 3; do pids+=("$(group s$s STAGES="rl after" GRPO_SEEDS=$s J=48)"); done
+pids=("$(group before STAGES=before J=16)")
+for s in 1 2 3; do pids+=("$(group s$s STAGES="rl after" GRPO_SEEDS=$s J=16)"); done
 while [ "$(left)" -gt 0 ]; do
   alive=0; for p in "${pids[@]}"; do kill -0 "$p" 2>/dev/null && alive=1; done
   [ $alive = 1 ] || break
@@ -33,7 +35,7 @@ while [ "$(left)" -gt 0 ]; do
 done
 for p in "${pids[@]}"; do kill -TERM -- -"$p" 2>/dev/null; done
 wait 2>/dev/null
-if [ "$(left)" -gt 60 ]; then say "probe"; pid=$(group probe STAGES=probe J=48)
+if [ "$(left)" -gt 60 ]; then say "probe"; pid=$(group probe STAGES=probe J=16)
   while kill -0 "$pid" 2>/dev/null && [ "$(left)" -gt 0 ]; do sleep 2; done; kill -TERM -- -"$pid" 2>/dev/null; wait
 fi
 say "report"; STAGES=none bash bench/learning_heldback.sh > "$OUT/report.log" 2>&1; tail -40 "$OUT/report.log"

