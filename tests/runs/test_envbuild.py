@@ -8,6 +8,7 @@ import json
 import re
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 from tests.conftest import available_factory
@@ -50,46 +51,20 @@ def test_dataset_build_reports_the_broken_record_and_resumes(tmp_path, tasks):
     # data prepare keeps only the instances the report marks valid
     source = tmp_path / "tasks.jsonl"
     atomic_write_text(source, "".join(json.dumps(t.to_record()) + "\n" for t in dataset))
-    out = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "swe_rl.cli.app",
-            "data",
-            "prepare",
-            "-s",
-            str(source),
-            "-o",
-            str(tmp_path / "d"),
-            "--valid-only",
-            str(report_path),
-        ],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
+    out = _prepare(source, tmp_path / "d", report_path)
     assert out.returncode == 0, out.stderr
     rows = [json.loads(line) for line in (tmp_path / "d" / "train.jsonl").read_text().splitlines()]
     assert [r["metadata"]["instance"]["instance_id"] for r in rows] == [t.instance_id for t in good]
-    bad = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "swe_rl.cli.app",
-            "data",
-            "prepare",
-            "-s",
-            str(source),
-            "-o",
-            str(tmp_path / "e"),
-            "--valid-only",
-            str(source),
-        ],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
+    bad = _prepare(source, tmp_path / "e", source)  # a task file where a report belongs
     assert bad.returncode == 2 and "not an `swe-rl env build` report" in bad.stderr
+
+
+def _prepare(source: Path, out: Path, valid_only: Path) -> subprocess.CompletedProcess[str]:
+    """`swe-rl data prepare -s SOURCE -o OUT --valid-only VALID_ONLY`, as a user runs it."""
+    argv = ["data", "prepare", "-s", str(source), "-o", str(out), "--valid-only", str(valid_only)]
+    return subprocess.run(
+        [sys.executable, "-m", "swe_rl.cli.app", *argv], capture_output=True, text=True, check=False
+    )
 
 
 def _orphan(task: Task) -> Task:
