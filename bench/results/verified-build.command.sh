@@ -22,3 +22,5 @@ PYTHONPATH=/work/run39/src exec /work/main/.venv/bin/python -c "from swe_rl.cli.
 #     --report /work/cache39/verified-report.json
 # then the envs no entry uses removed, and the report's disk measured again after it (EnvCache.disk_usage):
 #   swe-rl env gc --cache-dir /work/cache39/envs --keep-report /work/cache39/verified-report.json
+# 2026-11-28 (third session): the whole run resumed at 8a7adfb (nice 15 beside a training run), stopped with SIGTERM after
+# 35 more; then the same gc, `uv cache prune --ci` (download caches), and the disk measured again (EnvCache.disk_usage)
