@@ -57,6 +57,7 @@ class RunDir:
         self.path = path
         self.results_path = path / "results.jsonl"
         self.rollouts_path = path / "rollouts.jsonl"
+        self.episodes_path = path / "episodes.jsonl"  # a training run's episodes, as the policy saw them
         self.metrics_path = path / "metrics.jsonl"
         self.summary_path = path / "summary.json"
         self.preds_path = path / "preds.json"

@@ -65,6 +65,18 @@ async def test_eval_and_training_runs_keep_the_same_records_and_agree_on_their_s
 
     eval_lines = _lines(tmp_path / "eval" / "results.jsonl")
     train_lines = _lines(tmp_path / "train" / "rollouts.jsonl")
+    # each training episode's conversation beside its record, in the same order, as the eval's traj.json has it
+    conversations = _lines(tmp_path / "train" / "episodes.jsonl")
+    assert [(c["step"], c["instance_id"], c["exit_status"]) for c in conversations] == [
+        (0, line["instance_id"], line["exit_status"]) for line in train_lines
+    ]
+    for conversation, result in zip(conversations, results, strict=True):
+        if result.trajectory is None:  # the infrastructure error: no conversation happened
+            assert result.status == "infra_error" and conversation["messages"] == []
+            continue
+        assert conversation["messages"] == [m.model_dump() for m in result.trajectory.messages]
+        assert [m["role"] for m in conversation["messages"][:2]] == ["system", "user"]
+        assert any(m["role"] == "assistant" for m in conversation["messages"])
     fields = set(EpisodeRecord.model_fields)
     assert [set(line) for line in eval_lines + train_lines] == [fields] * (2 * len(chosen))
     # what only training knows is there, and only there (the lines read are the runs' own)

@@ -94,6 +94,8 @@ def test_a_killed_rl_run_resumes_the_same_sequence(tmp_path):
     assert [c["step"] for c in summary["curve"]] == [0, 1, 2]  # one run, no step twice
     rl_rows = [m["step"] for m in _rows(killed / "metrics.jsonl") if "rl/episodes" in m]
     assert rl_rows == [0, 1, 2]
+    # the conversations follow the records: the step in flight at the kill is not there twice
+    assert [(e["step"], e["instance_id"]) for e in _rows(killed / "episodes.jsonl")] == ids
     with pytest.raises(ConfigError, match="has finished"):
         open_run(killed, "rl", RunDir(killed).summary_path)
 
@@ -206,6 +208,8 @@ def test_resume_takes_the_newest_complete_checkpoint_and_drops_the_step_in_fligh
         (tmp_path / f"checkpoint-{step}" / RunDir.CHECKPOINT_COMPLETE).write_text("{}")
     rollouts = [{"instance_id": "a", "step": s, "exit_status": "x"} for s in (0, 1, 2)]
     run.rollouts_path.write_text("".join(json.dumps(r) + "\n" for r in rollouts) + '{"torn')
+    episodes = [{"instance_id": "a", "step": s, "messages": []} for s in (0, 1, 2)]
+    run.episodes_path.write_text("".join(json.dumps(e) + "\n" for e in episodes))
     metrics = [
         {"step": 0, "rl/episodes": 2},
         {"step": 1, "trl/loss": 0.5},
@@ -218,4 +222,5 @@ def test_resume_takes_the_newest_complete_checkpoint_and_drops_the_step_in_fligh
     assert start(tmp_path) == tmp_path / "checkpoint-2"
     assert not (tmp_path / "checkpoint-3").exists()
     assert [r["step"] for r in _rows(run.rollouts_path)] == [0, 1]
+    assert _rows(run.episodes_path) == episodes[:2]  # the step in flight's conversations go with its records
     assert _rows(run.metrics_path) == metrics[:4]

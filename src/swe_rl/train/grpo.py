@@ -2,6 +2,8 @@
 integrations/trl.py).
 
 Run directory: ``rollouts.jsonl`` (one ``EpisodeRecord`` per episode, with its step, reward and status),
+``episodes.jsonl`` (per episode its step, instance and conversation: what the policy read and replied, so a
+run's behaviour can be read afterwards, not only its rates),
 ``metrics.jsonl`` (per step: resolve rate, rewards, agent/* metrics, TRL's loss), TRL's
 ``checkpoint-*`` (every step by default: ``--resume`` continues from the newest, train/resume.py),
 ``final/`` (model + tokenizer), ``summary.json`` and ``report.html`` with the curves.
@@ -10,6 +12,7 @@ Run directory: ``rollouts.jsonl`` (one ``EpisodeRecord`` per episode, with its s
 from __future__ import annotations
 
 import dataclasses
+import json
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -100,20 +103,37 @@ class GRPOSettings(BaseModel):
 
 
 class RolloutLog:
-    """Appends one episode record per rollout to rollouts.jsonl and one metrics line per trainer step."""
+    """Appends one episode record per rollout to rollouts.jsonl, its conversation to episodes.jsonl, and one
+    metrics line per trainer step."""
 
     def __init__(self, run_dir: Path) -> None:
         run = RunDir(run_dir)
         self.path = run.rollouts_path
+        self.episodes = run.episodes_path
         self.metrics = MetricsSink(run.metrics_path, [])
 
     def step(
         self, step: int, ids: Sequence[str], results: Sequence[RolloutResult], metrics: dict[str, float]
     ) -> None:
-        with self.path.open("a") as f:
+        with self.path.open("a") as records, self.episodes.open("a") as episodes:
             for instance_id, result in zip(ids, results, strict=True):
-                f.write(rollout_record(result, instance_id, step=step).model_dump_json() + "\n")
+                records.write(rollout_record(result, instance_id, step=step).model_dump_json() + "\n")
+                episodes.write(json.dumps(episode_line(result, instance_id, step)) + "\n")
         self.metrics.log(metrics, step=step)
+
+
+def episode_line(result: RolloutResult, instance_id: str, step: int) -> dict[str, Any]:
+    """One line of episodes.jsonl: the episode's step, instance, outcome and messages (no token ids: the
+    trainer's samples have those)."""
+    traj = result.trajectory
+    return {
+        "step": step,
+        "instance_id": instance_id,
+        "exit_status": result.exit_status,
+        "resolved": result.resolved,
+        "reward": result.reward,
+        "messages": [m.model_dump() for m in traj.messages] if traj is not None else [],
+    }
 
 
 def train_grpo(
