@@ -24,3 +24,4 @@ PYTHONPATH=/work/run39/src exec /work/main/.venv/bin/python -c "from swe_rl.cli.
 #   swe-rl env gc --cache-dir /work/cache39/envs --keep-report /work/cache39/verified-report.json
 # 2026-11-28 (third session): the whole run resumed at 8a7adfb (nice 15 beside a training run), stopped with SIGTERM after
 # 35 more; then the same gc, `uv cache prune --ci` (download caches), and the disk measured again (EnvCache.disk_usage)
+# then resumed at 1d4b258 alone on the machine for 20 minutes (65 more), stopped with SIGTERM, gc and disk again
