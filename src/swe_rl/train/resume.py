@@ -71,9 +71,9 @@ def start(run_dir: Path) -> Path | None:
 
 
 def rewind_logs(run: RunDir, done: int) -> None:
-    """Keep the log rows of the first ``done`` steps: rollouts, episodes and rollout metrics of steps < done (they are
-    logged at the step's 0-based index), trainer rows at steps <= done (logged after the update), and no
-    end-of-training row."""
+    """Keep the log rows of the first ``done`` steps: rollouts, episodes and rollout metrics of steps < done
+    (they are logged at the step's 0-based index), trainer rows at steps <= done (logged after the update),
+    and no end-of-training row."""
 
     def metric_kept(row: dict[str, Any]) -> bool:
         if any(key.endswith("/train_runtime") for key in row):
@@ -82,8 +82,8 @@ def rewind_logs(run: RunDir, done: int) -> None:
             return int(row["step"]) < done
         return int(row["step"]) <= done
 
-    for episodes in (run.rollouts_path, run.episodes_path):
-        _keep_rows(episodes, lambda row: int(row.get("step") or 0) < done)
+    for log in (run.rollouts_path, run.episodes_path):
+        _keep_rows(log, lambda row: int(row.get("step") or 0) < done)
     _keep_rows(run.metrics_path, metric_kept)
 
 
