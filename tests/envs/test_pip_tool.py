@@ -26,24 +26,16 @@ def test_pip_runs_from_its_tool_dir_into_the_venv_and_the_venv_gets_no_pip(tmp_p
     wheel.parent.mkdir(parents=True, exist_ok=True)
     shutil.copyfile(bundled, wheel)
     index.serve("pip", wheel, "2023-07-15T00:00:00Z")
+    index.add("wheel", "0.43.0", "2024-03-01T00:00:00Z")
     index.add("widgetdep", "1.0", "2020-01-01T00:00:00Z")
-    venv = tmp_path / "venv"
-    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
-    python = venv / "bin" / "python"
-    site = Path(
-        subprocess.run(
-            [str(python), "-c", "import sysconfig; print(sysconfig.get_path('purelib'))"],
-            capture_output=True,
-            text=True,
-            check=True,
-        ).stdout.strip()
-    )
+    python, site = _venv(tmp_path / "venv")
     # the control: the venv has no pip of its own to run
     assert subprocess.run([str(python), "-m", "pip", "--version"], capture_output=True).returncode != 0
 
     root = tmp_path / "envs"
     tool = pip_tool(root, python, uv_binary(), dict(os.environ))
-    assert tool == root / "pip-tools" / "{}.{}".format(*sys.version_info[:2]) and (tool / "pip").is_dir()
+    assert tool == root / "pip-tools" / "{}.{}".format(*sys.version_info[:2])
+    assert (tool / "pip").is_dir() and (tool / "wheel.py").is_file()
     installed = subprocess.run(
         [str(python), "-m", "pip", "install", "--disable-pip-version-check", "widgetdep"],
         env={**os.environ, "PYTHONPATH": str(tool)},
@@ -59,3 +51,90 @@ def test_pip_runs_from_its_tool_dir_into_the_venv_and_the_venv_gets_no_pip(tmp_p
         pip_tool(root, python, uv_binary(), {}) == tool and (tool / "pip").stat().st_mtime_ns == made
     )  # once
     assert pip_tool(root, python, None, {}) is None  # without uv the venv's own pip serves (brought up first)
+
+
+def _venv(venv: Path) -> tuple[Path, Path]:
+    """A venv without pip: its interpreter and its site-packages."""
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
+    python = venv / "bin" / "python"
+    site = subprocess.run(
+        [str(python), "-c", "import sysconfig; print(sysconfig.get_path('purelib'))"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
+    return python, Path(site)
+
+
+def _pip(python: Path, tool: Path, *args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [str(python), "-m", "pip", "install", "--disable-pip-version-check", *args],
+        env={**os.environ, "PYTHONPATH": str(tool)},
+        capture_output=True,
+        text=True,
+        check=False,
+        cwd=cwd,
+    )
+
+
+@pytest.mark.skipif(
+    not list((Path(ensurepip.__file__).parent / "_bundled").glob("setuptools-*.whl")),
+    reason="this Python bundles no setuptools wheel",
+)
+def test_a_project_without_pyproject_is_installed_editable_in_its_venv_as_the_images_pip_did(tmp_path, index):
+    """astropy 3.1: setup.py imports ``astropy_helpers``, installed in the venv beforehand; the project has no
+    pyproject.toml. The images' conda pip had ``wheel`` beside it and ran ``setup.py develop`` in the env. A pip
+    without ``wheel`` builds in an isolated env instead (today's setuptools, from the index: there, none), where
+    the helpers are not: the control, with the same pip minus ``wheel``."""
+    bundled = Path(ensurepip.__file__).parent / "_bundled"
+    pip_wheel = index.root / next(bundled.glob("pip-*.whl")).name
+    pip_wheel.parent.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(next(bundled.glob("pip-*.whl")), pip_wheel)
+    index.serve("pip", pip_wheel, "2023-07-15T00:00:00Z")
+    index.add("wheel", "0.43.0", "2024-03-01T00:00:00Z")
+    index.add("helpers", "3.1.1", "2019-01-01T00:00:00Z")  # the analogue of astropy-helpers
+    python, site = _venv(tmp_path / "venv")
+    tool = pip_tool(tmp_path / "envs", python, uv_binary(), dict(os.environ))
+    assert tool is not None
+    # the venv as the version's packages left it: setuptools and the helpers, not from any build env
+    assert _pip(python, tool, "--no-index", str(next(bundled.glob("setuptools-*.whl")))).returncode == 0
+    assert _pip(python, tool, "helpers==3.1.1").returncode == 0
+    project = tmp_path / "proj"
+    (project / "proj").mkdir(parents=True)
+    (project / "proj" / "__init__.py").write_text("")
+    (project / "setup.py").write_text(
+        "import helpers\nfrom setuptools import setup\n"
+        "setup(name='proj', version=helpers.VERSION, packages=['proj'])\n"
+    )
+
+    without = tmp_path / "pip-without-wheel"
+    top = str(tool)
+    shutil.copytree(
+        tool, without, ignore=lambda d, names: [n for n in names if d == top and n.startswith("wheel")]
+    )
+    control = _pip(python, without, "-e", ".", cwd=project)
+    assert control.returncode != 0 and "build dependencies" in control.stdout + control.stderr
+
+    done = _pip(python, tool, "-e", ".", cwd=project)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "setup.py develop" in done.stdout + done.stderr
+    imported = subprocess.run(
+        [str(python), "-c", "import proj; print(proj.__file__)"], capture_output=True, text=True, check=True
+    )
+    # editable: the project's own file
+    assert imported.stdout.strip() == str(project / "proj" / "__init__.py")
+    assert not (site / "pip").exists()
+
+
+def test_a_tool_dir_an_earlier_swe_rl_made_without_wheel_is_made_again(tmp_path, index):
+    bundled = next((Path(ensurepip.__file__).parent / "_bundled").glob("pip-*.whl"))
+    wheel = index.root / bundled.name
+    wheel.parent.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(bundled, wheel)
+    index.serve("pip", wheel, "2023-07-15T00:00:00Z")
+    index.add("wheel", "0.43.0", "2024-03-01T00:00:00Z")
+    python, _ = _venv(tmp_path / "venv")
+    old = tmp_path / "envs" / "pip-tools" / "{}.{}".format(*sys.version_info[:2])
+    (old / "pip").mkdir(parents=True)  # pip alone, as before
+    tool = pip_tool(tmp_path / "envs", python, uv_binary(), dict(os.environ))
+    assert tool == old and (tool / "wheel.py").is_file() and (tool / "pip" / "__init__.py").is_file()

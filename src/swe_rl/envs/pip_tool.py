@@ -7,6 +7,11 @@ no ``--no-use-pep517`` and reads no manylinux2014 wheel). Upgrading the venv's o
 last pip for the interpreter's version (``pip<25``, as the official images' conda pip was: today's) is installed
 once into ``<env cache>/pip-tools/<python version>`` and run from there on the venv's interpreter
 (``PYTHONPATH``), which installs into the venv it runs in.
+
+``wheel`` sits beside it, as it sat beside the images' pip in every conda env: pip decides by whether ``wheel`` is
+importable how to install a project without a ``pyproject.toml``. With it, an editable install runs the repo's
+``setup.py develop`` in the venv, where what the build needs is installed (astropy 3.1's ``astropy_helpers``);
+without it, pip builds in an isolated env with today's setuptools, where neither that nor ``pkg_resources`` is.
 """
 
 from __future__ import annotations
@@ -19,10 +24,12 @@ import tempfile
 from pathlib import Path
 
 PIP = "pip<25"
+WHEEL = "wheel<0.44"  # 0.43.0 (2024-03), of the build tools' date (envs/dating.py); older where the Python is
 
 
 def pip_tool(root: Path, python: Path, uv: str | None, environ: dict[str, str]) -> Path | None:
-    """The directory holding ``pip<25`` for ``python``'s version (made once, under a lock, atomically), installed
+    """The directory holding ``pip<25`` and ``wheel`` for ``python``'s version (made once, under a lock,
+    atomically; a directory an earlier swe-rl made without ``wheel`` is made again), installed
     by uv with ``environ`` (the install commands' environment: its index and cache); None where uv is missing or
     cannot install it (the caller then runs the venv's own pip)."""
     if uv is None:
@@ -37,28 +44,36 @@ def pip_tool(root: Path, python: Path, uv: str | None, environ: dict[str, str]) 
         return None
     tools = root / "pip-tools"
     final = tools / version
-    if (final / "pip").is_dir():
+    if _complete(final):
         return final
     tools.mkdir(parents=True, exist_ok=True)
     with open(tools / f"{version}.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
-        if (final / "pip").is_dir():  # another build made it while this one waited
+        if _complete(final):  # another build made it while this one waited
             return final
         work = Path(tempfile.mkdtemp(dir=tools, prefix=f".{version}."))
         try:
             made = subprocess.run(
-                [uv, "pip", "install", "--quiet", "--python", str(python), "--target", str(work), PIP],
+                [uv, "pip", "install", "--quiet", "--python", str(python), "--target", str(work), PIP, WHEEL],
                 capture_output=True,
                 text=True,
                 check=False,
                 env=environ,
             )
-            if made.returncode != 0 or not (work / "pip").is_dir():
+            if made.returncode != 0 or not _complete(work):
                 return None
+            if (
+                final.exists()
+            ):  # without wheel: set aside, not deleted under a pip that may be running from it
+                os.rename(final, Path(tempfile.mkdtemp(dir=tools, prefix=f".{version}.old.")) / "tool")
             os.rename(work, final)
         finally:
             shutil.rmtree(work, ignore_errors=True)
     return final
 
 
-__all__ = ["PIP", "pip_tool"]
+def _complete(tool: Path) -> bool:
+    return (tool / "pip").is_dir() and ((tool / "wheel").is_dir() or (tool / "wheel.py").is_file())
+
+
+__all__ = ["PIP", "WHEEL", "pip_tool"]
