@@ -63,9 +63,12 @@ _XARRAY_PINS = pins(
 
 SCIENTIFIC_SPECS: dict[str, list[tuple[str, RepoSpec]]] = {
     "astropy/astropy": [
+        # the helpers release is the one the astropy_helpers submodule of the version's environment setup
+        # commit points at: 3.1's rows were made on the way to 4.0, and their setup commit (2e89d07) has
+        # astropy-helpers v3.2.2 (3.1.1 has no ``setup_helpers.setup``, which their setup.py imports)
         *(
             (version, spec(_ASTROPY, python="3.9", packages=(*_ASTROPY_PINS, f"astropy-helpers=={helpers}")))
-            for version, helpers in (("3.0", "3.0.2"), ("3.1", "3.1.1"), ("3.2", "3.2.2"))
+            for version, helpers in (("3.0", "3.0.2"), ("3.1", "3.2.2"), ("3.2", "3.2.2"))
         ),
         (
             "4.1 4.2 4.3 5.0 5.1 5.2",
