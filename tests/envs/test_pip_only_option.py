@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from tests.envs.helpers import make_repo, widget_task
+from tests.envs.helpers import git, make_repo, widget_task
 
 from swe_rl.envs.cache import EnvCache
 from swe_rl.envs.install_tools import uv_binary
@@ -52,3 +52,57 @@ def test_an_option_only_pip_has_sends_the_command_to_pip(tmp_path, index):
     ]
     assert "uv has no --no-use-pep517" in log
     assert "widgetdep==1.0" in (env.venv / LOCK_NAME).read_text().split()
+
+
+SETUP_PY = """from setuptools import setup
+setup(name="widget", version="0.1", py_modules=["widget"], extras_require={"test": ["gadget"]})
+"""
+# setuptools 65 (this Python's bundled one, from the index) installs it by `setup.py develop`; a newer one hands
+# that to pip with build isolation, which needs an index with setuptools
+OWN_COMMAND = (
+    "python -m pip install setuptools==65.5.0 && python -m pip install --no-use-pep517 -e .[test] "
+    "&& python -m pip install --no-use-pep517 widgetdep"
+)
+
+
+@pytest.mark.skipif(
+    not list((Path(ensurepip.__file__).parent / "_bundled").glob("setuptools-65.5.0-*.whl")),
+    reason="this Python bundles no setuptools 65.5.0",
+)
+@pytest.mark.parametrize("dated", [True, False])
+def test_what_pip_runs_takes_its_dependencies_as_of_the_task_date(tmp_path, index, dated):
+    """pip knows no date: run plainly it brings today's releases of what the command needs (astropy 3.1's
+    ``.[test]`` took matplotlib 3.9 into a 2019 env). On a dated build pip installs with ``--no-deps`` and the
+    requirements still missing, the repo's own with the extras the command asks (``.[test]``) and those of
+    what pip installed, are taken as of the date. The control: the same build undated takes today's."""
+    bundled = Path(ensurepip.__file__).parent / "_bundled"
+    index.root.mkdir(parents=True, exist_ok=True)
+    for name, dist in (
+        ("pip", next(bundled.glob("pip-*.whl"))),
+        ("setuptools", bundled / "setuptools-65.5.0-py3-none-any.whl"),
+    ):
+        shutil.copyfile(dist, index.root / dist.name)
+        index.serve(name, index.root / dist.name, "2022-10-01T00:00:00Z")
+    index.add("wheel", "0.40.0", "2020-01-01T00:00:00Z")
+    index.add("widgetdep", "1.0", "2020-01-01T00:00:00Z", requires=("sprocket",))
+    for name in ("gadget", "sprocket"):
+        index.add(name, "1.0", "2020-06-01T00:00:00Z")
+        index.add(name, "2.0", "2025-06-01T00:00:00Z")
+    mirrors = tmp_path / "mirrors"
+    repo = mirrors / "acme" / "widget"
+    make_repo(mirrors)
+    (repo / "setup.py").write_text(SETUP_PY)
+    git(repo, "add", "-A")
+    git(repo, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "-m", "setup.py")
+    task = widget_task(git(repo, "rev-parse", "HEAD"), install=OWN_COMMAND, created_at="2023-01-01T00:00:00Z")
+    cache = EnvCache(tmp_path / "envs", repo_cache=mirrors, options=InstallOptions(as_of_date=dated))
+    env = cache.ensure(task)
+    assert env.venv is not None
+    lock = (env.venv / LOCK_NAME).read_text().split()
+    log = (env.venv / "swe-rl-install.log").read_text()
+    assert "uv has no --no-use-pep517" in log and "widgetdep==1.0" in lock
+    if dated:
+        assert "gadget==1.0" in lock and "sprocket==1.0" in lock, log
+        assert "left out of" in log
+    else:  # the control: pip took today's
+        assert "gadget==2.0" in lock and "sprocket==2.0" in lock, log

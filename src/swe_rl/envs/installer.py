@@ -34,6 +34,7 @@ from swe_rl.envs.install_tools import (
     run_bounded,
 )
 from swe_rl.envs.lock import DATED_BUILD_TOOLS, FALLBACK, LOCK_NAME, READ_AT_BASE, SKIPPED, pinned
+from swe_rl.envs.pip_fallback import missing_requirements, pip_command, requested_extras
 from swe_rl.envs.pip_tool import PIP, pip_tool
 from swe_rl.envs.recipe import EnvRecipe, Installer
 from swe_rl.envs.remedies import (
@@ -97,6 +98,7 @@ class InstallRun:
         self.probe_said = ""  # what the probe said when it stopped the last run
         self.from_source: set[str] = set()  # dependencies the probe lets build from their sdists
         self._pip_tool: Path | None = None  # the pip tool's directory (envs/pip_tool.py), once found
+        self._taking_missing = False  # installing what pip was told not to (envs/pip_fallback.py)
         self.build_environ: dict[str, str] = {}  # what the repo's build reads (swe_rl.envs.build_settings)
         self.settings_notes: list[str] = []  # the lock's lines on it (the version given to the build)
         self.import_failures: list[ImportFailure] = []  # after the build (swe_rl.envs.import_check)
@@ -155,20 +157,19 @@ class InstallRun:
             # each remedy applies once (per package, or once for the build tools), so this ends
             code, output = self._run(command, self.install_command())
             said += output
-        no_pep660 = NO_PEP660.search(output) is not None
+        no_pep660, no_deps = NO_PEP660.search(output) is not None, False
         pip_only = PIP_ONLY_OPTION.search(output)
         if code != 0 and self.kind == "uv" and (no_pep660 or pip_only or LOCAL_BUILD_FAILED.search(output)):
-            # the repo itself: the official harness installed it with pip, whose build isolation takes today's
-            # build tools, all of one time (uv's build envs follow the date, where setuptools-scm 6 met a
-            # setuptools without pkg_resources). Not for dependencies: pip knows no date, and would bring
-            # today's releases beside the dated ones (matplotlib without register_cmap under a 2022 seaborn)
+            # the repo itself, as the official harness's pip built it (uv's build envs follow the date, where
+            # setuptools-scm 6 met a setuptools without pkg_resources); its dependencies stay dated (_take_missing)
             self.dated_build_tools = dated_before  # the retry with the task date's did not help
             why = "the build backend has no build_editable" if no_pep660 else "a build failed"
             why = f"uv has no {pip_only[1]}" if pip_only else why
             self._note(f"swe-rl: uv cannot build `{command}` ({why}); pip runs it")
             self.fallbacks.append(command)
             self.probing = False
-            code, output = self._run(command, self._pip_command())
+            no_deps = "--no-deps" in (pip := self._pip_command())
+            code, output = self._run(command, pip)
         if code != 0:
             tail = self.log.read_text(errors="replace")[-3000:]
             raise EnvBuildError(
@@ -177,6 +178,8 @@ class InstallRun:
         if self.dated_build_tools:
             self.dated_commands.append(command)
         self.dated_build_tools = False
+        if no_deps:
+            self._take_missing(command)
 
     def _remedied(self, output: str, command: str) -> bool:
         """Change the resolution for what a failed uv install says, if anything: True when retrying may help.
@@ -300,22 +303,23 @@ class InstallRun:
         )
 
     def _pip_command(self) -> str:
-        """pip on the venv's interpreter, held to what is installed already (pip cannot resolve as of a date): the
-        last pip for the venv's Python (3.6's bundled 18.1 knows no ``--no-use-pep517``), as the official images'
-        conda pip was, run from outside the venv (envs/pip_tool.py); without uv, the venv's own (brought up to it
-        before the first install, :meth:`build`)."""
+        """pip on the venv's interpreter, held to what is installed, from the pip tool (envs/pip_tool.py); on a
+        dated build with ``--no-deps``, :meth:`_take_missing` after it (envs/pip_fallback.py)."""
         python = self.venv / "bin" / "python"
         tool = self._pip_tool = self._pip_tool or pip_tool(self.cache.parent, python, self.uv, self.environ())
-        held = self.venv / "swe-rl-pip-constraints.txt"
-        # not the repo's own distribution: a copy of it from the index (matplotlib 3.6.1, which mpl-sphinx-theme
-        # pulled in) would hold the editable install to that version
-        own = norm(project_name(self.testbed))
-        held.write_text("".join(f"{p}\n" for p in pinned(self.freeze()) if norm(p.split("==")[0]) != own))
-        head = ["-m", "pip", "install", "--disable-pip-version-check", "-c", str(held)]
-        if self.constraints.is_file():
-            head += ["-c", str(self.constraints)]
-        prefix = f"PYTHONPATH={shlex.quote(str(tool))} " if tool else ""
-        return prefix + " ".join(shlex.quote(str(p)) for p in [python, *head])
+        held, own = self.venv / "swe-rl-pip-constraints.txt", project_name(self.testbed)
+        dated = bool(self.recipe.exclude_newer) and not self._taking_missing
+        return pip_command(python, tool, held, self.freeze(), own, self.constraints, no_deps=dated)
+
+    def _take_missing(self, command: str) -> None:
+        """What pip left out of ``command`` (``--no-deps``), installed as of the date."""
+        extras, python = requested_extras(command), self.venv / "bin" / "python"
+        missing = missing_requirements(python, self._pip_tool, self.testbed, extras, self.environ())
+        self._note(f"swe-rl: the requirements pip left out of `{command}` (None: unreadable): {missing}")
+        if missing:  # pip's fallback, if uv cannot, takes dependencies itself; a failure ends the build
+            self._taking_missing = True
+            self.run("python -m pip install " + " ".join(shlex.quote(r) for r in missing))
+            self._taking_missing = False
 
     def _note(self, line: str) -> None:
         with self.log.open("a") as out:
