@@ -21,9 +21,20 @@ group() {  # group NAME ENV...: bench/learning_heldback.sh in a process group of
   setsid env "$@" bash bench/learning_heldback.sh >> "$OUT/$name.log" 2>&1 &
   echo $!
 }
-say "sft"; pid=$(group sft STAGES=sft); 
+stop() {  # stop PID...: each group TERMed, then waited for by polling (started inside $(...), they are not
+  # this shell's children, so `wait` returns at once), KILLed after 20 s
+  local p t
+  for p in "$@"; do kill -TERM -- -"$p" 2>/dev/null; done
+  for t in $(seq 1 20); do
+    alive=0; for p in "$@"; do kill -0 "$p" 2>/dev/null && alive=1; done
+    [ $alive = 1 ] || return 0
+    sleep 1
+  done
+  for p in "$@"; do kill -KILL -- -"$p" 2>/dev/null; done
+}
+say "sft"; pid=$(group sft STAGES=sft)
 while kill -0 "$pid" 2>/dev/null && [ "$(left)" -gt 0 ]; do sleep 2; done
-kill -TERM -- -"$pid" 2>/dev/null; wait "$pid" 2>/dev/null
+stop "$pid"
 [ -d "$W/sft/final" ] || { say "no warm start"; tail -20 "$OUT/sft.log"; exit 4; }
 say "before + three GRPO seeds side by side"
 pids=("$(group before STAGES=before J=16)")
@@ -33,10 +44,9 @@ while [ "$(left)" -gt 0 ]; do
   [ $alive = 1 ] || break
   sleep 5
 done
-for p in "${pids[@]}"; do kill -TERM -- -"$p" 2>/dev/null; done
-wait 2>/dev/null
+stop "${pids[@]}"
 if [ "$(left)" -gt 60 ]; then say "probe"; pid=$(group probe STAGES=probe J=16)
-  while kill -0 "$pid" 2>/dev/null && [ "$(left)" -gt 0 ]; do sleep 2; done; kill -TERM -- -"$pid" 2>/dev/null; wait
+  while kill -0 "$pid" 2>/dev/null && [ "$(left)" -gt 0 ]; do sleep 2; done; stop "$pid"
 fi
 say "report"; STAGES=none bash bench/learning_heldback.sh > "$OUT/report.log" 2>&1; tail -40 "$OUT/report.log"
 tar -czf "$OUT/hb.tgz" -C "$W" --exclude='final' --exclude='checkpoint-*' --exclude='*.safetensors' --exclude='*.pt' --exclude='*.bin' .
