@@ -303,8 +303,7 @@ class InstallRun:
         )
 
     def _pip_command(self) -> str:
-        """pip on the venv's interpreter, held to what is installed, from the pip tool (envs/pip_tool.py); on a
-        dated build with ``--no-deps``, :meth:`_take_missing` after it (envs/pip_fallback.py)."""
+        """pip from the pip tool (envs/pip_tool.py), held to the venv; dated: ``--no-deps`` (envs/pip_fallback.py)."""
         python = self.venv / "bin" / "python"
         tool = self._pip_tool = self._pip_tool or pip_tool(self.cache.parent, python, self.uv, self.environ())
         held, own = self.venv / "swe-rl-pip-constraints.txt", project_name(self.testbed)
@@ -312,14 +311,17 @@ class InstallRun:
         return pip_command(python, tool, held, self.freeze(), own, self.constraints, no_deps=dated)
 
     def _take_missing(self, command: str) -> None:
-        """What pip left out of ``command`` (``--no-deps``), installed as of the date."""
+        """What pip left out of ``command`` (``--no-deps``), installed as of the date; where that cannot be read,
+        pip runs the command again and takes them itself, as before."""
         extras, python = requested_extras(command), self.venv / "bin" / "python"
         missing = missing_requirements(python, self._pip_tool, self.testbed, extras, self.environ())
         self._note(f"swe-rl: the requirements pip left out of `{command}` (None: unreadable): {missing}")
-        if missing:  # pip's fallback, if uv cannot, takes dependencies itself; a failure ends the build
-            self._taking_missing = True
+        self._taking_missing = True  # pip's fallback, where uv cannot, takes dependencies itself
+        if missing is None and self._run(command, self._pip_command())[0] != 0:
+            raise EnvBuildError(f"install command exited non-zero (log {self.log})")
+        if missing:
             self.run("python -m pip install " + " ".join(shlex.quote(r) for r in missing))
-            self._taking_missing = False
+        self._taking_missing = False
 
     def _note(self, line: str) -> None:
         with self.log.open("a") as out:
