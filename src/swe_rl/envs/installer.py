@@ -143,8 +143,7 @@ class InstallRun:
 
         A failure is retried while :meth:`_remedied` changes the resolution. When uv still cannot build the repo
         itself (a build backend without PEP 660, e.g. astroid's ``setuptools~=62.6``, or any other build error of
-        the local project), pip runs the command, as the official images' pip did.
-        """
+        the local project), pip runs the command, as the official images' pip did."""
         dated_before = self.dated_build_tools
         self._tried_dated = self.dated_build_tools  # the task date's build tools, tried for this command
         self._failed_with_2024 = ""  # what 2024's build tools gave before those were tried
@@ -311,8 +310,7 @@ class InstallRun:
         return pip_command(python, tool, held, self.freeze(), own, self.constraints, no_deps=dated)
 
     def _take_missing(self, command: str) -> None:
-        """What pip left out of ``command`` (``--no-deps``), installed as of the date; where that cannot be read,
-        pip runs the command again and takes them itself, as before."""
+        """What pip left out of ``command`` (``--no-deps``), as of the date; if unreadable, pip's own, as before."""
         extras, python = requested_extras(command), self.venv / "bin" / "python"
         missing = missing_requirements(python, self._pip_tool, self.testbed, extras, self.environ())
         self._note(f"swe-rl: the requirements pip left out of `{command}` (None: unreadable): {missing}")
