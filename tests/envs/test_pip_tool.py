@@ -21,12 +21,7 @@ pytestmark = pytest.mark.skipif(uv_binary() is None, reason="uv is not installed
 
 
 def test_pip_runs_from_its_tool_dir_into_the_venv_and_the_venv_gets_no_pip(tmp_path, index):
-    bundled = next((Path(ensurepip.__file__).parent / "_bundled").glob("pip-*.whl"))
-    wheel = index.root / bundled.name
-    wheel.parent.mkdir(parents=True, exist_ok=True)
-    shutil.copyfile(bundled, wheel)
-    index.serve("pip", wheel, "2023-07-15T00:00:00Z")
-    index.add("wheel", "0.43.0", "2024-03-01T00:00:00Z")
+    _serve_the_tool(index)
     index.add("widgetdep", "1.0", "2020-01-01T00:00:00Z")
     python, site = _venv(tmp_path / "venv")
     # the control: the venv has no pip of its own to run
@@ -51,6 +46,16 @@ def test_pip_runs_from_its_tool_dir_into_the_venv_and_the_venv_gets_no_pip(tmp_p
         pip_tool(root, python, uv_binary(), {}) == tool and (tool / "pip").stat().st_mtime_ns == made
     )  # once
     assert pip_tool(root, python, None, {}) is None  # without uv the venv's own pip serves (brought up first)
+
+
+def _serve_the_tool(index) -> None:
+    """The pip this Python bundles and a ``wheel`` module, on the loopback index: what the pip tool installs."""
+    bundled = next((Path(ensurepip.__file__).parent / "_bundled").glob("pip-*.whl"))
+    wheel = index.root / bundled.name
+    wheel.parent.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(bundled, wheel)
+    index.serve("pip", wheel, "2023-07-15T00:00:00Z")
+    index.add("wheel", "0.43.0", "2024-03-01T00:00:00Z")
 
 
 def _venv(venv: Path) -> tuple[Path, Path]:
@@ -87,11 +92,7 @@ def test_a_project_without_pyproject_is_installed_editable_in_its_venv_as_the_im
     without ``wheel`` builds in an isolated env instead (today's setuptools, from the index: there, none), where
     the helpers are not: the control, with the same pip minus ``wheel``."""
     bundled = Path(ensurepip.__file__).parent / "_bundled"
-    pip_wheel = index.root / next(bundled.glob("pip-*.whl")).name
-    pip_wheel.parent.mkdir(parents=True, exist_ok=True)
-    shutil.copyfile(next(bundled.glob("pip-*.whl")), pip_wheel)
-    index.serve("pip", pip_wheel, "2023-07-15T00:00:00Z")
-    index.add("wheel", "0.43.0", "2024-03-01T00:00:00Z")
+    _serve_the_tool(index)
     index.add("helpers", "3.1.1", "2019-01-01T00:00:00Z")  # the analogue of astropy-helpers
     python, site = _venv(tmp_path / "venv")
     tool = pip_tool(tmp_path / "envs", python, uv_binary(), dict(os.environ))
@@ -127,12 +128,7 @@ def test_a_project_without_pyproject_is_installed_editable_in_its_venv_as_the_im
 
 
 def test_a_tool_dir_an_earlier_swe_rl_made_without_wheel_is_made_again(tmp_path, index):
-    bundled = next((Path(ensurepip.__file__).parent / "_bundled").glob("pip-*.whl"))
-    wheel = index.root / bundled.name
-    wheel.parent.mkdir(parents=True, exist_ok=True)
-    shutil.copyfile(bundled, wheel)
-    index.serve("pip", wheel, "2023-07-15T00:00:00Z")
-    index.add("wheel", "0.43.0", "2024-03-01T00:00:00Z")
+    _serve_the_tool(index)
     python, _ = _venv(tmp_path / "venv")
     old = tmp_path / "envs" / "pip-tools" / "{}.{}".format(*sys.version_info[:2])
     (old / "pip").mkdir(parents=True)  # pip alone, as before
