@@ -25,3 +25,17 @@ PYTHONPATH=/work/run39/src exec /work/main/.venv/bin/python -c "from swe_rl.cli.
 # 2026-11-28 (third session): the whole run resumed at 8a7adfb (nice 15 beside a training run), stopped with SIGTERM after
 # 35 more; then the same gc, `uv cache prune --ci` (download caches), and the disk measured again (EnvCache.disk_usage)
 # then resumed at 1d4b258 alone on the machine for 20 minutes (65 more), stopped with SIGTERM, gc and disk again
+# 2026-11-28 (fourth session): a new machine; the earlier env cache was gone, the report (this file's json) was not.
+# Mirrors fetched again (the same forks; astropy/astropy-helpers added), host packages first:
+#   apt-get install libeccodes0 graphviz libfreetype-dev libqhull-dev autoconf automake libtool make pkg-config
+#   (ghostscript only after three matplotlib 3.4 builds had failed for want of `gs`: retried by the next run)
+# The report copied to /work/cache39/verified-report.json, then the instances it did not hold (245) and its 5
+# failed ones, from a cold cache, added to it with --instance (the ids in /work/cache39/todo.txt, date order):
+#   env build --tasks verified-9fa5614.parquet --repo-cache repos --cache-dir /work/cache39/envs --validate -b ns \
+#     -j 2 --report /work/cache39/verified-report.json -i <each id of todo.txt>
+# restarted at 9ad21ea, 602b6a2 and 964965f (each a fix of the day; stopped with SIGTERM, resumed by the same
+# command); stopped for good after 150 of the last 206. astropy 8707 and 8872 built again into their own report
+# after the fix of pip's fallback (their envs and locks from the undated fallback removed first), and merged:
+#   env build ... -i astropy__astropy-8707 -i astropy__astropy-8872 --validate -b ns -j 1 --report /work/as39/report.json
+#   python bench/verified_merge.py /work/cache39/verified-report.json /work/as39/report.json
+# then `env gc --keep-report` and the disk measured again (EnvCache.disk_usage): this machine's cache only
