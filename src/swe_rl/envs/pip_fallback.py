@@ -36,6 +36,8 @@ testbed, extras = os.path.realpath(sys.argv[1]), set(json.loads(sys.argv[2]))
 
 
 def inside(where):  # setup.py develop: the project's metadata is in the repo
+    if not where:  # (realpath("") is the working directory)
+        return False
     where = os.path.realpath(where)
     return where == testbed or where.startswith(testbed + os.sep)
 

@@ -24,7 +24,7 @@ import tempfile
 from pathlib import Path
 
 PIP = "pip<25"
-WHEEL = "wheel<0.44"  # 0.43.0 (2024-03), of the build tools' date (envs/dating.py); older where the Python is
+WHEEL = "wheel<0.44"  # 0.43.0 (2024-03), of the build tools' date (envs/dating.py); 3.6/3.7 get an older one
 
 
 def pip_tool(root: Path, python: Path, uv: str | None, environ: dict[str, str]) -> Path | None:
@@ -62,9 +62,8 @@ def pip_tool(root: Path, python: Path, uv: str | None, environ: dict[str, str]) 
             )
             if made.returncode != 0 or not _complete(work):
                 return None
-            if (
-                final.exists()
-            ):  # without wheel: set aside, not deleted under a pip that may be running from it
+            # one made without wheel: set aside, not deleted under a pip that may be running from it
+            if final.exists():
                 os.rename(final, Path(tempfile.mkdtemp(dir=tools, prefix=f".{version}.old.")) / "tool")
             os.rename(work, final)
         finally:
