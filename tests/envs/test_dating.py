@@ -89,6 +89,7 @@ def test_a_dependency_no_release_of_which_is_as_old_as_the_date_is_widened(tmp_p
             "reason": "no release as old as the date survives",
             "as_of": "",
             "release": "",
+            "replaces": "",
         }
     ]
     lock = (venv / LOCK_NAME).read_text().splitlines()
@@ -355,6 +356,7 @@ def test_a_dependency_whose_dated_sdist_cannot_compile_here_is_widened(tmp_path,
             "reason": "the dated sdist does not build here (no swe_rl_absent/lib.h)",
             "as_of": "",
             "release": "",
+            "replaces": "",
         }
     ]
     assert widened_in((venv / LOCK_NAME).read_text().splitlines()) == ["cpkg"]
@@ -636,6 +638,7 @@ def test_a_dependency_whose_dated_release_does_not_build_here_is_widened_after_t
             "reason": "the dated release does not build here",
             "as_of": "",
             "release": "",
+            "replaces": "",
         }
     ]
     log = (venv / "swe-rl-install.log").read_text()

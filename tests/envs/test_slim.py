@@ -4,6 +4,7 @@ directory they were built in, so the same module built for two instances is shar
 from __future__ import annotations
 
 import ctypes
+import errno
 import os
 import shutil
 import subprocess
@@ -82,3 +83,38 @@ def test_a_tracked_object_file_and_module_stay_as_committed(tmp_path):
     assert slim_build_output(root) == 0
     assert (root / MODULE).read_bytes() == module
     assert (root / "build" / "temp.linux-x86_64-3.11" / "pkg" / "_fast.o").is_file()
+
+
+def _plain_testbed(root: Path, files: dict[str, str]) -> Path:
+    root.mkdir()
+    for name, text in files.items():
+        (root / name).write_text(text)
+    git(["init", "-q"], root)
+    git(["add", "-A"], root)
+    git(["-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "base"], root)
+    return root
+
+
+def test_a_content_linked_as_often_as_the_filesystem_allows_gets_a_new_copy(tmp_path):
+    """The whole Verified run died on django: the store's copy of one content had 65,000 links (ext4's limit),
+    and the next testbed's link to it failed with EMLINK. Now that file becomes the store's copy; empty files
+    (most of those links) are not linked at all."""
+    files = {"same.txt": "shared content\n", "empty.py": ""}
+    store = tmp_path / "files"
+    share_files(store, _plain_testbed(tmp_path / "a", files))
+    (kept,) = [p for p in store.rglob("*") if p.is_file() and p.stat().st_size]
+    filler = tmp_path / "filler"
+    filler.mkdir()
+    try:  # the control: the filesystem's limit, reached
+        for n in range(100_000):
+            os.link(kept, filler / str(n))
+        pytest.skip("this filesystem allows over 100,000 links to one file: no limit to reach")
+    except OSError as exc:
+        assert exc.errno == errno.EMLINK
+    b = share_files(store, _plain_testbed(tmp_path / "b", files)) and tmp_path / "b"
+    c = share_files(store, _plain_testbed(tmp_path / "c", files)) and tmp_path / "c"
+    assert (b / "same.txt").read_text() == "shared content\n"
+    assert os.stat(b / "same.txt").st_ino == os.stat(c / "same.txt").st_ino == os.stat(kept).st_ino
+    assert os.stat(kept).st_ino != os.stat(filler / "0").st_ino  # a new copy; the links made keep the old
+    assert all(os.stat(t / "empty.py").st_nlink == 1 for t in (tmp_path / "a", b, c))
+    assert git(["status", "--porcelain"], c) == ""

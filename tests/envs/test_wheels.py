@@ -98,6 +98,7 @@ def test_a_dependency_that_would_be_compiled_is_widened_to_its_first_release_wit
             "reason": f"no {tag} wheel as of the date; earliest with one: 1.2",
             "as_of": "2021-03-01T12:00:01Z",
             "release": "",
+            "replaces": "",
         }
     ]
     assert widened_in((venv / LOCK_NAME).read_text().splitlines()) == ["cext"]

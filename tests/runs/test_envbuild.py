@@ -59,6 +59,25 @@ def test_dataset_build_reports_the_broken_record_and_resumes(tmp_path, tasks):
     assert bad.returncode == 2 and "not an `swe-rl env build` report" in bad.stderr
 
 
+def test_an_os_error_in_one_build_fails_that_instance_and_the_run_goes_on(tmp_path, tasks):
+    """The whole Verified run once died on one testbed's OSError (EMLINK: a file linked 65,000 times), and the
+    builds after it never ran. Here every build meets a real one: the cache's records directory is a file, so
+    making it fails (FileExistsError). Each instance is a failed entry, to retry on a rerun."""
+    dataset = [tasks[0], tasks[4]]
+    root = tmp_path / "envs"
+    root.mkdir()
+    (root / "records").write_text("not a directory\n")
+    report_path = tmp_path / "report.json"
+    report = asyncio.run(build_dataset(dataset, EnvCache(root), jobs=2, report_path=report_path, quiet=True))
+    for task in dataset:
+        entry = report.entries[task.instance_id]
+        assert entry.status == "failed" and (entry.reason or "").startswith("FileExistsError"), entry
+    assert BuildReport.load(report_path) == report
+    (root / "records").unlink()  # the fault mended: the rerun builds them
+    again = asyncio.run(build_dataset(dataset, EnvCache(root), jobs=2, report_path=report_path, quiet=True))
+    assert {e.status for e in again.entries.values()} == {"built"}
+
+
 def _prepare(source: Path, out: Path, valid_only: Path) -> subprocess.CompletedProcess[str]:
     """`swe-rl data prepare -s SOURCE -o OUT --valid-only VALID_ONLY`, as a user runs it."""
     argv = ["data", "prepare", "-s", str(source), "-o", str(out), "--valid-only", str(valid_only)]

@@ -46,6 +46,7 @@ PYTEST_RA_AS_OF = "2019-06-04T00:00:00Z"
 
 WIDENED = "# swe-rl: widened "
 BOUNDED = "# swe-rl: bounded "
+REPLACED = "# swe-rl: pin replaced "  # numpy==1.19.2 by 1.19.3 (...)
 
 
 class Widening(BaseModel):
@@ -66,11 +67,18 @@ class Widening(BaseModel):
         description="The release it must be (a next release taken for one that fails at import): installed as "
         "such where the venv already has another (an instance's clone of its version's venv).",
     )
+    replaces: str = Field(
+        default="",
+        description="The exact pin it replaces (numpy==1.19.2), '' for none: ``package==release`` is installed "
+        "over the pin (uv's --override).",
+    )
 
     def detail(self) -> str:
         return f"(needed by {self.needed_by}; {self.reason})"
 
     def lock_line(self) -> str:
+        if self.replaces:
+            return f"{REPLACED}{self.replaces} by {self.release} {self.detail()}"
         return f"{WIDENED}{self.package} {self.detail()}"
 
 
@@ -93,6 +101,18 @@ class WheelRelease(NamedTuple):
 def widened_in(lock: list[str]) -> list[str]:
     """Package names a lock records as widened."""
     return [line[len(WIDENED) :].split()[0] for line in lock if line.startswith(WIDENED)]
+
+
+def widenings_in(lock: list[str], needed_by: str) -> list[Widening]:
+    """The widenings a lock records, as a build under it applies them again (``needed_by`` says where they come
+    from): a widened package exempt from the date, a replaced pin installed over the pin again."""
+    found = [Widening(package=name, needed_by=needed_by) for name in widened_in(lock)]
+    for line in lock:
+        if line.startswith(REPLACED) and len(words := line[len(REPLACED) :].split()) >= 3:
+            pin, release = words[0], words[2]
+            name = pin.partition("==")[0]
+            found.append(Widening(package=name, needed_by=needed_by, release=release, replaces=pin))
+    return found
 
 
 class Resolver:
@@ -139,11 +159,13 @@ class Resolver:
                     self._newest[name] = alone.get(name) if alone else None
         return {n: self._newest[n] for n in names}
 
-    def first_wheel(self, name: str, after: str) -> WheelRelease | None:
-        """The earliest release of ``name`` after version ``after`` (any, with ''), on today's index, that has a wheel for this
-        Python (None: none has). uv matches the tags and reports the files (its pylock.toml output)."""
+    def first_wheel(self, name: str, after: str, below: str = "") -> WheelRelease | None:
+        """The earliest release of ``name`` after version ``after`` (any, with '') and before ``below`` (any, with
+        ''), on today's index, that has a wheel for this Python (None: none has). uv matches the tags and reports
+        the files (its pylock.toml output)."""
         extra = ["--only-binary", name, "--resolution", "lowest"]
-        for package in self._pylock(f"{name}>{after}" if after else name, extra):
+        bounds = [f">{after}" if after else "", f"<{below}" if below else ""]
+        for package in self._pylock(name + ",".join(b for b in bounds if b), extra):
             wheels = package.get("wheels", [])
             if norm(str(package.get("name", ""))) != norm(name) or not wheels:
                 continue

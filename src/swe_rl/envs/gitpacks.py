@@ -23,6 +23,7 @@ theirs would then contain its future (``env build`` builds each repository's ins
 from __future__ import annotations
 
 import contextlib
+import errno
 import hashlib
 import os
 import shutil
@@ -143,8 +144,8 @@ def share_files(store: Path, testbed: Path) -> int:
 
 def _share_one(store: Path, path: Path) -> int:
     st = os.lstat(path)
-    if not stat.S_ISREG(st.st_mode) or st.st_nlink > 1:
-        return 0
+    if not stat.S_ISREG(st.st_mode) or st.st_nlink > 1 or st.st_size == 0:
+        return 0  # an empty file: a link saves no block (and django's thousands of them would fill one inode)
     digest = hashlib.sha256()
     with path.open("rb") as fh:
         while chunk := fh.read(1 << 20):
@@ -158,7 +159,19 @@ def _share_one(store: Path, path: Path) -> int:
             os.link(path, kept)  # this file is the store's copy from now on
             return 1
     temp = path.with_name(f".{path.name}.swe-rl-link")
-    os.link(kept, temp)
+    try:
+        os.link(kept, temp)
+    except OSError as exc:
+        if exc.errno != errno.EMLINK:
+            raise
+        # the store's copy has as many links as the filesystem allows (65,000 on ext4): this file is the
+        # store's copy from now on; the links made so far keep the old one
+        fresh = kept.with_name(f".{kept.name}.{os.getpid()}.new")
+        with contextlib.suppress(FileNotFoundError):
+            fresh.unlink()  # left by a build that was killed here
+        os.link(path, fresh)
+        os.replace(fresh, kept)
+        return 1
     os.replace(temp, path)
     return 1
 

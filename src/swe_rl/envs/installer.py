@@ -22,7 +22,7 @@ from swe_rl.envs.dating import (
     Resolver,
     Widening,
     norm,
-    widened_in,
+    widenings_in,
 )
 from swe_rl.envs.import_check import ImportFailure, failed_imports, releases_to_take
 from swe_rl.envs.install_tools import (
@@ -41,6 +41,7 @@ from swe_rl.envs.remedies import (
     after_build,
     dated_options,
     held_to_first_wheel,
+    override_options,
     probe_remedy,
     runner_floor,
     to_widen,
@@ -123,6 +124,7 @@ class InstallRun:
                 opts += ["-C", "editable_mode=compat"]
             if self.recipe.exclude_newer:
                 opts += dated_options(self.recipe, self.widened, self.build_tools_as_of(), self.pytest_floor)
+            opts += override_options(self.venv / "swe-rl-overrides.txt", self.widened)
         else:
             head = [str(self.venv / "bin" / "python"), "-m", "pip", "install"]
         return " ".join(shlex.quote(p) for p in [*head, *opts])
@@ -346,11 +348,7 @@ class InstallRun:
         for line in said:
             self._note(line)
         known = {w.package for w in self.widened}
-        self.widened += [
-            Widening(package=name, needed_by="the lock")
-            for name in widened_in(lock or [])
-            if name not in known
-        ]
+        self.widened += [w for w in widenings_in(lock or [], "the lock") if w.package not in known]
         lines = [*recipe.constraints, *(pinned(lock) if lock else []), *self._runner_floor()]
         if lines:
             self.constraints.write_text("".join(f"{line}\n" for line in lines))

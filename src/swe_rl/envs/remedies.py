@@ -15,6 +15,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from packaging.version import InvalidVersion, Version
+
 from swe_rl.envs.dating import (
     BUILD_TOOLS,
     PYTEST_RA_AS_OF,
@@ -107,7 +109,8 @@ def probe_remedy(
     pvlib 0.6's numpy, pandas and scipy for Python 3.9, hours on 2 cores): when a later release has a platform
     wheel, the dependency is resolved as of the earliest such release's upload; a pure-Python package (whose
     first wheel is ``none-any``) or one with no wheel at all builds from its sdist, as before, and so does one
-    whose widening the requirements do not allow (astroid 2.5 pins ``wrapt<1.13``). A dependency the date
+    whose widening the requirements do not allow (astroid 2.5 pins ``wrapt<1.13``). An exact pin is replaced by
+    its series' first release with a platform wheel (:func:`pin_to_wheel`), or else builds. A dependency the date
     filtered out is widened as :func:`to_widen` does, and one whose dated releases uv cannot read the metadata of
     (pandas before 0.25) is taken from today's index. None when the probe says anything else: it ends for the
     command, which then runs as it would without."""
@@ -122,8 +125,10 @@ def probe_remedy(
         return ProbeRemedy(name, Widening(package=name, needed_by=f"{name}=={version}", reason=why))
     name = next((n for n in named if norm(n) not in handled), None)
     if name is not None:
-        pinned = norm(name) in {norm(n) for n in undated_packages(recipe)}
-        return ProbeRemedy(name, "pinned" if pinned else to_wheel(resolver, name, f"`{command}`"))
+        if norm(name) in {norm(n) for n in undated_packages(recipe)}:
+            pin = pinned_versions([*recipe.pip, *recipe.constraints]).get(norm(name), "")
+            return ProbeRemedy(name, pin_to_wheel(resolver, name, pin))
+        return ProbeRemedy(name, to_wheel(resolver, name, f"`{command}`"))
     if local := [n for n in SDIST_DISABLED.findall(said) if norm(n) not in handled]:
         # uv builds most editables even so, not all (astroid 2.5's setup.py): the repo itself is built anyway
         return ProbeRemedy(local[0], "the repo itself, or a requirement given as a path or URL")
@@ -162,6 +167,46 @@ def held_to_first_wheel(found: Widening, resolver: Resolver | None, exclude_newe
         return found.model_copy(update={"reason": reason, "as_of": exclude_newer})
     reason = f"{found.reason}; earliest with a {resolver.python_tag()} wheel: {release.version}"
     return found.model_copy(update={"reason": reason, "as_of": release.uploaded})
+
+
+def pin_to_wheel(resolver: Resolver, name: str, pin: str) -> Widening | str:
+    """An exact pin with no wheel for this Python: the first later release of the pin's minor series that has a
+    platform wheel, installed over the pin; or why the pin builds from its sdist (a ``str``).
+
+    scikit-learn 1.3's spec pins numpy==1.19.2 and scipy==1.5.2 for Python 3.9, which the official images get
+    from conda, built for 3.9. PyPI has no cp39 wheel of either, and numpy 1.19.2's sdist does not build here
+    (its Cython sources fail under the build's Cython). The series' next bug-fix releases, 1.19.3 and 1.5.4,
+    are the first with cp39 wheels: as near to the pin as PyPI comes. Never beyond the series, where the API
+    may change; none there, and the pin is built from its sdist as before."""
+    try:
+        release = Version(pin).release
+    except InvalidVersion:
+        return "pinned"
+    if len(release) < 2:
+        return "pinned"
+    series = f"{release[0]}.{release[1]}"
+    found = resolver.first_wheel(name, pin, below=f"{release[0]}.{release[1] + 1}")
+    if found is None or not found.compiled or not found.uploaded:
+        return f"pinned; no later release of {series} has a platform wheel for this Python"
+    tag = resolver.python_tag()
+    return Widening(
+        package=name,
+        needed_by=f"{name}=={pin}",
+        reason=f"the pinned release has no {tag} wheel; the first of {series} with one: {found.version}",
+        as_of=found.uploaded,
+        release=found.version,
+        replaces=f"{name}=={pin}",
+    )
+
+
+def override_options(path: Path, widened: list[Widening]) -> list[str]:
+    """uv's options that install each replaced pin's release over the pin (:func:`pin_to_wheel`), written to
+    the overrides file ``path``; none when no pin is replaced."""
+    lines = [f"{w.package}=={w.release}\n" for w in widened if w.replaces and w.release]
+    if not lines:
+        return []
+    path.write_text("".join(lines))
+    return ["--override", str(path)]
 
 
 def undated_packages(recipe: EnvRecipe) -> list[str]:

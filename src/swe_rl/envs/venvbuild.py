@@ -12,7 +12,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TypeVar
 
-from swe_rl.envs.dating import Widening, widened_in
+from swe_rl.envs.dating import Widening, widenings_in
 from swe_rl.envs.installer import InstallRun
 from swe_rl.envs.interpreters import provider
 from swe_rl.envs.layers import Clone, clone_venv
@@ -164,10 +164,7 @@ def _widened_by(base: Path | None) -> tuple[Widening, ...]:
     lock = base / LOCK_NAME if base is not None else None
     if lock is None or not lock.is_file():
         return ()
-    return tuple(
-        Widening(package=name, needed_by="the shared env")
-        for name in widened_in(lock.read_text().splitlines())
-    )
+    return tuple(widenings_in(lock.read_text().splitlines(), "the shared env"))
 
 
 def _description(

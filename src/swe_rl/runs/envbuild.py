@@ -150,7 +150,10 @@ async def _build_one(
     started = time.monotonic()
     try:
         env = await asyncio.to_thread(cache.ensure, task)
-    except SweRlError as exc:
+    except (
+        SweRlError,
+        OSError,
+    ) as exc:  # an OS error (a full disk, a link limit) fails this one, not the run
         return BuildEntry(
             instance_id=task.instance_id,
             repo=task.repo,
@@ -171,7 +174,7 @@ async def _build_one(
     try:
         conda_only = skipped_conda_packages(env.venv)
         checked = await validate_task(task, factory, env, timeout=timeout, conda_only=conda_only)
-    except SweRlError as exc:
+    except (SweRlError, OSError) as exc:
         seconds = round(time.monotonic() - started, 2)
         return entry.model_copy(update={"status": "error", "reason": failure_reason(exc), "seconds": seconds})
     return entry.model_copy(
