@@ -69,8 +69,8 @@ class Widening(BaseModel):
     )
     replaces: str = Field(
         default="",
-        description="The exact pin it replaces (numpy==1.19.2), '' for none: ``package==release`` is installed "
-        "over the pin (uv's --override).",
+        description="The exact pin it replaces (numpy==1.19.2), '' for none: the install commands name "
+        "``package==release`` in its place.",
     )
 
     def detail(self) -> str:
@@ -111,7 +111,10 @@ def widenings_in(lock: list[str], needed_by: str) -> list[Widening]:
         if line.startswith(REPLACED) and len(words := line[len(REPLACED) :].split()) >= 3:
             pin, release = words[0], words[2]
             name = pin.partition("==")[0]
-            found.append(Widening(package=name, needed_by=needed_by, release=release, replaces=pin))
+            why = "the pin replaced as the lock records"
+            found.append(
+                Widening(package=name, needed_by=needed_by, reason=why, release=release, replaces=pin)
+            )
     return found
 
 

@@ -41,8 +41,8 @@ from swe_rl.envs.remedies import (
     after_build,
     dated_options,
     held_to_first_wheel,
-    override_options,
     probe_remedy,
+    replace_pins,
     runner_floor,
     to_widen,
     tools_apart,
@@ -124,7 +124,6 @@ class InstallRun:
                 opts += ["-C", "editable_mode=compat"]
             if self.recipe.exclude_newer:
                 opts += dated_options(self.recipe, self.widened, self.build_tools_as_of(), self.pytest_floor)
-            opts += override_options(self.venv / "swe-rl-overrides.txt", self.widened)
         else:
             head = [str(self.venv / "bin" / "python"), "-m", "pip", "install"]
         return " ".join(shlex.quote(p) for p in [*head, *opts])
@@ -263,6 +262,7 @@ class InstallRun:
     def _run(self, command: str, install: str) -> tuple[int, str]:
         """Run ``command`` with ``install`` as its installer (and the probe before it while :attr:`probing`):
         the exit code and the output; what the probe said when it stopped the command in :attr:`probe_said`."""
+        command = replace_pins(command, self.widened)  # a pin without a wheel for this Python, as replaced
         environ = self.environ()
         environ["SWE_RL_INSTALL"] = install
         probe_log = None

@@ -177,7 +177,8 @@ def pin_to_wheel(resolver: Resolver, name: str, pin: str) -> Widening | str:
     from conda, built for 3.9. PyPI has no cp39 wheel of either, and numpy 1.19.2's sdist does not build here
     (its Cython sources fail under the build's Cython). The series' next bug-fix releases, 1.19.3 and 1.5.4,
     are the first with cp39 wheels: as near to the pin as PyPI comes. Never beyond the series, where the API
-    may change; none there, and the pin is built from its sdist as before."""
+    may change; none there, and the pin is built from its sdist as before. The commands are then run with the
+    release in the pin's place (:func:`replace_pins`)."""
     try:
         release = Version(pin).release
     except InvalidVersion:
@@ -199,14 +200,19 @@ def pin_to_wheel(resolver: Resolver, name: str, pin: str) -> Widening | str:
     )
 
 
-def override_options(path: Path, widened: list[Widening]) -> list[str]:
-    """uv's options that install each replaced pin's release over the pin (:func:`pin_to_wheel`), written to
-    the overrides file ``path``; none when no pin is replaced."""
-    lines = [f"{w.package}=={w.release}\n" for w in widened if w.replaces and w.release]
-    if not lines:
-        return []
-    path.write_text("".join(lines))
-    return ["--override", str(path)]
+def replace_pins(command: str, widened: list[Widening]) -> str:
+    """``command`` with each pin :func:`pin_to_wheel` replaced written as its release (``numpy==1.19.2`` ->
+    ``numpy==1.19.3``), in the command's own text. Not uv's ``--override``: an override also replaces what other
+    packages require of it, and scikit-learn 1.3's env then took pandas 1.5.3 (``numpy>=1.20.3``) beside numpy
+    1.19.3, which pandas refuses at import."""
+    for w in widened:
+        name, _, version = w.replaces.partition("==")
+        if not (name and version and w.release):
+            continue
+        spelled = "[-_.]+".join(re.escape(part) for part in re.split(r"[-_.]+", name))
+        pin = re.compile(rf"(?<![\w.-])({spelled})=={re.escape(version)}(?![\w.+-])", re.IGNORECASE)
+        command = pin.sub(rf"\g<1>=={w.release}", command)
+    return command
 
 
 def undated_packages(recipe: EnvRecipe) -> list[str]:
