@@ -68,6 +68,11 @@ class RepoNotFoundError(ConfigError):
         super().__init__(message)
 
 
+class SourceIncompleteError(RepoNotFoundError):
+    """The repository's source lacks objects of the commit a task needs (a snapshot that leaves out its largest
+    files): that commit cannot be checked out from it. Not the task's fault: a complete mirror builds it."""
+
+
 class MissingExtraError(ConfigError, ImportError):
     """An optional dependency is not installed; the message names the extra that provides it."""
 

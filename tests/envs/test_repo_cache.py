@@ -1,12 +1,16 @@
-"""A relative --repo-cache works: the mirror's path is made absolute before git runs elsewhere (#22)."""
+"""Testbeds from a repo cache: a relative --repo-cache works (#22); a mirror that lacks objects (a partial
+snapshot) gives what history it can, and a base it cannot check out is named as unfetchable."""
 
 from __future__ import annotations
 
 import subprocess
 from pathlib import Path
 
+import pytest
+
 from swe_rl.envs.repos import find_repo_source
 from swe_rl.envs.testbed import make_testbed
+from swe_rl.errors import RepoNotFoundError, SourceIncompleteError
 
 
 def _git(cwd, *args: str) -> str:
@@ -93,3 +97,17 @@ def test_a_mirror_missing_old_blobs_still_gives_history_and_tags(tmp_path):
     assert str(mirror) not in _git(testbed, "config", "--list")
     refetch = subprocess.run(["git", "fetch", "-q", "promisor", "v-next"], cwd=testbed, capture_output=True)
     assert refetch.returncode != 0
+
+
+def test_a_mirror_missing_a_blob_of_the_base_itself_is_unfetchable_and_says_which(tmp_path):
+    """astropy-14365: the public snapshot leaves out its largest files, one of them in the base commit's own
+    tree (astropy/utils/iers/data/eopc04.1962-now). The base cannot be checked out from it: not a failed build,
+    which a rerun would try again in vain, but an unfetchable source (RepoNotFoundError), naming the file."""
+    mirror, base, _ = _partial_mirror(tmp_path)
+    ours = _git(mirror, "rev-parse", f"{base}:data.bin")
+    make_testbed(str(mirror), base, tmp_path / "control")  # the control: with the base's own blobs, it works
+    (mirror / "objects" / ours[:2] / ours[2:]).unlink()
+    with pytest.raises(SourceIncompleteError) as err:
+        make_testbed(str(mirror), base, tmp_path / "testbed")
+    assert isinstance(err.value, RepoNotFoundError)
+    assert f"data.bin ({ours[:12]})" in str(err.value) and base[:12] in str(err.value)

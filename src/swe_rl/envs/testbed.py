@@ -17,7 +17,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from swe_rl.envs.gitpacks import PackStore, link_packs
-from swe_rl.errors import EnvBuildError, InfraError
+from swe_rl.errors import EnvBuildError, InfraError, SourceIncompleteError
 from swe_rl.gitutil import git
 
 
@@ -39,7 +39,17 @@ def make_testbed(source: str, base_commit: str, dest: Path, packs: PackStore | N
                 except InfraError:
                     _fetch(dest, source, base_commit, "--depth=1")
         git(["update-ref", "refs/heads/main", base_commit], dest)
-        git(["reset", "-q", "--hard", base_commit], dest)  # a partial clone fetches the base's blobs here
+        try:
+            git(["reset", "-q", "--hard", base_commit], dest)  # a partial clone fetches the base's blobs here
+        except InfraError:
+            if missing := _missing_files(source, base_commit, dest):
+                shown = ", ".join(missing[:5]) + (f" and {len(missing) - 5} more" if len(missing) > 5 else "")
+                raise SourceIncompleteError(
+                    f"{source} lacks {len(missing)} file(s) of {base_commit[:12]}'s own tree: {shown}; a "
+                    "snapshot that leaves out large files cannot check it out (a complete mirror can)",
+                    repo=source,
+                ) from None
+            raise
         if partial:
             _seal_promisor(dest)
         _copy_tags_before(dest, source, base_commit)
@@ -52,6 +62,26 @@ def make_testbed(source: str, base_commit: str, dest: Path, packs: PackStore | N
         raise EnvBuildError(f"cannot check out {base_commit[:12]} from {source}: {exc}") from exc
     for leftover in ("FETCH_HEAD", "ORIG_HEAD"):
         (dest / ".git" / leftover).unlink(missing_ok=True)
+
+
+def _missing_files(source: str, commit: str, dest: Path) -> list[str]:
+    """``path (blob)`` of each file of ``commit``'s tree whose blob ``source`` does not have ([] when the source
+    cannot be asked: a URL)."""
+    if not Path(source).is_dir():
+        return []
+    listing = git(["--git-dir", source, "ls-tree", "-r", commit], dest, check=False)
+    blobs = {}
+    for line in listing.splitlines():
+        meta, _, path = line.partition("\t")
+        if meta.split()[1:2] == ["blob"]:
+            blobs[meta.split()[2]] = path
+    if not blobs:
+        return []
+    found = git(
+        ["--git-dir", source, "cat-file", "--batch-check"], dest, check=False, input="\n".join(blobs) + "\n"
+    )
+    lost = [line.split()[0] for line in found.splitlines() if line.endswith(" missing")]
+    return [f"{blobs[sha]} ({sha[:12]})" for sha in lost]
 
 
 def _link_shared(packs: PackStore, commit: str, dest: Path) -> bool:
