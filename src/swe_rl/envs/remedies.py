@@ -126,7 +126,8 @@ def probe_remedy(
     name = next((n for n in named if norm(n) not in handled), None)
     if name is not None:
         if norm(name) in {norm(n) for n in undated_packages(recipe)}:
-            pin = pinned_versions([*recipe.pip, *recipe.constraints]).get(norm(name), "")
+            # the spec's own pins only: a user's constraints file is the user's word
+            pin = pinned_versions(recipe.pip).get(norm(name), "")
             return ProbeRemedy(name, pin_to_wheel(resolver, name, pin))
         return ProbeRemedy(name, to_wheel(resolver, name, f"`{command}`"))
     if local := [n for n in SDIST_DISABLED.findall(said) if norm(n) not in handled]:
@@ -171,7 +172,7 @@ def held_to_first_wheel(found: Widening, resolver: Resolver | None, exclude_newe
 
 def pin_to_wheel(resolver: Resolver, name: str, pin: str) -> Widening | str:
     """An exact pin with no wheel for this Python: the first later release of the pin's minor series that has a
-    platform wheel, installed over the pin; or why the pin builds from its sdist (a ``str``).
+    platform wheel, named in the pin's place; or why the pin builds from its sdist (a ``str``).
 
     scikit-learn 1.3's spec pins numpy==1.19.2 and scipy==1.5.2 for Python 3.9, which the official images get
     from conda, built for 3.9. PyPI has no cp39 wheel of either, and numpy 1.19.2's sdist does not build here
