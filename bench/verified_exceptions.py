@@ -32,7 +32,8 @@ def main() -> None:
         + ", ".join(f"{n} {s}" for s, n in statuses.most_common())
     )
     valid = statuses.get("valid", 0)
-    print(f"valid: {valid} of {len(entries)} built ({100 * valid / max(1, len(entries)):.1f} %)\n")
+    fetchable = len(entries) - statuses.get("unfetchable", 0)  # the acceptance's denominator
+    print(f"valid: {valid} of {fetchable} fetchable ({100 * valid / max(1, fetchable):.1f} %)\n")
     print("| instance | status | cause | reason |")
     print("|---|---|---|---|")
     for entry in sorted(entries, key=lambda e: e.instance_id):

@@ -39,3 +39,8 @@ PYTHONPATH=/work/run39/src exec /work/main/.venv/bin/python -c "from swe_rl.cli.
 #   env build ... -i astropy__astropy-8707 -i astropy__astropy-8872 --validate -b ns -j 1 --report /work/as39/report.json
 #   python bench/verified_merge.py /work/cache39/verified-report.json /work/as39/report.json
 # then `env gc --keep-report` and the disk measured again (EnvCache.disk_usage): this machine's cache only
+# 2026-11-28 (fifth session): the same machine, its cache kept. The ids the report did not hold or held as failed
+# (61), in /work/cache39/todo.txt, by the same command; restarted at 59bb1fe (pins replaced; EMLINK: the run had
+# died on one testbed's OSError), at 87e2460 (the replacement written into the commands, not uv's --override:
+# scikit-learn 1.3's version venv, its two clones and their records removed first, their entries set to failed)
+# and for the last five (astropy, unfetchable) at e78687a; then `env gc --keep-report` and the disk measured again
