@@ -105,7 +105,7 @@ def widened_in(lock: list[str]) -> list[str]:
 
 def widenings_in(lock: list[str], needed_by: str) -> list[Widening]:
     """The widenings a lock records, as a build under it applies them again (``needed_by`` says where they come
-    from): a widened package exempt from the date, a replaced pin installed over the pin again."""
+    from): a widened package exempt from the date, a replaced pin named in its place again."""
     found = [Widening(package=name, needed_by=needed_by) for name in widened_in(lock)]
     for line in lock:
         if line.startswith(REPLACED) and len(words := line[len(REPLACED) :].split()) >= 3:
