@@ -23,6 +23,7 @@ from swe_rl.envs.dating import REPLACED, Widening, widenings_in
 from swe_rl.envs.install_tools import uv_binary
 from swe_rl.envs.lock import LOCK_NAME
 from swe_rl.envs.remedies import replace_pins
+from swe_rl.envs.venvbuild import shared_env_of
 from swe_rl.tasks.model import Task
 
 pytestmark = [
@@ -61,7 +62,9 @@ def serve_pinned(index: Index, *, fix_has_wheel: bool) -> None:
 
 def shared_venv(venv: Path) -> Path:
     """The version's shared venv that the instance's ``venv`` is a clone of."""
-    return venv.parent / json.loads((venv / "swe-rl-env.json").read_text())["shared_env"]
+    shared = shared_env_of(venv)
+    assert shared is not None, venv
+    return venv.parent / shared
 
 
 def built_from_sdist(venv: Path) -> bool:

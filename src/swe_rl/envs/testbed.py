@@ -70,11 +70,12 @@ def _missing_files(source: str, commit: str, dest: Path) -> list[str]:
     if not Path(source).is_dir():
         return []
     listing = git(["--git-dir", source, "ls-tree", "-r", commit], dest, check=False)
-    blobs = {}
+    blobs: dict[str, str] = {}
     for line in listing.splitlines():
-        meta, _, path = line.partition("\t")
-        if meta.split()[1:2] == ["blob"]:
-            blobs[meta.split()[2]] = path
+        meta, _, path = line.partition("\t")  # <mode> <type> <object>\t<path>
+        _, kind, sha = meta.split()
+        if kind == "blob":
+            blobs[sha] = path
     if not blobs:
         return []
     found = git(
