@@ -62,3 +62,21 @@ def git(
             f"git {' '.join(args[:3])} failed in {cwd}: {proc.stderr.strip() or proc.stdout.strip()}"
         )
     return proc.stdout
+
+
+def git_into(args: Sequence[str], cwd: Path, out: Path, *, input: str | None = None) -> None:
+    """Run ``git <args>`` in ``cwd`` with its stdout written to ``out`` (binary output such as a pack)."""
+    with out.open("wb") as stream:
+        proc = subprocess.run(
+            ["git", *_FIXED_CONFIG, *args],
+            cwd=cwd,
+            env=git_env(),
+            input=None if input is None else input.encode(),
+            stdout=stream,
+            stderr=subprocess.PIPE,
+            check=False,
+        )
+    if proc.returncode != 0:
+        raise InfraError(
+            f"git {' '.join(args[:3])} failed in {cwd}: {proc.stderr.decode(errors='replace').strip()}"
+        )

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from swe_rl.envs.gitpacks import PackStore
 from swe_rl.envs.repos import find_repo_source
 from swe_rl.envs.testbed import make_testbed
 from swe_rl.errors import RepoNotFoundError, SourceIncompleteError
@@ -72,7 +73,12 @@ def _partial_mirror(tmp_path: Path) -> tuple[Path, str, str]:
     return mirror, base, lost
 
 
-def test_a_mirror_missing_old_blobs_still_gives_history_and_tags(tmp_path):
+def _store(tmp_path: Path, mirror: Path, shared: bool) -> PackStore | None:
+    return PackStore(tmp_path / "cache", str(mirror)) if shared else None
+
+
+@pytest.mark.parametrize("shared", [False, True], ids=["fetched", "shared-packs"])
+def test_a_mirror_missing_old_blobs_still_gives_history_and_tags(tmp_path, shared):
     mirror, base, lost = _partial_mirror(tmp_path)
     control = tmp_path / "control"
     control.mkdir()
@@ -83,7 +89,7 @@ def test_a_mirror_missing_old_blobs_still_gives_history_and_tags(tmp_path):
     assert failed.returncode != 0, "control: the whole history cannot be fetched from this mirror"
 
     testbed = tmp_path / "testbed"
-    make_testbed(str(mirror), base, testbed)
+    make_testbed(str(mirror), base, testbed, _store(tmp_path, mirror, shared))
     assert (testbed / "a.py").read_text() == "x = 2\n"
     assert (testbed / "data.bin").read_text() == "new table\n"
     # the commits and tags up to the base, as versioning tools read them (not a depth-1 checkout)
@@ -99,7 +105,8 @@ def test_a_mirror_missing_old_blobs_still_gives_history_and_tags(tmp_path):
     assert refetch.returncode != 0
 
 
-def test_a_mirror_missing_a_blob_of_the_base_itself_is_unfetchable_and_says_which(tmp_path):
+@pytest.mark.parametrize("shared", [False, True], ids=["fetched", "shared-packs"])
+def test_a_mirror_missing_a_blob_of_the_base_itself_is_unfetchable_and_says_which(tmp_path, shared):
     """astropy-14365: the public snapshot leaves out its largest files, one of them in the base commit's own
     tree (astropy/utils/iers/data/eopc04.1962-now). The base cannot be checked out from it: not a failed build,
     which a rerun would try again in vain, but an unfetchable source (RepoNotFoundError), naming the file."""
@@ -108,6 +115,47 @@ def test_a_mirror_missing_a_blob_of_the_base_itself_is_unfetchable_and_says_whic
     make_testbed(str(mirror), base, tmp_path / "control")  # the control: with the base's own blobs, it works
     (mirror / "objects" / ours[:2] / ours[2:]).unlink()
     with pytest.raises(SourceIncompleteError) as err:
-        make_testbed(str(mirror), base, tmp_path / "testbed")
+        make_testbed(str(mirror), base, tmp_path / "testbed", _store(tmp_path / "second", mirror, shared))
     assert isinstance(err.value, RepoNotFoundError)
     assert f"data.bin ({ours[:12]})" in str(err.value) and base[:12] in str(err.value)
+
+
+def _listing(tree: Path) -> list[tuple[str, int]]:
+    return sorted((str(p.relative_to(tree)), p.stat().st_size) for p in tree.rglob("*") if p.is_file())
+
+
+def test_a_partial_mirror_shares_packs_and_is_never_written(tmp_path):
+    """matplotlib's and astropy's public snapshots lack old blobs. Their testbeds got a copy of the whole
+    history's commits and trees each (75 MB per matplotlib testbed), and every build left a temporary pack of
+    380 MB in the mirror itself: pack-objects writes its output through the source's object store and leaves
+    the file there when a missing blob stops it. The control is that write, on this git."""
+    mirror, base, lost = _partial_mirror(tmp_path)
+    pack_dir = mirror / "objects" / "pack"
+    pack_dir.mkdir(exist_ok=True)
+    before = _listing(mirror)
+    failed = subprocess.run(
+        ["git", "pack-objects", "--revs", "-q", str(tmp_path / "out")],
+        cwd=mirror,
+        input=f"{base}\n",
+        capture_output=True,
+        text=True,
+    )
+    left = [p for p in pack_dir.iterdir() if p.name.startswith("tmp_pack_")]
+    assert failed.returncode != 0 and left, "control: a pack written in place leaves its temporary file"
+    for path in left:
+        path.unlink()
+    assert _listing(mirror) == before
+
+    store = PackStore(tmp_path / "cache", str(mirror))
+    older = _git(mirror, "rev-parse", f"{base}~1")
+    beds = {commit: tmp_path / commit[:8] for commit in (older, base)}
+    for commit, bed in beds.items():
+        make_testbed(str(mirror), commit, bed, store)
+        assert _git(bed, "status", "--porcelain") == "" and _git(bed, "rev-parse", "HEAD") == commit
+        stored = _git(bed, "cat-file", "--batch-all-objects", "--batch-check=%(objectname)").split()
+        assert lost not in stored and _git(mirror, "rev-parse", "v-next^{commit}") not in stored
+        assert _git(bed, "config", "remote.promisor.url") == "/nonexistent/history-blobs-not-fetched"
+    assert _git(beds[base], "describe", "--tags", "--long") == f"v1.0-2-g{base[:7]}"
+    first = next((beds[older] / ".git/objects/pack").glob("*.pack"))
+    assert (beds[base] / ".git/objects/pack" / first.name).stat().st_ino == first.stat().st_ino
+    assert _listing(mirror) == before, "the mirror is read, never written"

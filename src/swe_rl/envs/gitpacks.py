@@ -32,9 +32,10 @@ import tempfile
 from pathlib import Path
 
 from swe_rl.errors import InfraError
-from swe_rl.gitutil import git
+from swe_rl.gitutil import git, git_into
 
 MAX_PACKS = 32
+PACK_FILES = (".pack", ".idx", ".rev", ".promisor")  # .promisor: blobs the source lacked are promised
 
 
 class PackStore:
@@ -57,8 +58,8 @@ class PackStore:
         return not shallow and not any(p.exists() for p in borrowed)  # packs must hold what it borrows
 
     def chain(self, commit: str) -> list[Path]:
-        """The pack files (``.pack``, ``.idx``, ``.rev``) that hold the history of ``commit``, made now if need be.
-        InfraError when the source cannot make them (a partial snapshot that lacks old objects)."""
+        """The pack files (:data:`PACK_FILES`) that hold the history of ``commit``, made now if need be.
+        InfraError when the source cannot make them (it lacks a commit or a tree)."""
         if not (self.dir / commit / "parent").is_file():
             parent = self._nearest_built_ancestor(commit)
             if parent is not None and len(self._walk(parent)) >= MAX_PACKS:
@@ -66,7 +67,7 @@ class PackStore:
             self._make(commit, parent)
         files: list[Path] = []
         for link in self._walk(commit):
-            files += sorted(p for p in (self.dir / link).iterdir() if p.suffix in (".pack", ".idx", ".rev"))
+            files += sorted(p for p in (self.dir / link).iterdir() if p.suffix in PACK_FILES)
         return files
 
     def _walk(self, commit: str) -> list[str]:
@@ -95,11 +96,14 @@ class PackStore:
         work = Path(tempfile.mkdtemp(dir=self.dir, prefix=".tmp-"))
         try:
             wanted = f"{commit}\n" + (f"^{parent}\n" if parent else "")
-            git(
-                ["pack-objects", "--revs", "-q", "--delta-base-offset", str(work / "pack")],
-                Path(self.source),
-                input=wanted,
-            )
+            try:
+                self._pack(wanted, work)
+            except InfraError:
+                if not self._lacks_only_blobs(wanted):
+                    raise
+                # a partial snapshot: what it has, and git told that the blobs it lacks are promised
+                name = self._pack(wanted, work, "--missing=allow-any")
+                (work / f"{name}.promisor").write_text("")
             (work / "parent").write_text(parent or "")
             for path in work.iterdir():
                 os.chmod(path, 0o444)
@@ -110,6 +114,36 @@ class PackStore:
                     raise  # not another build's finished copy of the same packs
         finally:
             shutil.rmtree(work, ignore_errors=True)
+
+    def _pack(self, wanted: str, work: Path, *extra: str) -> str:
+        """Pack ``wanted`` into ``work`` and index it there; returns the files' name (``pack-<hash>``).
+        The pack comes out on stdout: written in place, pack-objects keeps its temporary file in the
+        source's own object store and leaves it there when it fails (380 MB per build of a partial
+        matplotlib snapshot)."""
+        raw = work / "incoming.pack"
+        git_into(
+            ["pack-objects", "--revs", "--stdout", "-q", "--delta-base-offset", *extra],
+            Path(self.source),
+            raw,
+            input=wanted,
+        )
+        name = "pack-" + git(["index-pack", str(raw)], work).strip()
+        raw.rename(work / f"{name}.pack")
+        (work / "incoming.idx").rename(work / f"{name}.idx")
+        return name
+
+    def _lacks_only_blobs(self, wanted: str) -> bool:
+        """Whether the source has every commit and tree of ``wanted``, so a pack without the blobs it lacks
+        still holds the whole history (a snapshot that leaves out large files)."""
+        try:
+            listing = git(
+                ["rev-list", "--objects", "--filter=blob:none", "--missing=print", "--stdin"],
+                Path(self.source),
+                input=wanted,
+            )
+        except InfraError:
+            return False  # a commit is missing
+        return not any(line.startswith("?") for line in listing.splitlines())
 
 
 SHARED_FILES = "swe-rl-shared-files"  # in a testbed's .git: its files were linked (share_files)

@@ -9,7 +9,8 @@ partial clone), so ``git describe`` and the tags that versioning tools read stil
 the source cannot filter either is it the base commit alone (``--depth=1``).
 
 Built by the env cache from a local mirror, a testbed's history is not fetched but hard-linked from the
-repository's shared packs (gitpacks.py), which hold no object of a later commit either.
+repository's shared packs (gitpacks.py), which hold no object of a later commit either. Packs of a partial
+snapshot hold the blobs it has, and the testbed is a partial clone whose promisor leads nowhere.
 """
 
 from __future__ import annotations
@@ -28,7 +29,12 @@ def make_testbed(source: str, base_commit: str, dest: Path, packs: PackStore | N
     try:
         git(["init", "-q", "-b", "main"], dest)
         shared = packs is not None and _link_shared(packs, base_commit, dest)
-        partial = False
+        partial = shared and any((dest / ".git" / "objects" / "pack").glob("*.promisor"))
+        if partial:  # blobs the snapshot lacks are promised by a promisor that is sealed below
+            git(["config", "core.repositoryformatversion", "1"], dest)
+            git(["config", "extensions.partialClone", _PROMISOR], dest)
+            git(["config", f"remote.{_PROMISOR}.promisor", "true"], dest)
+            git(["config", f"remote.{_PROMISOR}.url", _NOWHERE], dest)
         if not shared:
             try:
                 _fetch(dest, source, base_commit)
@@ -115,6 +121,7 @@ def _fetch(dest: Path, source: str, commit: str, *extra: str) -> None:
 
 
 _PROMISOR = "promisor"
+_NOWHERE = "/nonexistent/history-blobs-not-fetched"
 
 
 def _fetch_without_old_blobs(dest: Path, source: str, commit: str) -> None:
@@ -136,8 +143,8 @@ def _seal_promisor(dest: Path) -> None:
     """The checkout has its blobs: the promisor stays (git needs one for the blobs it lacks) but
     points nowhere, so nothing inside a sandbox can fetch through it, later commits included."""
     key = f"remote.{_PROMISOR}"
-    git(["config", f"{key}.url", "/nonexistent/history-blobs-not-fetched"], dest)
-    git(["config", "--unset", f"{key}.uploadpack"], dest)
+    git(["config", f"{key}.url", _NOWHERE], dest)
+    git(["config", "--unset-all", f"{key}.uploadpack"], dest, check=False)  # set only by a filtered fetch
 
 
 def _copy_tags_before(dest: Path, source: str, base_commit: str) -> None:
