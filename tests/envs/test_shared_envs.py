@@ -142,6 +142,31 @@ def test_an_install_that_writes_into_a_shared_file_in_place_fails_and_takes_the_
     assert built.venv is not None and "# own" in (built.venv / "bin" / "activate").read_text()
 
 
+def test_a_file_two_versions_share_by_content_changed_in_place_takes_both_versions_venvs(tmp_path, version):
+    """Finished venvs share files by content across versions (one copy of a file that two envs have), so a
+    write in place through one version's clone reaches the other version too: its venvs go as well."""
+    mirrors, (first, second, undated) = version
+    cache = EnvCache(tmp_path / "envs", repo_cache=mirrors, options=InstallOptions(as_of_date=True))
+    other, sibling = cache.ensure(undated), cache.ensure(first)
+    assert other.venv and sibling.venv
+    other_shared = cache.root / "venvs" / _record(other.venv)["shared_env"]
+    assert other_shared.name != _record(sibling.venv)["shared_env"]
+    code = "import _pytest.python as m; print(m.__file__)"
+    theirs, ours = Path(_run(other.venv, code)), Path(_run(sibling.venv, code))
+    assert theirs.stat().st_ino == ours.stat().st_ino, "the other version's copy is the same file on disk"
+    target = "$(python -c 'import _pytest, os; print(os.path.dirname(_pytest.__file__))')/python.py"
+    attack = second.model_copy(
+        update={"install": f"python -m pip install widgetdep && echo '# in place' >> {target}"}
+    )
+    with theirs.open() as held:
+        with pytest.raises(EnvBuildError, match="wrote in place"):
+            cache.ensure(attack)
+        assert "# in place" in held.read(), "the write reached the other version's venv"
+    assert not other.venv.exists() and not sibling.venv.exists() and not other_shared.exists()
+    again = cache.ensure(undated)  # built again, and not from the changed copy
+    assert again.venv is not None and "# in place" not in Path(_run(again.venv, code)).read_text()
+
+
 def test_a_setup_commit_the_mirror_lacks_dates_the_env_by_the_base_commit(tmp_path, version):
     """A fork's snapshot may lack a version's setup commit (scikit-learn 0.20-0.22): the base commit's date is
     nearer the env than the task's created_at (scikit-learn-9288, version 0.22, was opened in 2017)."""

@@ -7,6 +7,7 @@ Layout under the cache root (default ``~/.cache/swe-rl/envs``)::
     venvs/<key>/           virtualenvs: a version's shared one (its recipe less the repo's own install,
                            resolved as of its environment setup commit), and per instance a clone of it
                            (hard links, venvbuild.py and layers.py) with the repo installed
+    venvfiles/             one copy of each file content the venvs have, linked into them (layers.py)
     records/<key>.json     EnvSpec of an env = testbed + venv
     resolved/<key>.txt     the lock (resolved package set) of a venv build; a rebuild installs under it
     rootfs/<key>/          root filesystem of an env imported from an image (see imports.py)
@@ -37,6 +38,7 @@ from swe_rl.envs.build_settings import provided_freetype
 from swe_rl.envs.disk import DiskUsage, disk_usage
 from swe_rl.envs.gitpacks import PackStore, is_shared, share_files
 from swe_rl.envs.interpreters import find_python
+from swe_rl.envs.layers import VENV_FILES
 from swe_rl.envs.recipe import EnvRecipe, InstallOptions, recipe_for
 from swe_rl.envs.repos import find_repo_source
 from swe_rl.envs.slim import slim_build_output
@@ -50,7 +52,7 @@ from swe_rl.tasks.image_names import canonical_image, image_name
 from swe_rl.tasks.model import Task
 
 _T = TypeVar("_T")
-ENV_PARTS = ("testbeds", "venvs", "gitpacks", "rootfs", "records")
+ENV_PARTS = ("testbeds", "venvs", "gitpacks", VENV_FILES, "rootfs", "records")
 """The directories that hold built envs; the others are download caches, logs and locks."""
 
 
@@ -283,8 +285,9 @@ class EnvCache:
                 if path not in used:
                     shutil.rmtree(path, ignore_errors=True)
                     removed.append(path)
-        # shared testbed files no testbed links any more (the packs stay: later testbeds chain onto them)
-        for kept in sorted((self.root / "gitpacks").glob("*/files/*/*")):
+        # shared files no testbed or venv links any more (the packs stay: later testbeds chain onto them)
+        stores = [*(self.root / "gitpacks").glob("*/files/*/*"), *(self.root / VENV_FILES).glob("*/*")]
+        for kept in sorted(stores):
             if kept.stat().st_nlink == 1:
                 kept.unlink()
                 removed.append(kept)

@@ -22,15 +22,13 @@ theirs would then contain its future (``env build`` builds each repository's ins
 
 from __future__ import annotations
 
-import contextlib
-import errno
 import hashlib
 import os
 import shutil
-import stat
 import tempfile
 from pathlib import Path
 
+from swe_rl.envs.filestore import share_file
 from swe_rl.errors import InfraError
 from swe_rl.gitutil import git, git_into
 
@@ -169,45 +167,11 @@ def share_files(store: Path, testbed: Path) -> int:
         if Path(root) == testbed:
             dirs[:] = [d for d in dirs if d != ".git"]
         for name in files:
-            linked += _share_one(store, Path(root) / name)
+            linked += share_file(store, Path(root) / name)
     git(["config", "core.trustctime", "false"], testbed)
     git(["update-index", "-q", "--refresh"], testbed, check=False)
     (testbed / ".git" / SHARED_FILES).write_text(f"{linked}\n")
     return linked
-
-
-def _share_one(store: Path, path: Path) -> int:
-    st = os.lstat(path)
-    if not stat.S_ISREG(st.st_mode) or st.st_nlink > 1 or st.st_size == 0:
-        return 0  # an empty file: a link saves no block (and django's thousands of them would fill one inode)
-    digest = hashlib.sha256()
-    with path.open("rb") as fh:
-        while chunk := fh.read(1 << 20):
-            digest.update(chunk)
-    # not the owner: every testbed is given to the sandboxes' uid (identity.own_testbed), its links with it
-    name = f"{digest.hexdigest()}.{stat.S_IMODE(st.st_mode):o}"
-    kept = store / name[:2] / name
-    if not kept.exists():
-        kept.parent.mkdir(parents=True, exist_ok=True)
-        with contextlib.suppress(FileExistsError):
-            os.link(path, kept)  # this file is the store's copy from now on
-            return 1
-    temp = path.with_name(f".{path.name}.swe-rl-link")
-    try:
-        os.link(kept, temp)
-    except OSError as exc:
-        if exc.errno != errno.EMLINK:
-            raise
-        # the store's copy has as many links as the filesystem allows (65,000 on ext4): this file is the
-        # store's copy from now on; the links made so far keep the old one
-        fresh = kept.with_name(f".{kept.name}.{os.getpid()}.new")
-        with contextlib.suppress(FileNotFoundError):
-            fresh.unlink()  # left by a build that was killed here
-        os.link(path, fresh)
-        os.replace(fresh, kept)
-        return 1
-    os.replace(temp, path)
-    return 1
 
 
 def link_packs(files: list[Path], git_dir: Path) -> None:

@@ -9,17 +9,23 @@ and the metadata directories (``.dist-info``/``.egg-info``, whose RECORD and dir
 files by writing new ones (a new inode); an install step that writes into a linked file in place would
 change every venv sharing it, so :meth:`Clone.check` compares each linked file with what it was when cloned
 and fails the build loudly: the shared venv and the venvs cloned from it are then built again.
+
+Finished venvs also share files by content across versions (:func:`share_venv_files`): a file changed in
+place then reached every venv holding it, and those are built again too (:func:`holds_inode`).
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from swe_rl.envs.filestore import share_file
 from swe_rl.errors import EnvBuildError
 
+VENV_FILES = "venvfiles"  # under the cache root: the store of share_venv_files
 _METADATA = (".dist-info", ".egg-info")
 _REWRITTEN = (".pth", ".egg-link")
 
@@ -46,21 +52,28 @@ class Clone:
     dest: Path
     linked: dict[str, tuple[int, int, int]] = field(default_factory=dict)  # rel -> (inode, size, mtime_ns)
 
-    def check(self) -> None:
-        """EnvBuildError when a linked file was changed in place since the clone (so in the shared venv)."""
-        changed = []
+    def changed(self) -> dict[str, int]:
+        """The linked files changed in place since the clone (so in the shared venv): path -> inode."""
+        changed = {}
         for rel, (ino, size, mtime) in self.linked.items():
             try:
                 st = os.lstat(self.base / rel)
             except FileNotFoundError:
                 continue  # the shared venv's file is gone: nothing of it was changed through this clone
             if st.st_ino == ino and (st.st_size, st.st_mtime_ns) != (size, mtime):
-                changed.append(rel)
-        if changed:
-            raise EnvBuildError(
-                f"the install wrote in place into {len(changed)} file(s) it shares with the env "
-                f"{self.base.name} ({', '.join(sorted(changed)[:5])}); that env is built again"
-            )
+                changed[rel] = ino
+        return changed
+
+    def check(self) -> None:
+        """EnvBuildError when a linked file was changed in place since the clone (so in the shared venv)."""
+        if changed := self.changed():
+            raise self.error(changed)
+
+    def error(self, changed: dict[str, int]) -> EnvBuildError:
+        return EnvBuildError(
+            f"the install wrote in place into {len(changed)} file(s) it shares with the env "
+            f"{self.base.name} ({', '.join(sorted(changed)[:5])}); the envs holding them are built again"
+        )
 
 
 def clone_venv(base: Path, dest: Path) -> Clone:
@@ -92,6 +105,28 @@ def clone_venv(base: Path, dest: Path) -> Clone:
     return clone
 
 
+def share_venv_files(store: Path, venv: Path, *, linked_too: bool) -> int:
+    """Link the files under a finished venv's ``lib/`` to the store's copy of each content (filestore.py):
+    one copy of a file that several envs have (a package of two versions, two builds of one wheel).
+    ``linked_too`` for a shared venv, whose package files are links into uv's cache; a clone's linked
+    files are its shared venv's, shared already, so only its own copies are. Returns how many are links."""
+    linked = 0
+    for root, _, files in os.walk(venv / "lib"):
+        for name in files:
+            linked += share_file(store, Path(root) / name, linked_too=linked_too)
+    return linked
+
+
+def holds_inode(venv: Path, inodes: set[int]) -> bool:
+    """Whether a file under ``venv/lib`` is one of ``inodes`` (a link to a file changed in place)."""
+    for root, _, files in os.walk(venv / "lib"):
+        for name in files:
+            with contextlib.suppress(FileNotFoundError):
+                if os.lstat(os.path.join(root, name)).st_ino in inodes:
+                    return True
+    return False
+
+
 def rewrite_scripts(venv: Path, old: Path, new: Path) -> None:
     """Point the scripts in ``venv/bin`` that name ``old`` (their shebangs, activate) at ``new``."""
     before, after = str(old).encode(), str(new).encode()
@@ -106,4 +141,4 @@ def rewrite_scripts(venv: Path, old: Path, new: Path) -> None:
         cfg.write_bytes(text.replace(before, after))
 
 
-__all__ = ["Clone", "clone_venv", "rewrite_scripts"]
+__all__ = ["VENV_FILES", "Clone", "clone_venv", "holds_inode", "rewrite_scripts", "share_venv_files"]

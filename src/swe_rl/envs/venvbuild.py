@@ -15,7 +15,7 @@ from typing import TypeVar
 from swe_rl.envs.dating import Widening, widenings_in
 from swe_rl.envs.installer import InstallRun
 from swe_rl.envs.interpreters import provider
-from swe_rl.envs.layers import Clone, clone_venv
+from swe_rl.envs.layers import VENV_FILES, Clone, clone_venv, holds_inode, share_venv_files
 from swe_rl.envs.lock import LOCK_NAME, lock_difference
 from swe_rl.envs.recipe import EnvRecipe, InstallOptions
 from swe_rl.envs.venv import (
@@ -94,6 +94,7 @@ class VenvBuilder:
         about["locked_from"] = str(lock_file) if previous is not None else None
         atomic_write_json(dest / "swe-rl-env.json", _description(recipe, about, run, seeded, started))
         compile_venv(dest)
+        share_venv_files(self.root / VENV_FILES, dest, linked_too=base is None)
         relocate_venv(dest, final)
 
     def _new_venv(
@@ -106,16 +107,22 @@ class VenvBuilder:
         return None, seed_from_host(dest, recipe.seed) if recipe.seed else []
 
     def _check_clone(self, clone: Clone) -> None:
-        """A clone whose install wrote into the shared venv in place: the shared venv, and every venv cloned
-        from it, are removed (built again when next needed) and this build fails."""
-        try:
-            clone.check()
-        except EnvBuildError:
-            for venv in sorted((self.root / "venvs").glob("*/")):
-                if shared_env_of(venv) == clone.base.name:
-                    shutil.rmtree(venv, ignore_errors=True)
-            shutil.rmtree(clone.base, ignore_errors=True)
-            raise
+        """A clone whose install wrote into the shared venv in place: the shared venv, every venv cloned
+        from it and every other venv holding a changed file are removed (built again when next needed), and
+        this build fails."""
+        changed = clone.changed()
+        if not changed:
+            return
+        inodes = set(changed.values())
+        # the changed inodes are also in other versions' venvs that have the same content (share_venv_files)
+        for venv in sorted((self.root / "venvs").glob("*/")):
+            if shared_env_of(venv) == clone.base.name or holds_inode(venv, inodes):
+                shutil.rmtree(venv, ignore_errors=True)
+        for kept in (self.root / VENV_FILES).glob("*/*"):
+            if kept.stat().st_ino in inodes:
+                kept.unlink()
+        shutil.rmtree(clone.base, ignore_errors=True)
+        raise clone.error(changed)
 
     def _install(
         self,
