@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 import json
+import os
+import shlex
+import subprocess
 import sys
 from pathlib import Path
 
-from swe_rl.mine.envinfer import PYTHONS, by_date, infer_env
+from swe_rl.harness.official import parse_test_log
+from swe_rl.mine.envinfer import LOG_PARSER, PYTHONS, TEST_CMD, by_date, infer_env
 from swe_rl.mine.history import drop_reason, is_test_file, split_kind
 from swe_rl.mine.problem import clean_message
 from swe_rl.mine.state import load_exclusion
@@ -111,6 +115,13 @@ def test_setup_cfg_and_setup_py_declare_extras_and_pythons_too():
     assert "-e '.[testing]'" in _infer({"setup.cfg": cfg, "setup.py": "setup()"}).fields["install"]
     setup = f"setup(python_requires='>={RUNNING}', extras_require={{'test': ['mock']}})"
     assert _infer({"setup.py": setup}).fields["install"].startswith("python -m pip install -e '.[test]'")
+    # dask (2023): the extra assigned as an item after the dict; the control compares, assigns nothing
+    for line, target in (
+        ('extras_require["test"] = ["pandas[test]"]', "'.[test]'"),
+        ('if x["test"] == 1: 0', "."),
+    ):
+        setup = f'extras_require: dict = {{"array": ["numpy"]}}\n{line}\nsetup(python_requires=">={RUNNING}")'
+        assert _infer({"setup.py": setup}).fields["install"].startswith(f"python -m pip install -e {target} ")
 
 
 def test_a_repository_without_packaging_installs_only_pytest_and_the_host_pytest_installs_nothing():
@@ -280,3 +291,23 @@ def test_a_long_lived_branch_is_unfolded_into_its_own_pull_requests(tmp_path: Pa
     assert {c.via for c in line} == {release}
     (pr2,) = set(merges) - {release}
     assert history.branch_line(merges[pr2]) is None
+
+
+def test_the_test_command_blocks_pytest_pretty_which_would_hide_every_status(tmp_path):
+    """pydantic's tests run with pytest-pretty, whose summary replaces -rA's: every candidate was dropped as
+    "no test passes with the fix". A plugin under the entry-point name ``pretty`` that does the same (it
+    empties -rA's report characters) is the stand-in; the control runs the command without the block."""
+    site = tmp_path / "site"
+    (site / "hiding_plugin-1.0.dist-info").mkdir(parents=True)
+    (site / "hiding_plugin-1.0.dist-info" / "METADATA").write_text("Name: hiding-plugin\nVersion: 1.0\n")
+    (site / "hiding_plugin-1.0.dist-info" / "entry_points.txt").write_text("[pytest11]\npretty = hiding\n")
+    (site / "hiding.py").write_text("def pytest_configure(config):\n    config.option.reportchars = ''\n")
+    (tmp_path / "test_a.py").write_text("def test_one():\n    assert True\n")
+    env = {**os.environ, "PYTHONPATH": str(site)}
+    env.pop("PYTEST_ADDOPTS", None)
+    statuses = {}
+    for name, command in (("control", TEST_CMD.replace(" -p no:pretty", "")), ("ours", TEST_CMD)):
+        argv = [sys.executable, *shlex.split(command)[1:], "test_a.py"]
+        out = subprocess.run(argv, cwd=tmp_path, env=env, capture_output=True, text=True).stdout
+        statuses[name] = parse_test_log(out, LOG_PARSER)
+    assert statuses == {"control": {}, "ours": {"test_a.py::test_one": "PASSED"}}

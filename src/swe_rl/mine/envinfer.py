@@ -39,7 +39,8 @@ from swe_rl.envs.interpreters import find_python
 from swe_rl.envs.recipe import PYTHON_RELEASED
 from swe_rl.errors import ConfigError
 
-TEST_CMD = "python -m pytest -rA -p no:cacheprovider"
+# pytest-pretty (pydantic's tests) replaces the summary of -rA, where the log parser reads each test's status
+TEST_CMD = "python -m pytest -rA -p no:cacheprovider -p no:pretty"
 LOG_PARSER = "parse_log_pytest"
 PYTHONS = ("3.13", "3.12", "3.11", "3.10", "3.9", "3.8", "3.7", "3.6")
 TEST_EXTRAS = ("test", "tests", "testing")
@@ -61,7 +62,8 @@ _CLASSIFIER = re.compile(r"Programming Language :: Python :: (3\.\d+)\b")
 _PY_REQUIRES = re.compile(r"python_requires\s*=\s*['\"]([^'\"]+)['\"]")
 _FACTOR = re.compile(r"^[\w,{}.-]+:\s")  # tox's "py38: mock": a dependency of some envs only
 _MINIMA = re.compile(r"[-_.]min(imum)?[-_.]")  # tests-pallets-min.txt, test-minimum-versions.txt
-_SETUP_PY_EXTRA = re.compile(r"['\"](test|tests|testing)['\"]\s*:")
+# a dict's key ({"test": [...]}) or an item assigned (dask: extras_require["test"] = [...])
+_SETUP_PY_EXTRA = re.compile(r"['\"](test|tests|testing)['\"]\s*(?::|\]\s*=[^=])")
 PytestSource = Literal["dated", "host"]
 Read = Callable[[str], str | None]
 
