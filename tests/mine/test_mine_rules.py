@@ -293,10 +293,11 @@ def test_a_long_lived_branch_is_unfolded_into_its_own_pull_requests(tmp_path: Pa
     assert history.branch_line(merges[pr2]) is None
 
 
-def test_the_test_command_blocks_pytest_pretty_which_would_hide_every_status(tmp_path):
-    """pydantic's tests run with pytest-pretty, whose summary replaces -rA's: every candidate was dropped as
-    "no test passes with the fix". A plugin under the entry-point name ``pretty`` that does the same (it
-    empties -rA's report characters) is the stand-in; the control runs the command without the block."""
+def test_the_test_command_reads_statuses_through_pytest_pretty_and_configured_color(tmp_path):
+    """pydantic's tests run with pytest-pretty, whose summary replaces -rA's, and dask's addopts ask for
+    --color=yes, which wraps each status in escape codes: every candidate of both was dropped as "no test
+    passes with the fix". The stand-in for pytest-pretty is a plugin under its entry-point name ``pretty``
+    that empties -rA's report characters; each control leaves out the option that counters one of them."""
     site = tmp_path / "site"
     (site / "hiding_plugin-1.0.dist-info").mkdir(parents=True)
     (site / "hiding_plugin-1.0.dist-info" / "METADATA").write_text("Name: hiding-plugin\nVersion: 1.0\n")
@@ -305,9 +306,14 @@ def test_the_test_command_blocks_pytest_pretty_which_would_hide_every_status(tmp
     (tmp_path / "test_a.py").write_text("def test_one():\n    assert True\n")
     env = {**os.environ, "PYTHONPATH": str(site)}
     env.pop("PYTEST_ADDOPTS", None)
-    statuses = {}
-    for name, command in (("control", TEST_CMD.replace(" -p no:pretty", "")), ("ours", TEST_CMD)):
+
+    def statuses(command: str, config: str) -> dict[str, str]:
+        (tmp_path / "pytest.ini").write_text(f"[pytest]\naddopts = {config}\n")
         argv = [sys.executable, *shlex.split(command)[1:], "test_a.py"]
         out = subprocess.run(argv, cwd=tmp_path, env=env, capture_output=True, text=True).stdout
-        statuses[name] = parse_test_log(out, LOG_PARSER)
-    assert statuses == {"control": {}, "ours": {"test_a.py::test_one": "PASSED"}}
+        return parse_test_log(out, LOG_PARSER)
+
+    passed = {"test_a.py::test_one": "PASSED"}
+    assert statuses(TEST_CMD.replace(" -p no:pretty", ""), "") == {}
+    assert statuses(TEST_CMD.replace(" --color=no", ""), "--color=yes") != passed
+    assert statuses(TEST_CMD, "--color=yes") == passed

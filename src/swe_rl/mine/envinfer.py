@@ -39,8 +39,9 @@ from swe_rl.envs.interpreters import find_python
 from swe_rl.envs.recipe import PYTHON_RELEASED
 from swe_rl.errors import ConfigError
 
-# pytest-pretty (pydantic's tests) replaces the summary of -rA, where the log parser reads each test's status
-TEST_CMD = "python -m pytest -rA -p no:cacheprovider -p no:pretty"
+# pytest-pretty (pydantic's tests) replaces the summary of -rA, where the log parser reads each test's status,
+# and a configured --color=yes (dask's addopts) wraps each status in escape codes
+TEST_CMD = "python -m pytest -rA -p no:cacheprovider -p no:pretty --color=no"
 LOG_PARSER = "parse_log_pytest"
 PYTHONS = ("3.13", "3.12", "3.11", "3.10", "3.9", "3.8", "3.7", "3.6")
 TEST_EXTRAS = ("test", "tests", "testing")
