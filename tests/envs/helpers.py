@@ -38,15 +38,17 @@ def make_wheel(
     requires: tuple[str, ...] = (),
     tag: str = "py3-none-any",
     source: str = "",
+    *,
+    package: bool = False,
 ) -> Path:
     """A wheel of module ``name`` whose ``VERSION`` is ``version`` (and whose code is ``source`` after that),
     depending on ``requires``: pure Python, or by its ``tag`` (a platform's, e.g. ``cp311-cp311-linux_x86_64``) one
-    that only this Python installs."""
+    that only this Python installs. With ``package``, the module is a package's ``__init__.py``."""
     index.mkdir(parents=True, exist_ok=True)
     dist = f"{name}-{version}.dist-info"
     needs = "".join(f"Requires-Dist: {r}\n" for r in requires)
     files = {
-        f"{name}.py": f"VERSION = {version!r}\n{source}",
+        (f"{name}/__init__.py" if package else f"{name}.py"): f"VERSION = {version!r}\n{source}",
         f"{dist}/METADATA": f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n{needs}",
         f"{dist}/WHEEL": f"Wheel-Version: 1.0\nGenerator: swe-rl-tests\nRoot-Is-Purelib: true\nTag: {tag}\n",
     }

@@ -14,7 +14,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from tests.envs.helpers import git, make_repo, widget_task
+from tests.envs.helpers import git, make_repo, make_wheel, widget_task
 from tests.envs.index import Index
 
 from swe_rl.envs.cache import EnvCache
@@ -219,3 +219,35 @@ def test_a_setup_commit_the_mirror_lacks_is_stood_in_for_by_the_versions_newest_
     assert _record(cache.root / "venvs" / _record(alone.venv)["shared_env"])["recipe"]["exclude_newer"] == (
         "2020-02-01T00:00:00Z"
     )
+
+
+def _spec_task(base: str, n: int, install: str) -> Task:
+    """An instance whose row's spec installs widgetpkg into its version's shared venv (with uv, from its cache)."""
+    config = {"python": "3", "install": install, "pip_packages": "widgetpkg==1.0"}
+    record = {
+        "instance_id": f"acme__widget-{n}",
+        "repo": "acme/widget",
+        "base_commit": base,
+        "version": "1.0",
+    }
+    return Task.model_validate({**record, "created_at": "2021-06-01T00:00:00Z", "install_config": config})
+
+
+def test_a_package_file_changed_in_place_does_not_come_back_from_uvs_cache(tmp_path, index):
+    """uv links the files it installs from its cache: a write in place into the shared venv's copy changes the
+    cache's, and a rebuild of the version links it again."""
+    index.serve("widgetpkg", make_wheel(index.root, "widgetpkg", "1.0", package=True), "2020-01-01T00:00:00Z")
+    commit = make_repo(tmp_path / "mirrors")
+    cache = EnvCache(tmp_path / "envs", repo_cache=tmp_path / "mirrors")
+    first = cache.ensure(_spec_task(commit, 1, "true"))
+    assert first.venv is not None
+    code = "import widgetpkg; print(widgetpkg.__file__)"
+    module = Path(_run(first.venv, code))
+    attack = _spec_task(commit, 2, f"echo '# in place' >> $(python -c '{code}')")
+    with module.open() as held:  # the first instance's file, kept open across the attack
+        with pytest.raises(EnvBuildError, match="wrote in place"):
+            cache.ensure(attack)
+        assert "# in place" in held.read(), "control: the write went through the link"
+    again = cache.ensure(_spec_task(commit, 1, "true"))
+    assert again.venv is not None
+    assert "# in place" not in Path(_run(again.venv, code)).read_text()

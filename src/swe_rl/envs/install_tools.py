@@ -71,6 +71,19 @@ def uv_binary() -> str | None:
         return shutil.which("uv")
 
 
+def forget_cached(packages: set[str], cache: Path) -> None:
+    """Drop ``packages`` from uv's cache at ``cache``: uv links installed files to its cache's, so a file
+    changed in place through a venv is changed there too, and would be linked into the next venv."""
+    uv = uv_binary()
+    where = os.environ.get("UV_CACHE_DIR") or str(cache)  # as install_environ: the environment's wins
+    if uv is None or not packages or not Path(where).is_dir():
+        return
+    environ = {**os.environ, "UV_CACHE_DIR": where}
+    subprocess.run(
+        [uv, "cache", "clean", *sorted(packages)], env=environ, capture_output=True, check=False, timeout=600
+    )
+
+
 def choose_installer(wanted: Installer, recipe: EnvRecipe) -> tuple[Installer, str | None]:
     """(installer, uv path); uv falls back to pip, which cannot resolve as of a date."""
     uv = uv_binary() if wanted == "uv" else None

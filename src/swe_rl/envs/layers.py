@@ -127,6 +127,19 @@ def holds_inode(venv: Path, inodes: set[int]) -> bool:
     return False
 
 
+def owners(venv: Path, rels: set[str]) -> set[str]:
+    """The distributions whose RECORD lists one of ``rels`` (paths relative to ``venv``)."""
+    names = set()
+    for record in venv.glob("lib/python*/site-packages/*.dist-info/RECORD"):
+        site = record.parent.parent
+        for line in record.read_text(errors="replace").splitlines():
+            listed = os.path.normpath(site / line.split(",", 1)[0])
+            if os.path.relpath(listed, venv) in rels:
+                names.add(record.parent.name.split("-", 1)[0])
+                break
+    return names
+
+
 def rewrite_scripts(venv: Path, old: Path, new: Path) -> None:
     """Point the scripts in ``venv/bin`` that name ``old`` (their shebangs, activate) at ``new``."""
     before, after = str(old).encode(), str(new).encode()
@@ -141,4 +154,12 @@ def rewrite_scripts(venv: Path, old: Path, new: Path) -> None:
         cfg.write_bytes(text.replace(before, after))
 
 
-__all__ = ["VENV_FILES", "Clone", "clone_venv", "holds_inode", "rewrite_scripts", "share_venv_files"]
+__all__ = [
+    "VENV_FILES",
+    "Clone",
+    "clone_venv",
+    "holds_inode",
+    "owners",
+    "rewrite_scripts",
+    "share_venv_files",
+]

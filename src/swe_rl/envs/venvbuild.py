@@ -13,9 +13,10 @@ from pathlib import Path
 from typing import TypeVar
 
 from swe_rl.envs.dating import Widening, widenings_in
+from swe_rl.envs.install_tools import forget_cached
 from swe_rl.envs.installer import InstallRun
 from swe_rl.envs.interpreters import provider
-from swe_rl.envs.layers import VENV_FILES, Clone, clone_venv, holds_inode, share_venv_files
+from swe_rl.envs.layers import VENV_FILES, Clone, clone_venv, holds_inode, owners, share_venv_files
 from swe_rl.envs.lock import LOCK_NAME, lock_difference
 from swe_rl.envs.recipe import EnvRecipe, InstallOptions
 from swe_rl.envs.venv import (
@@ -108,12 +109,13 @@ class VenvBuilder:
 
     def _check_clone(self, clone: Clone) -> None:
         """A clone whose install wrote into the shared venv in place: the shared venv, every venv cloned
-        from it and every other venv holding a changed file are removed (built again when next needed), and
-        this build fails."""
+        from it, every other venv holding a changed file and uv's cached copies of the packages it belongs to
+        are removed (built again when next needed), and this build fails."""
         changed = clone.changed()
         if not changed:
             return
         inodes = set(changed.values())
+        forget_cached(owners(clone.base, set(changed)), self.root / "uv-cache")
         # the changed inodes are also in other versions' venvs that have the same content (share_venv_files)
         for venv in sorted((self.root / "venvs").glob("*/")):
             if shared_env_of(venv) == clone.base.name or holds_inode(venv, inodes):
