@@ -26,7 +26,7 @@ def share_file(store: Path, path: Path, *, linked_too: bool = False) -> int:
     with path.open("rb") as fh:
         while chunk := fh.read(1 << 20):
             digest.update(chunk)
-    # not the owner: every testbed is given to the sandboxes' uid (identity.own_testbed), its links with it
+    # the owner is not in the name: a testbed is given to the sandboxes' uid (identity.own_testbed), links too
     name = f"{digest.hexdigest()}.{stat.S_IMODE(st.st_mode):o}"
     kept = store / name[:2] / name
     with contextlib.suppress(FileNotFoundError):
