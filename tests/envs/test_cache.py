@@ -89,9 +89,11 @@ def test_gc_removes_crash_leftovers_and_unused_envs(tmp_path, tasks):
     assert spec.testbed.is_dir()
     store = list((tmp_path / "envs" / "gitpacks").glob("*/files/*/*"))
     assert store and all(p.stat().st_nlink == 2 for p in store)  # each linked by the testbed
+    venv_store = list((tmp_path / "envs" / "venvfiles").glob("*/*"))
+    assert venv_store and all(p.stat().st_nlink >= 2 for p in venv_store)  # and by the venv (some twice)
     cache.gc(keep=set())
     assert not spec.testbed.exists() and cache.records() == []
-    assert not any(p.exists() for p in store)  # no testbed links them any more
+    assert not any(p.exists() for p in store + venv_store)  # no testbed or venv links them any more
 
 
 def test_venv_runs_the_tests_offline(textkit_env):
