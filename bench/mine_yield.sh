@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Yield of `swe-rl tasks mine` on repositories no spec covers (issue #41): five of SWE-Gym's eleven
+# Yield of `swe-rl tasks mine` on repositories no spec covers (issue #41): six of SWE-Gym's eleven
 # repositories, each over January 2023 (UTC committer dates), every candidate of the window validated
 # (no --max-candidates), envs inferred, default options, ns. Resumable: each repository's state file
 # keeps its decisions; rerun the same command after an interruption.
@@ -16,7 +16,7 @@ MIRRORS=${MIRRORS:-/work/.mirror}
 SINCE=${SINCE:-2023-01-01T00:00:00Z}
 UNTIL=${UNTIL:-2023-02-01T00:00:00Z}
 J=${J:-2}
-REPOS=${REPOS:-getmoto+moto conan-io+conan iterative+dvc dask+dask pydantic+pydantic}
+REPOS=${REPOS:-getmoto+moto conan-io+conan iterative+dvc dask+dask pydantic+pydantic facebookresearch+hydra}
 SWE_RL=${SWE_RL:-swe-rl}
 mkdir -p "$W"
 for r in $REPOS; do
