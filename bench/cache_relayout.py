@@ -25,10 +25,10 @@ from pathlib import Path
 
 from swe_rl.envs.gitpacks import PackStore, link_packs
 from swe_rl.envs.layers import VENV_FILES, share_venv_files
+from swe_rl.envs.testbed import PROMISOR_NOWHERE, as_sealed_partial_clone
 from swe_rl.gitutil import git
 
 PARTS = ("testbeds", "venvs", "gitpacks", VENV_FILES)
-NOWHERE = "/nonexistent/history-blobs-not-fetched"
 
 
 def disk(root: Path) -> dict[str, int]:
@@ -57,7 +57,7 @@ def swap_packs(root: Path, source: str) -> int:
     for bed in sorted((root / "testbeds").iterdir()):
         if not (bed / ".git").is_dir():
             continue
-        if git(["config", "--get", "remote.promisor.url"], bed, check=False).strip() != NOWHERE:
+        if git(["config", "--get", "remote.promisor.url"], bed, check=False).strip() != PROMISOR_NOWHERE:
             continue
         own = list((bed / ".git/objects/pack").glob("*.pack"))
         if len(own) != 1 or own[0].stat().st_nlink != 1:
@@ -74,9 +74,7 @@ def swap_packs(root: Path, source: str) -> int:
         link_packs([f for f in files if not (pack_dir / f.name).exists()], bed / ".git")
         for path in old:
             path.unlink()
-        git(["config", "core.repositoryformatversion", "1"], bed)
-        git(["config", "extensions.partialClone", "promisor"], bed)
-        git(["config", "remote.promisor.promisor", "true"], bed)
+        as_sealed_partial_clone(bed)
         if git(["status", "--porcelain", "--untracked-files=no"], bed).strip():
             raise SystemExit(f"{bed}: not clean after the swap")
         print(f"{bed.name} {base[:12]}: {len(files)} pack files linked", file=sys.stderr)

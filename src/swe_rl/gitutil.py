@@ -39,6 +39,14 @@ def git_env(extra: Mapping[str, str] | None = None) -> dict[str, str]:
     return env
 
 
+def _command(args: Sequence[str]) -> list[str]:
+    return ["git", *_FIXED_CONFIG, *args]
+
+
+def _failed(args: Sequence[str], cwd: Path, said: str) -> InfraError:
+    return InfraError(f"git {' '.join(args[:3])} failed in {cwd}: {said}")
+
+
 def git(
     args: Sequence[str],
     cwd: Path,
@@ -49,7 +57,7 @@ def git(
 ) -> str:
     """Run ``git <args>`` in ``cwd``; return stdout. A failure raises :class:`InfraError` with stderr."""
     proc = subprocess.run(
-        ["git", *_FIXED_CONFIG, *args],
+        _command(args),
         cwd=cwd,
         env=git_env(env),
         input=input,
@@ -58,9 +66,7 @@ def git(
         check=False,
     )
     if check and proc.returncode != 0:
-        raise InfraError(
-            f"git {' '.join(args[:3])} failed in {cwd}: {proc.stderr.strip() or proc.stdout.strip()}"
-        )
+        raise _failed(args, cwd, proc.stderr.strip() or proc.stdout.strip())
     return proc.stdout
 
 
@@ -68,7 +74,7 @@ def git_into(args: Sequence[str], cwd: Path, out: Path, *, input: str | None = N
     """Run ``git <args>`` in ``cwd`` with its stdout written to ``out`` (binary output such as a pack)."""
     with out.open("wb") as stream:
         proc = subprocess.run(
-            ["git", *_FIXED_CONFIG, *args],
+            _command(args),
             cwd=cwd,
             env=git_env(),
             input=None if input is None else input.encode(),
@@ -77,6 +83,4 @@ def git_into(args: Sequence[str], cwd: Path, out: Path, *, input: str | None = N
             check=False,
         )
     if proc.returncode != 0:
-        raise InfraError(
-            f"git {' '.join(args[:3])} failed in {cwd}: {proc.stderr.decode(errors='replace').strip()}"
-        )
+        raise _failed(args, cwd, proc.stderr.decode(errors="replace").strip())

@@ -29,10 +29,13 @@ def share_file(store: Path, path: Path, *, linked_too: bool = False) -> int:
     # the owner is not in the name: a testbed is given to the sandboxes' uid (identity.own_testbed), links too
     name = f"{digest.hexdigest()}.{stat.S_IMODE(st.st_mode):o}"
     kept = store / name[:2] / name
-    with contextlib.suppress(FileNotFoundError):
-        if os.stat(kept).st_ino == st.st_ino:
-            return 0  # the store's copy already
-    if not kept.exists():
+    try:
+        present: int | None = os.stat(kept).st_ino
+    except FileNotFoundError:
+        present = None
+    if present == st.st_ino:
+        return 0  # the store's copy already
+    if present is None:
         kept.parent.mkdir(parents=True, exist_ok=True)
         with contextlib.suppress(FileExistsError):
             os.link(path, kept)  # this file is the store's copy from now on

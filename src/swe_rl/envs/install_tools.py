@@ -71,11 +71,16 @@ def uv_binary() -> str | None:
         return shutil.which("uv")
 
 
+def uv_cache_dir(cache: Path) -> str:
+    """The uv cache that installs use: ``cache``, unless the environment names one (UV_CACHE_DIR wins)."""
+    return os.environ.get("UV_CACHE_DIR") or str(cache)
+
+
 def forget_cached(packages: set[str], cache: Path) -> None:
     """Drop ``packages`` from uv's cache at ``cache``: uv links installed files to its cache's, so a file
     changed in place through a venv is changed there too, and would be linked into the next venv."""
     uv = uv_binary()
-    where = os.environ.get("UV_CACHE_DIR") or str(cache)  # as install_environ: the environment's wins
+    where = uv_cache_dir(cache)
     if uv is None or not packages or not Path(where).is_dir():
         return
     environ = {**os.environ, "UV_CACHE_DIR": where}
@@ -104,7 +109,7 @@ def install_environ(testbed: Path, venv: Path, cache: Path) -> dict[str, str]:
     spec = EnvSpec(key="build", repo="", base_commit="", testbed=testbed, venv=venv)
     environ = base_environment(spec, home=str(venv.parent), tmpdir=str(venv.parent))
     environ["PIP_CONFIG_FILE"] = "/dev/null"  # a host pip config can send old Pythons into long backtracking
-    environ["UV_CACHE_DIR"] = str(cache)
+    environ["UV_CACHE_DIR"] = uv_cache_dir(cache)
     # builds in parallel share the cache: one waits while another compiles the same sdist (pandas 1.1.2
     # for Python 3.9 takes over 20 minutes on 2 cores), longer than uv's default of 300 s
     environ["UV_LOCK_TIMEOUT"] = UV_LOCK_TIMEOUT_S

@@ -7,7 +7,7 @@ or swe-rl itself rewrites in place is a copy of its own: ``bin/`` (shebangs are 
 the files at the top of site-packages (``.pth``, egg-links, editable finders; not the extension modules there)
 and the metadata directories (``.dist-info``/``.egg-info``, whose RECORD and direct_url.json change). An installer replaces a package's
 files by writing new ones (a new inode); an install step that writes into a linked file in place would
-change every venv sharing it, so :meth:`Clone.check` compares each linked file with what it was when cloned
+change every venv sharing it, so :meth:`Clone.changed` compares each linked file with what it was when cloned
 and fails the build loudly: the shared venv and the venvs cloned from it are then built again.
 
 Finished venvs also share files by content across versions (:func:`share_venv_files`): a file changed in
@@ -46,7 +46,7 @@ def _copied(rel: tuple[str, ...]) -> bool:
 
 @dataclass
 class Clone:
-    """A venv cloned from ``base``: what was linked, as it was, for :meth:`check`."""
+    """A venv cloned from ``base``: what was linked, as it was, for :meth:`changed`."""
 
     base: Path
     dest: Path
@@ -64,12 +64,8 @@ class Clone:
                 changed[rel] = ino
         return changed
 
-    def check(self) -> None:
-        """EnvBuildError when a linked file was changed in place since the clone (so in the shared venv)."""
-        if changed := self.changed():
-            raise self.error(changed)
-
     def error(self, changed: dict[str, int]) -> EnvBuildError:
+        """The build's failure for the ``changed`` files."""
         return EnvBuildError(
             f"the install wrote in place into {len(changed)} file(s) it shares with the env "
             f"{self.base.name} ({', '.join(sorted(changed)[:5])}); the envs holding them are built again"

@@ -30,11 +30,8 @@ def make_testbed(source: str, base_commit: str, dest: Path, packs: PackStore | N
         git(["init", "-q", "-b", "main"], dest)
         shared = packs is not None and _link_shared(packs, base_commit, dest)
         partial = shared and any((dest / ".git" / "objects" / "pack").glob("*.promisor"))
-        if partial:  # blobs the snapshot lacks are promised by a promisor that is sealed below
-            git(["config", "core.repositoryformatversion", "1"], dest)
-            git(["config", "extensions.partialClone", _PROMISOR], dest)
-            git(["config", f"remote.{_PROMISOR}.promisor", "true"], dest)
-            git(["config", f"remote.{_PROMISOR}.url", _NOWHERE], dest)
+        if partial:
+            as_sealed_partial_clone(dest)
         if not shared:
             try:
                 _fetch(dest, source, base_commit)
@@ -121,7 +118,16 @@ def _fetch(dest: Path, source: str, commit: str, *extra: str) -> None:
 
 
 _PROMISOR = "promisor"
-_NOWHERE = "/nonexistent/history-blobs-not-fetched"
+PROMISOR_NOWHERE = "/nonexistent/history-blobs-not-fetched"  # a sealed testbed's promisor URL
+
+
+def as_sealed_partial_clone(dest: Path) -> None:
+    """Make ``dest``, whose linked packs are promisor packs, a partial clone: the blobs its snapshot lacked are
+    promised by a promisor that leads nowhere."""
+    git(["config", "core.repositoryformatversion", "1"], dest)
+    git(["config", "extensions.partialClone", _PROMISOR], dest)
+    git(["config", f"remote.{_PROMISOR}.promisor", "true"], dest)
+    git(["config", f"remote.{_PROMISOR}.url", PROMISOR_NOWHERE], dest)
 
 
 def _fetch_without_old_blobs(dest: Path, source: str, commit: str) -> None:
@@ -143,7 +149,7 @@ def _seal_promisor(dest: Path) -> None:
     """The checkout has its blobs: the promisor stays (git needs one for the blobs it lacks) but
     points nowhere, so nothing inside a sandbox can fetch through it, later commits included."""
     key = f"remote.{_PROMISOR}"
-    git(["config", f"{key}.url", _NOWHERE], dest)
+    git(["config", f"{key}.url", PROMISOR_NOWHERE], dest)
     git(["config", "--unset-all", f"{key}.uploadpack"], dest, check=False)  # set only by a filtered fetch
 
 
