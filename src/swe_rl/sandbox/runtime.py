@@ -34,13 +34,13 @@ def runtime_etc() -> Path:
     root.mkdir(parents=True, exist_ok=True)
     for name, text in _FILES.items():
         atomic_write_text(root / name, text)
+    # sandboxes that start together build it together: each step must stand another's having run
     for name in HOST_ETC:
         host = Path("/etc") / name
-        target = root / name
-        if host.is_dir() and not target.exists():
-            target.mkdir()
-        elif host.is_file() and not target.exists():
-            target.touch()
+        if host.is_dir():
+            (root / name).mkdir(exist_ok=True)
+        elif host.is_file():
+            (root / name).touch()
     (root / ".complete").touch()
     return root
 
