@@ -20,6 +20,11 @@ the fix's commit, or whose source files are the gold patch's, with a FAIL_TO_PAS
 compared by function and parameters) or missed, with the reason: the miner's decision for that commit, the
 history rule that dropped it, "not a candidate" (no first-parent commit carries the fix), or "kept but no
 FAIL_TO_PASS in common". Prints recall = produced / in period; writes the JSON report.
+
+``paths`` prints the source files of the gold patches of the instances ``score`` would decide for a period,
+one per line: what ``tasks mine --path`` needs to validate only the candidates that could be scored
+produced (a row counts only with exactly the gold patch's source files, so a change touching none of them
+never does): the same recall as mining the whole period, without deciding its other candidates.
 """
 
 from __future__ import annotations
@@ -252,6 +257,22 @@ def score(args: argparse.Namespace) -> dict:
     }
 
 
+def in_period(args: argparse.Namespace) -> list[Reference]:
+    """The reference instances whose fix's first-parent commit is in ``--since``/``--until``."""
+    name, path = _repo_path(args.repo, args.repos_dir)
+    refs = load_references(args.ref, name)
+    in_range = {s.commit for s in first_parent(path, f"--since={args.since}", f"--until={args.until}")}
+    located, _ = locate(path, refs, first_parent(path))
+    where = {loc.instance_id: loc.commit for loc in located}
+    return [ref for ref in refs if where.get(ref.instance_id) in in_range]
+
+
+def cmd_paths(args: argparse.Namespace) -> int:
+    for source in sorted({f for ref in in_period(args) for f in ref.files if is_source_file(f)}):
+        print(source)
+    return 0
+
+
 def cmd_score(args: argparse.Namespace) -> int:
     report = score(args)
     args.out.parent.mkdir(parents=True, exist_ok=True)
@@ -267,7 +288,7 @@ def cmd_score(args: argparse.Namespace) -> int:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     sub = parser.add_subparsers(dest="command", required=True)
-    for name in ("pick", "score"):
+    for name in ("pick", "score", "paths"):
         cmd = sub.add_parser(name, help=f"{name} (see the module docstring)")
         cmd.add_argument(
             "--ref", type=Path, action="append", required=True, help="reference parquet (repeatable)"
@@ -275,8 +296,9 @@ def main(argv: list[str] | None = None) -> int:
         cmd.add_argument(
             "--repos-dir", type=Path, default=Path("/work/gold-data/repos"), help="OWNER/NAME.git here"
         )
-        cmd.add_argument("--out", type=Path, required=True, help="JSON report to write")
-    pick, score_ = sub.choices["pick"], sub.choices["score"]
+        if name != "paths":
+            cmd.add_argument("--out", type=Path, required=True, help="JSON report to write")
+    pick, score_, paths = sub.choices["pick"], sub.choices["score"], sub.choices["paths"]
     pick.add_argument(
         "--repo", action="append", required=True, help="OWNER/NAME or OWNER/NAME=MIRROR (repeatable)"
     )
@@ -289,7 +311,12 @@ def main(argv: list[str] | None = None) -> int:
     score_.add_argument(
         "--tasks", type=Path, required=True, help="the mined F.jsonl (F.mine-state.json beside it)"
     )
+    paths.add_argument("--repo", required=True, help="OWNER/NAME or OWNER/NAME=MIRROR")
+    paths.add_argument("--since", required=True, help="the period's start, as given to tasks mine")
+    paths.add_argument("--until", required=True, help="the period's end, as given to tasks mine")
     args = parser.parse_args(argv)
+    if args.command == "paths":
+        return cmd_paths(args)
     if args.command == "pick":
         args.days = args.days or [31]
         return cmd_pick(args)

@@ -6,7 +6,10 @@
 #
 #   W=/work/recall41 REFS="lite.parquet verified.parquet" bash bench/mine_recall.sh
 #
-# W/repos is a repo cache (OWNER/NAME.git) holding the mirrors; envs go to W/envs.
+# W/repos is a repo cache (OWNER/NAME.git) holding the mirrors; envs go to W/envs. With PATHS=gold (the
+# default) only candidates changing a source file of a gold patch of the window are validated
+# (`mine_recall.py paths`): a row is scored produced only with exactly a gold patch's source files, so the
+# recall is the same as mining the whole window (PATHS=all), which decides every other candidate too.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 W=${W:-/work/recall41}
@@ -26,9 +29,14 @@ pick = json.load(open(sys.argv[1]))
 print(window["since"].replace(" +0000", "Z").replace(" ", "T"), window["until"].replace(" +0000", "Z").replace(" ", "T"))
 PY
 )
-  echo "== $repo ($since .. $until)" >&2
+  only=()
+  if [ "${PATHS:-gold}" = gold ]; then
+    while read -r path; do only+=(--path "$path"); done < <($PYTHON bench/mine_recall.py paths \
+      "${refs[@]/#/--ref=}" --repos-dir "$W/repos" --repo "$repo" --since "$since" --until "$until")
+  fi
+  echo "== $repo ($since .. $until; ${#only[@]} options of --path)" >&2
   $SWE_RL tasks mine --repo "$repo" --repo-cache "$W/repos" --out "$W/$name.jsonl" --since "$since" \
-    --until "$until" -j "$J" -b ns --cache-dir "$W/envs" --json > "$W/$name.summary.json"
+    --until "$until" -j "$J" -b ns --cache-dir "$W/envs" "${only[@]}" --json > "$W/$name.summary.json"
   $PYTHON bench/mine_recall.py score "${refs[@]/#/--ref=}" --repos-dir "$W/repos" --repo "$repo" \
     --since "$since" --until "$until" --tasks "$W/$name.jsonl" --out "$W/$name.recall.json"
 done

@@ -317,3 +317,33 @@ def test_the_test_command_reads_statuses_through_pytest_pretty_and_configured_co
     assert statuses(TEST_CMD.replace(" -p no:pretty", ""), "") == {}
     assert statuses(TEST_CMD.replace(" --color=no", ""), "--color=yes") != passed
     assert statuses(TEST_CMD, "--color=yes") == passed
+
+
+def test_path_keeps_only_changes_to_source_files_at_or_under_it(tmp_path: Path):
+    """``--path`` narrows the candidates to changes of a source file at or under a path, component by
+    component (``pkg/a`` is the directory, not a prefix of ``pkg/ab.py``); the control without it keeps all
+    three, and what it leaves out is counted, not lost."""
+    import subprocess
+
+    from swe_rl.mine.history import History
+    from swe_rl.mine.pipeline import candidates_of
+
+    subprocess.run(["git", "init", "-q", "-b", "main", str(tmp_path)], check=True)
+    _commit(tmp_path, "2021-01-01T10:00:00Z", {"pkg/a/core.py": "a = 1\n", "tests/test_a.py": "A = 1\n"})
+    in_dir = _commit(
+        tmp_path, "2021-01-02T10:00:00Z", {"pkg/a/core.py": "a = 2\n", "tests/test_a.py": "A = 2\n"}
+    )
+    sibling = _commit(
+        tmp_path, "2021-01-03T10:00:00Z", {"pkg/ab.py": "b = 1\n", "tests/test_b.py": "B = 1\n"}
+    )
+    other = _commit(tmp_path, "2021-01-04T10:00:00Z", {"other/x.py": "x = 1\n", "tests/test_x.py": "X = 1\n"})
+    history = History(tmp_path)
+    commits = history.commits()
+
+    def ids(paths: tuple[str, ...]) -> list[str]:
+        return [c.commit for c in candidates_of(history, commits, paths)[0]]
+
+    assert ids(()) == [in_dir, sibling, other]
+    assert ids(("pkg/a",)) == [in_dir]
+    assert ids(("pkg/ab.py", "other/")) == [sibling, other]
+    assert candidates_of(history, commits, ("pkg/a",))[1]["history", "no source file under --path"] == 2

@@ -52,6 +52,14 @@ def mine_command(
             help="Validate at most this many candidates of each repository (oldest first).",
         ),
     ] = None,
+    path: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--path",
+            help="Only changes to a source file at or under this path (a file, or a directory), relative to "
+            "the repository's root. Repeatable.",
+        ),
+    ] = None,
     concurrency: Annotated[
         int | None, typer.Option("--jobs", "-j", min=1, help="Candidates validated at once [default: CPUs].")
     ] = None,
@@ -93,6 +101,7 @@ def mine_command(
         since=since,
         until=until,
         max_candidates=max_candidates,
+        paths=tuple(p.strip("/") for p in path or ()),
         concurrency=concurrency or (os.cpu_count() or 2),
         pytest="host" if pytest == "host" else "dated",
         timeout=timeout,

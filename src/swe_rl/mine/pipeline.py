@@ -57,10 +57,18 @@ def final(decision: Decision | None) -> bool:
     return decision is not None and not decision.reason.startswith("timeout")
 
 
-def candidates_of(history: History, commits: list[Commit]) -> tuple[list[Commit], Counter[tuple[str, str]]]:
+def under(path: str, prefixes: tuple[str, ...]) -> bool:
+    """Whether ``path`` is one of ``prefixes`` or inside one of them (a directory), component-wise."""
+    return any(path == p or path.startswith(p.rstrip("/") + "/") for p in prefixes)
+
+
+def candidates_of(
+    history: History, commits: list[Commit], paths: tuple[str, ...] = ()
+) -> tuple[list[Commit], Counter[tuple[str, str]]]:
     """The candidates among ``commits`` (the first-parent line, oldest first), in history order, and the
     (stage, reason) counts of what was not one. Each merge of a long-lived branch is replaced by that branch's
-    own line (:meth:`History.branch_line`): its pull requests are candidates one by one, as SWE-bench's are."""
+    own line (:meth:`History.branch_line`): its pull requests are candidates one by one, as SWE-bench's are.
+    With ``paths``, a change none of whose source files is (under) one of them is not a candidate."""
     dropped: Counter[tuple[str, str]] = Counter()
     unfolded: list[Commit] = []
     for commit in commits:
@@ -82,6 +90,9 @@ def candidates_of(history: History, commits: list[Commit]) -> tuple[list[Commit]
         if reason := drop_reason(sources, tests):
             dropped["history", reason] += 1
             continue
+        if paths and not any(under(source, paths) for source in sources):
+            dropped["history", "no source file under --path"] += 1
+            continue
         candidates.append(commit)
     return candidates, dropped
 
@@ -95,6 +106,9 @@ class MineOptions(BaseModel):
     until: str | None = Field(default=None, description="Last commit date to consider.")
     max_candidates: int | None = Field(
         default=None, ge=1, description="Validate at most this many candidates."
+    )
+    paths: tuple[str, ...] = Field(
+        default=(), description="Only changes to a source file at or under one of these paths."
     )
     concurrency: int = Field(default=2, ge=1, description="Candidates validated at once.")
     pytest: PytestSource = Field(
@@ -150,11 +164,11 @@ class Miner:
             raise MineError(f"{self.history.path}: no test files at HEAD (tests/, test_*.py, *_test.py)")
         commits = self.history.commits(self.opts.since, self.opts.until)
         self.exclusion = load_exclusion(list(self.opts.exclude))
-        candidates, dropped = candidates_of(self.history, commits)
+        candidates, dropped = candidates_of(self.history, commits, self.opts.paths)
         if self.opts.max_candidates is not None:
             candidates = candidates[: self.opts.max_candidates]
         path = state_path(out)
-        options = self.opts.model_dump(exclude={"since", "until", "max_candidates", "concurrency"})
+        options = self.opts.model_dump(exclude={"since", "until", "max_candidates", "paths", "concurrency"})
         exclusion = (sorted(self.exclusion.commits), sorted(self.exclusion.patches))
         state, said = load_state(path, fingerprint(RULES, self.history.path, options, exclusion))
         if said:
