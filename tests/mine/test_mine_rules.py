@@ -347,3 +347,40 @@ def test_path_keeps_only_changes_to_source_files_at_or_under_it(tmp_path: Path):
     assert ids(("pkg/a",)) == [in_dir]
     assert ids(("pkg/ab.py", "other/")) == [sibling, other]
     assert candidates_of(history, commits, ("pkg/a",))[1]["history", "no source file under --path"] == 2
+
+
+WORKFLOW = """jobs:
+  test:
+    strategy:
+      matrix:
+        python-version: [3.8, 3.10, pypy-3.8, "3.12-dev"]
+    steps:
+      - uses: actions/setup-python@v4
+        with:
+          python-version: ${{ matrix.python-version }}
+"""
+
+
+def test_ci_files_list_the_pythons_where_the_metadata_lists_none():
+    """A workflow's matrix and .travis.yml name the versions CI runs: 3.10 stays 3.10 (YAML reads it as the
+    float 3.1), pypy and development versions are not CPython releases. The controls: without CI files the
+    commit's date alone picks 3.11; with a classifier, the project's own word wins over its CI."""
+    import pytest
+
+    from swe_rl.mine.envinfer import host_has
+
+    if not all(host_has(v) for v in ("3.9", "3.10", "3.11")):
+        pytest.skip("needs Pythons 3.9, 3.10 and 3.11 on this host (pyenv)")
+    files = {"setup.py": "setup()", ".github/workflows/ci.yml": WORKFLOW, ".travis.yml": "python:\n  - 3.7\n"}
+
+    def pick(files: dict[str, str]) -> tuple[str, str]:
+        found = infer_env(files.get, sorted(files), as_of="2023-06-01T00:00:00Z", pytest="dated")
+        return found.fields["python"], found.why["python"]
+
+    python, why = pick(files)
+    assert python == "3.10" and "versions its CI runs 3.10, 3.7, 3.8" in why
+    assert pick({"setup.py": "setup()"})[0] == "3.11", "3.11 was the newest by the commit's date"
+    classified = files | {"setup.py": 'setup(classifiers=["Programming Language :: Python :: 3.9"])'}
+    assert pick(classified) == ("3.9", pick(classified)[1]) and "listed versions 3.9" in pick(classified)[1]
+    broken = files | {".github/workflows/ci.yml": "jobs: [", ".travis.yml": "python: 3.8\n"}
+    assert pick(broken)[0] == "3.8", "a file that does not parse says nothing; the other still does"

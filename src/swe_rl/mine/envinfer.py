@@ -4,8 +4,11 @@ No language model: the rules read packaging metadata as pip would.
 
 - **Interpreter**: a Python this host has (:func:`swe_rl.envs.interpreters.find_python`, no download)
   that the project's ``requires-python`` / ``python_requires`` allows and, where it lists versions
-  (``Programming Language :: Python :: 3.X`` classifiers, tox's envlist), one of those; preferring the
-  newest released by the commit's date (the Python its authors ran), then later ones, oldest first.
+  (``Programming Language :: Python :: 3.X`` classifiers, tox's envlist; where neither lists any, the
+  versions its CI runs: ``.travis.yml``'s ``python``, GitHub workflows' ``python-version``), one of those;
+  preferring the newest released by the commit's date (the Python its authors ran), then later ones,
+  oldest first. The packaging metadata is the project's own word and comes first; a CI matrix is evidence
+  of last resort (it often holds development versions allowed to fail).
   With the host's pytest, only the Python running swe-rl (that pytest is installed for it).
 - **Install**: ``pip install -e .`` when a ``pyproject.toml``, ``setup.py`` or ``setup.cfg`` exists, with
   the first extra named ``test``, ``tests`` or ``testing`` it declares; every requirement file that exists
@@ -57,8 +60,12 @@ REQUIREMENT_FILES = (
     "requirements-tests.txt",
 )
 PACKAGING = ("pyproject.toml", "setup.py", "setup.cfg")
-# git pathspecs of every file the rules below read: where none changed, neighbouring commits share an env
+# git pathspecs of every file the install below reads: where none changed, neighbouring commits share an env
+# (the interpreter is chosen from each base commit's own files, CI files too, and is part of the env's key)
 DEPENDENCY_FILES = (*PACKAGING, "tox.ini", *REQUIREMENT_FILES, ":(glob)requirements/test*.txt")
+CI_FILES = re.compile(r"\.travis\.yml|\.github/workflows/[^/]+\.ya?ml")
+_CI_KEYS = ("python", "python-version", "python_version")
+_CI_VERSION = re.compile(r"(3\.\d+)(\.\d+)?")  # "3.9", "3.10.4"; not "pypy-3.8", "3.x", "${{ matrix... }}"
 _CLASSIFIER = re.compile(r"Programming Language :: Python :: (3\.\d+)\b")
 _PY_REQUIRES = re.compile(r"python_requires\s*=\s*['\"]([^'\"]+)['\"]")
 _FACTOR = re.compile(r"^[\w,{}.-]+:\s")  # tox's "py38: mock": a dependency of some envs only
@@ -92,7 +99,10 @@ def infer_env(read: Read, files: list[str], *, as_of: str = "", pytest: PytestSo
     # the host's pytest is installed for the Python running swe-rl: only that one can take a copy of it
     running = f"{sys.version_info[0]}.{sys.version_info[1]}"
     pythons = (running,) if pytest == "host" else by_date(as_of)
-    python, python_why = _python(pyproject, cfg, {**texts, "tox.ini": tox.envlist}, pythons)
+    listing = {**texts, "tox.ini": tox.envlist}
+    if not any(_CLASSIFIER.search(text or "") for text in listing.values()):
+        listing["CI"] = _ci_versions(read, files)
+    python, python_why = _python(pyproject, cfg, listing, pythons)
     if not python:
         return Inference(reason=python_why)
     steps: list[str] = []
@@ -126,6 +136,30 @@ def infer_env(read: Read, files: list[str], *, as_of: str = "", pytest: PytestSo
         "log_parser": LOG_PARSER,
     }
     return Inference(fields=fields, why=why)
+
+
+def _ci_versions(read: Read, files: list[str]) -> str:
+    """The CPython versions the CI files run (``.travis.yml``'s ``python``, a workflow's ``python-version``,
+    anywhere in the file: top level, a matrix, its ``include``), as classifier lines; a file that does not
+    parse says nothing. Scalars are read as strings (YAML's 3.10 is the float 3.1)."""
+    import yaml
+
+    versions: set[str] = set()
+
+    def walk(node: object, key: str = "") -> None:
+        if isinstance(node, dict):
+            for k, v in node.items():
+                walk(v, str(k))
+        elif isinstance(node, list):
+            for item in node:
+                walk(item, key)
+        elif key in _CI_KEYS and isinstance(node, str) and (m := _CI_VERSION.fullmatch(node.strip())):
+            versions.add(m.group(1))
+
+    for name in sorted(f for f in files if CI_FILES.fullmatch(f)):
+        with contextlib.suppress(yaml.YAMLError):
+            walk(yaml.load(read(name) or "", Loader=yaml.BaseLoader))
+    return "\n".join(f"Programming Language :: Python :: {v}" for v in sorted(versions))
 
 
 def _read_by_setup_py(text: str, files: list[str]) -> list[str]:
@@ -214,6 +248,7 @@ def _python(
     except InvalidSpecifier:
         return "", f"{where} {spec_text!r} is not a version specifier"
     listed = sorted({m for text in texts.values() for m in _CLASSIFIER.findall(text or "")})
+    label = "versions its CI runs" if texts.get("CI") else "listed versions"
     versions = [v for v in pythons if allowed.contains(f"{v}.0", prereleases=True)]
     if listed:
         versions = [v for v in versions if v in listed] or versions
@@ -221,12 +256,12 @@ def _python(
         if not host_has(version):
             continue
         said = [f"{where} {spec_text}"] if spec_text else []
-        said += [f"listed versions {', '.join(listed)}"] if listed else []
+        said += [f"{label} {', '.join(listed)}"] if listed else []
         return version, f"{version}: the first on this host (by the commit's date) that " + (
             " and ".join(said) + " allow" if said else "is found (no constraint declared)"
         )
     return "", f"no Python on this host satisfies {spec_text or 'the metadata'}" + (
-        f" (listed versions {', '.join(listed)})" if listed else ""
+        f" ({label} {', '.join(listed)})" if listed else ""
     )
 
 

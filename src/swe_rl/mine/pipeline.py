@@ -41,7 +41,7 @@ from swe_rl.tasks.model import Task
 MINE_OWNER = "swe-rl-mine"
 VALIDATION_RULE = "FAIL_TO_PASS non-empty; two before/after rounds agree"
 # bumped when a rule changes what a candidate's decision is: a state file of other rules is not resumed
-RULES = 5
+RULES = 6
 Note = Callable[[str], None]
 
 
