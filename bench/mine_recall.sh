@@ -34,7 +34,7 @@ PY
     while read -r path; do only+=(--path "$path"); done < <($PYTHON bench/mine_recall.py paths \
       "${refs[@]/#/--ref=}" --repos-dir "$W/repos" --repo "$repo" --since "$since" --until "$until")
   fi
-  echo "== $repo ($since .. $until; ${#only[@]} options of --path)" >&2
+  echo "== $repo ($since .. $until; $(( ${#only[@]} / 2 )) gold source files as --path)" >&2
   $SWE_RL tasks mine --repo "$repo" --repo-cache "$W/repos" --out "$W/$name.jsonl" --since "$since" \
     --until "$until" -j "$J" -b ns --cache-dir "$W/envs" "${only[@]}" --json > "$W/$name.summary.json"
   $PYTHON bench/mine_recall.py score "${refs[@]/#/--ref=}" --repos-dir "$W/repos" --repo "$repo" \
