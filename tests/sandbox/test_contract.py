@@ -20,6 +20,17 @@ async def test_exit_codes_and_output(factory, textkit_env):
         assert missing.returncode == 127
 
 
+async def test_a_program_written_anywhere_writable_runs(factory, textkit_env):
+    """Tests run what they build: Conan's test client builds a package in a temporary folder and runs it.
+    A noexec /tmp (Docker's tmpfs default) failed that with exit 126 on Docker only, so ns and Docker graded
+    the same row differently; every backend runs it from /tmp, $HOME and the testbed alike."""
+    async with await factory.create(textkit_env) as box:
+        for where in ("/tmp", "$HOME", "."):
+            made = f"printf '#!/bin/sh\\necho ran\\n' > {where}/built && chmod +x {where}/built"
+            ran = await box.exec(f"{made} && {where}/built", timeout=30)
+            assert (ran.returncode, ran.output) == (0, "ran\n"), where
+
+
 async def test_default_cwd_is_the_testbed_at_base(factory, textkit_env):
     async with await factory.create(textkit_env) as box:
         head = await box.exec("git rev-parse HEAD && test -f textkit/wrap.py && echo found", timeout=30)

@@ -158,7 +158,9 @@ class DockerSandbox(ShellFileOps):
             cap_drop=["ALL"],
             # the profile's JSON itself: the engine reads no file for an API client
             security_opt=["no-new-privileges", f"seccomp={docker_profile()}"],
-            tmpfs={"/tmp": f"size={limits.disk_mb}m,nr_inodes={limits.inodes}", "/dev/shm": _SHM},
+            # exec: Docker's tmpfs is noexec unless told, and tests run what they build there (Conan's
+            # test client builds and runs a package in a temporary folder: exit 126); ns's /tmp allows it
+            tmpfs={"/tmp": f"size={limits.disk_mb}m,nr_inodes={limits.inodes},exec", "/dev/shm": _SHM},
         )
         self._container = container
         if env.image is None:
