@@ -9,6 +9,10 @@
 # W holds the task files (W/<name>.jsonl), their state, the summaries (W/<name>.summary.json) and the
 # env cache (W/envs); MIRRORS holds <owner>+<name>/repo (the `fetch` tool's layout; any git repository
 # works). The window is fixed in advance, the same for every repository, not chosen by yield.
+# The second window, the first half of February 2023 (fixed before it was mined, the same for all six):
+#   W=/work/mine41b SINCE=2023-02-01T00:00:00Z UNTIL=2023-02-15T00:00:00Z \
+#     REPOS="conan-io+conan pydantic+pydantic getmoto+moto facebookresearch+hydra iterative+dvc dask+dask" \
+#     bash bench/mine_yield.sh   # W/envs a link to the first window's env cache
 set -euo pipefail
 cd "$(dirname "$0")/.."
 W=${W:-/work/mine41}

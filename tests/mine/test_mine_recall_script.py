@@ -146,9 +146,15 @@ def _reference(tmp_path: Path, gold3: str) -> Path:
 
 
 def _mined(tmp_path: Path, merges: dict[int, str]) -> Path:
-    """A task file as the miner writes it: #1 kept with the reference's test (as pytest names it, with a
-    parameter), #2 kept with another test; a state file with #3 dropped at validate."""
+    """A task file as the miner writes it: another fix of #1's file sharing its test (first in the file), #1
+    kept with the reference's test (as pytest names it, with a parameter), #2 kept with another test; a
+    state file with #3 dropped at validate."""
     rows = [
+        {
+            "instance_id": "m-0",
+            "FAIL_TO_PASS": ["tests/test_core.py::test_fix"],
+            "mine": {"commit": "f" * 40, "source_files": ["kit/core.py"]},
+        },
         {
             "instance_id": "m-1",
             "FAIL_TO_PASS": ["tests/test_core.py::test_fix"],
@@ -163,8 +169,8 @@ def _mined(tmp_path: Path, merges: dict[int, str]) -> Path:
     tasks = tmp_path / "mined.jsonl"
     tasks.write_text("".join(json.dumps(r) + "\n" for r in rows))
     decided = {
-        merges[1]: {"kept": True, "stage": "kept", "record": rows[0]},
-        merges[2]: {"kept": True, "stage": "kept", "record": rows[1]},
+        merges[1]: {"kept": True, "stage": "kept", "record": rows[1]},
+        merges[2]: {"kept": True, "stage": "kept", "record": rows[2]},
         merges[3]: {"kept": False, "stage": "validate", "reason": "no FAIL_TO_PASS", "detail": ""},
     }
     (tmp_path / "mined.mine-state.json").write_text(json.dumps({"fingerprint": "x", "decided": decided}))
@@ -219,6 +225,7 @@ def test_score_verdicts(tmp_path: Path) -> None:
     got = {i["instance_id"]: i for i in report["instances"]}
     assert sorted(got) == ["o__kit-1", "o__kit-2", "o__kit-3", "o__kit-4", "o__kit-5"]  # #6 landed in March
     assert got["o__kit-1"]["produced"] and got["o__kit-1"]["common"] == ["test_fix"]  # positive control
+    assert got["o__kit-1"]["row"] == "m-1", "its own row, not another fix's that shares the file and test"
     # negative control: kept, by the same files, but another test
     assert not got["o__kit-2"]["produced"]
     assert got["o__kit-2"]["reason"] == (
