@@ -224,14 +224,21 @@ def _inner_candidate(ref: Reference, sources: list[str], line: list[Commit], his
     return None
 
 
-def score(args: argparse.Namespace) -> dict:
-    """The report of one repository's mined task file against the reference instances of the period."""
+def _period(
+    args: argparse.Namespace,
+) -> tuple[str, Path, list[Reference], set[str], dict[str, Located], dict[str, str]]:
+    """The repository's name and mirror, its reference instances, the first-parent commits of ``--since`` /
+    ``--until``, where each instance's fix landed (by id), and why the others were not located."""
     name, path = _repo_path(args.repo, args.repos_dir)
     refs = load_references(args.ref, name)
-    line = first_parent(path)
     in_range = {s.commit for s in first_parent(path, f"--since={args.since}", f"--until={args.until}")}
-    located, why = locate(path, refs, line)
-    where = {loc.instance_id: loc for loc in located}
+    located, why = locate(path, refs, first_parent(path))
+    return name, path, refs, in_range, {loc.instance_id: loc for loc in located}, why
+
+
+def score(args: argparse.Namespace) -> dict:
+    """The report of one repository's mined task file against the reference instances of the period."""
+    name, path, refs, in_range, where, why = _period(args)
     rows, decided = _rows(args.tasks)
     history = History(path)
     since, until = parse_stamp(args.since), parse_stamp(args.until)
@@ -260,18 +267,11 @@ def score(args: argparse.Namespace) -> dict:
     }
 
 
-def in_period(args: argparse.Namespace) -> list[Reference]:
-    """The reference instances whose fix's first-parent commit is in ``--since``/``--until``."""
-    name, path = _repo_path(args.repo, args.repos_dir)
-    refs = load_references(args.ref, name)
-    in_range = {s.commit for s in first_parent(path, f"--since={args.since}", f"--until={args.until}")}
-    located, _ = locate(path, refs, first_parent(path))
-    where = {loc.instance_id: loc.commit for loc in located}
-    return [ref for ref in refs if where.get(ref.instance_id) in in_range]
-
-
 def cmd_paths(args: argparse.Namespace) -> int:
-    for source in sorted({f for ref in in_period(args) for f in ref.files if is_source_file(f)}):
+    """The gold source files of the instances whose fix's first-parent commit is in the period."""
+    _, _, refs, in_range, where, _ = _period(args)
+    ours = [ref for ref in refs if ref.instance_id in where and where[ref.instance_id].commit in in_range]
+    for source in sorted({f for ref in ours for f in ref.files if is_source_file(f)}):
         print(source)
     return 0
 
