@@ -251,3 +251,39 @@ def test_a_package_file_changed_in_place_does_not_come_back_from_uvs_cache(tmp_p
     again = cache.ensure(_spec_task(commit, 1, "true"))
     assert again.venv is not None
     assert "# in place" not in Path(_run(again.venv, code)).read_text()
+
+
+def test_an_instance_of_a_packed_version_clones_its_shared_venv_out_of_the_image(tmp_path, version):
+    """After `env pack` the version's shared venv is in a read-only image: hard links into it cannot be made
+    (another filesystem), so the next instance's clone copies those files, and its install still cannot reach
+    the shared venv: the same in-place write as above lands in the clone's copy only."""
+    import shutil
+
+    from swe_rl.envs.packed import image_of
+
+    if shutil.which("mksquashfs") is None or os.geteuid() != 0:
+        if os.environ.get("CI"):
+            pytest.fail("CI needs mksquashfs (squashfs-tools) and root")
+        pytest.skip("needs mksquashfs and root")
+    mirrors, (first, second, _) = version
+    cache = EnvCache(tmp_path / "envs", repo_cache=mirrors, options=InstallOptions(as_of_date=True))
+    a = cache.ensure(first)
+    assert a.venv is not None
+    base = cache.root / "venvs" / _record(a.venv)["shared_env"]
+    try:
+        assert cache.pack().manifest is not None and image_of(cache.root, base) is not None
+        target = "$(python -c 'import _pytest, os; print(os.path.dirname(_pytest.__file__))')/python.py"
+        attack = second.model_copy(
+            update={"install": f"python -m pip install widgetdep && echo '# in place' >> {target}"}
+        )
+        b = cache.ensure(attack)
+        assert b.venv is not None and not b.venv.is_symlink() and image_of(cache.root, b.venv) is None
+        assert _record(b.venv)["shared_env"] == base.name
+        assert _run(b.venv, "import widgetdep; print(widgetdep.VERSION)") == "1.0"
+        rel = Path(_run(b.venv, "import _pytest.python as m; print(m.__file__)")).relative_to(b.venv)
+        assert "# in place" in (b.venv / rel).read_text()  # the attack ran, in the clone's own copy
+        assert "# in place" not in (base / rel).read_text() and "# in place" not in (a.venv / rel).read_text()
+    finally:
+        for mount_point in (cache.root / "packed").glob("*"):
+            if os.path.ismount(mount_point):
+                subprocess.run(["umount", "-l", str(mount_point)], check=False)

@@ -345,6 +345,63 @@ def gc(
     note(f"removed {len(removed)} path(s)")
 
 
+@app.command("pack")
+def pack(
+    cache_dir: CacheOpt = None,
+    level: Annotated[int, typer.Option("--level", min=1, max=22, help="zstd compression level.")] = 15,
+    processors: Annotated[
+        int | None, typer.Option("--processors", min=1, help="mksquashfs threads [default: every core].")
+    ] = None,
+    json_out: JsonOpt = False,
+) -> None:
+    """Move every finished testbed and venv of the cache into one compressed read-only image (root).
+
+    The image (squashfs, zstd; identical files once) is checked file by file against the trees, mounted at
+    <cache>/packed/<id>/, and each tree's path becomes a link into it: envs, sandboxes and grading see the same
+    paths. Builds of the cache wait while it runs. Run it after a dataset build; what is built later stays
+    loose until the next pack. After a reboot the images are mounted again on first use (or `env mount`).
+    """
+    cache = env_cache(cache_dir, None)
+    before = cache.disk_usage().total
+    result = cache.pack(level=level, processors=processors, progress=note)
+    after = cache.disk_usage().total
+    if json_out:
+        manifest = result.manifest.model_dump(mode="json") if result.manifest else None
+        print_json(
+            {
+                "manifest": manifest,
+                "disk_before": before,
+                "disk_after": after,
+                "trash_left": result.trash_left,
+            }
+        )
+        return
+    if result.manifest is None:
+        note("nothing to pack: no finished testbed or venv is loose")
+    else:
+        m = result.manifest
+        note(
+            f"packed {len(m.entries)} trees into {m.id}.sqfs: {m.bytes / 2**30:.2f} GiB "
+            f"(they took {m.loose_bytes / 2**30:.2f} GiB loose) in {m.seconds:.0f} s"
+        )
+    note(f"env cache: {before / 2**30:.2f} GiB before, {after / 2**30:.2f} GiB after")
+    if result.trash_left:
+        note(
+            f"{len(result.trash_left)} replaced tree(s) still bound by running sandboxes: `swe-rl env gc` later"
+        )
+
+
+@app.command("mount")
+def mount(cache_dir: CacheOpt = None) -> None:
+    """Mount the cache's packed images that are not mounted (after a reboot; root). Each image's sha256 is
+    checked against its manifest first."""
+    from swe_rl.envs.packed import mount_all
+
+    cache = env_cache(cache_dir, None)
+    done = mount_all(cache.root)
+    note(f"mounted {len(done)} image(s)" + (f": {', '.join(done)}" if done else ""))
+
+
 @app.command("import-image")
 def import_image(
     images: Annotated[

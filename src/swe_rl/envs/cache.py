@@ -12,6 +12,8 @@ Layout under the cache root (default ``~/.cache/swe-rl/envs``)::
     resolved/<key>.txt     the lock (resolved package set) of a venv build; a rebuild installs under it
     rootfs/<key>/          root filesystem of an env imported from an image (see imports.py)
     images/<digest>.json   image name -> key of the env imported from it
+    packed/<id>.sqfs       finished testbeds and venvs packed into a read-only image (`env pack`, packed.py),
+                           mounted at packed/<id>/; each packed tree's path is a symbolic link into it
     locks/<key>.lock       flock held while building that key
     uv-cache/              uv's download and build cache (UV_CACHE_DIR in the environment wins)
     .tmp/                  builds in progress; moved into place with rename(2) when complete
@@ -32,13 +34,23 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import NamedTuple, TypeVar
+from typing import Any, NamedTuple, TypeVar
 
 from swe_rl.envs.build_settings import provided_freetype
 from swe_rl.envs.disk import DiskUsage, disk_usage
 from swe_rl.envs.gitpacks import PackStore, is_shared, share_files
 from swe_rl.envs.interpreters import find_python
 from swe_rl.envs.layers import VENV_FILES
+from swe_rl.envs.packed import (
+    PACKED,
+    PackResult,
+    collect_trash,
+    drop_unused_images,
+    ensure_mounted,
+    pack,
+    pack_lock,
+    store_files,
+)
 from swe_rl.envs.recipe import EnvRecipe, InstallOptions, recipe_for
 from swe_rl.envs.repos import find_repo_source
 from swe_rl.envs.slim import slim_build_output
@@ -52,7 +64,7 @@ from swe_rl.tasks.image_names import canonical_image, image_name
 from swe_rl.tasks.model import Task
 
 _T = TypeVar("_T")
-ENV_PARTS = ("testbeds", "venvs", "gitpacks", VENV_FILES, "rootfs", "records")
+ENV_PARTS = ("testbeds", "venvs", "gitpacks", VENV_FILES, "rootfs", "records", PACKED)
 """The directories that hold built envs; the others are download caches, logs and locks."""
 
 
@@ -92,6 +104,10 @@ class EnvCache:
         imported = self.imported_for(task)
         if imported is not None:
             return imported
+        with pack_lock(self.root, exclusive=False):  # a pack waits for builds, and they for it
+            return self._ensure(task)
+
+    def _ensure(self, task: Task) -> EnvSpec:
         recipe, as_of = self._recipe(task)
         python, prefix = self._interpreter(recipe)
         keys = self._keys(task, recipe, python)
@@ -140,7 +156,11 @@ class EnvCache:
         if not key.isalnum():
             return None
         record = self.root / "records" / f"{key}.json"
-        return EnvSpec.model_validate_json(record.read_text()) if record.is_file() else None
+        if not record.is_file():
+            return None
+        spec = EnvSpec.model_validate_json(record.read_text())
+        ensure_mounted(self.root, (spec.testbed, spec.venv))  # a packed env after a reboot
+        return spec
 
     def key_for(self, task: Task) -> str:
         """The key ``ensure(task)`` gives, without building anything."""
@@ -260,8 +280,20 @@ class EnvCache:
         One measure over all four, so a file hard-linked between a testbed and a venv counts once."""
         return disk_usage({kind: self.root / kind for kind in ENV_PARTS})
 
+    def pack(self, **options: Any) -> PackResult:
+        """Move every finished testbed and venv into one compressed read-only image (packed.py)."""
+        return pack(self.root, du=lambda paths: disk_usage({str(p): p for p in paths}).total, **options)
+
     def gc(self, *, keep: set[str] | None = None) -> list[Path]:
-        """Remove unfinished builds, and envs not in ``keep`` when it is given. Returns what was removed."""
+        """Remove unfinished builds, and envs not in ``keep`` when it is given. Returns what was removed.
+        Packed envs: their links; an image goes when no link into it is left."""
+        with pack_lock(self.root, exclusive=True):
+            removed = self._gc(keep)
+            removed += drop_unused_images(self.root)
+            collect_trash(self.root)
+            return removed
+
+    def _gc(self, keep: set[str] | None) -> list[Path]:
         removed: list[Path] = []
         tmp = self.root / ".tmp"
         for leftover in sorted(tmp.glob("*")) if tmp.is_dir() else []:
@@ -283,11 +315,13 @@ class EnvCache:
         for kind in ("testbeds", "venvs", "rootfs"):
             for path in sorted((self.root / kind).glob("*")):
                 if path not in used:
-                    shutil.rmtree(path, ignore_errors=True)
+                    if path.is_symlink():  # a packed tree: its image goes with its last link
+                        path.unlink()
+                    else:
+                        shutil.rmtree(path, ignore_errors=True)
                     removed.append(path)
         # shared files no testbed or venv links any more (the packs stay: later testbeds chain onto them)
-        stores = [*(self.root / "gitpacks").glob("*/files/*/*"), *(self.root / VENV_FILES).glob("*/*")]
-        for kept in sorted(stores):
+        for kept in store_files(self.root):
             if kept.stat().st_nlink == 1:
                 kept.unlink()
                 removed.append(kept)
@@ -300,6 +334,7 @@ class EnvCache:
     def _ensure_dir(self, kind: str, key: str, build: Callable[[Path, Path], None]) -> Path:
         """``final`` built by ``build(tmp, final)`` into a temp dir then renamed, under a lock."""
         final = self.root / kind / key
+        ensure_mounted(self.root, (final,))
         if final.is_dir():
             return final
         with self._lock(key):

@@ -23,8 +23,10 @@ class DiskUsage(BaseModel):
 def disk_usage(parts: Mapping[str, Path]) -> DiskUsage:
     """The blocks (``st_blocks * 512``) under each path, counting each (device, inode) once over all of them.
 
-    What ``du -s -B1 A B ...`` prints in one invocation: symbolic links are not followed (the link itself is
-    counted), a missing path counts 0, an unreadable directory counts itself but not what it holds.
+    What ``du -s -x -B1 A B ...`` prints in one invocation: symbolic links are not followed (the link itself is
+    counted), a missing path counts 0, an unreadable directory counts itself but not what it holds, and a
+    filesystem mounted below a path (a packed image's mount, packed.py) is not entered: its image file is
+    what it takes.
     """
     seen: set[tuple[int, int]] = set()
     sizes: dict[str, int] = {}
@@ -49,6 +51,7 @@ def _entries(root: Path) -> Iterator[os.stat_result]:
     yield top
     if not stat.S_ISDIR(top.st_mode):
         return
+    device = top.st_dev
     pending = [str(root)]
     while pending:
         try:
@@ -58,6 +61,8 @@ def _entries(root: Path) -> Iterator[os.stat_result]:
                         st = entry.stat(follow_symlinks=False)
                     except FileNotFoundError:  # removed while we walk
                         continue
+                    if st.st_dev != device:
+                        continue  # a mount point: another filesystem
                     yield st
                     if stat.S_ISDIR(st.st_mode):
                         pending.append(entry.path)

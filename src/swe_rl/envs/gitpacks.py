@@ -158,8 +158,9 @@ def share_files(store: Path, testbed: Path) -> int:
     are links now.
 
     Only for a testbed nothing writes into again: each has one install run, before this, and sandboxes see it
-    through an overlay (a write copies the file up) or copy it. Git is told to ignore the ctime a new link to a
-    file gives it, and its index is refreshed for the new inodes, so ``git status`` stays clean and cheap."""
+    through an overlay (a write copies the file up) or copy it. Git is told to compare only a file's size and
+    whole-second mtime (``core.checkStat minimal``; see :func:`stat_minimal`), so ``git status`` stays clean and
+    cheap wherever the testbed is seen."""
     if is_shared(testbed):
         return 0
     linked = 0
@@ -168,10 +169,24 @@ def share_files(store: Path, testbed: Path) -> int:
             dirs[:] = [d for d in dirs if d != ".git"]
         for name in files:
             linked += share_file(store, Path(root) / name)
-    git(["config", "core.trustctime", "false"], testbed)
-    git(["update-index", "-q", "--refresh"], testbed, check=False)
+    stat_minimal(testbed)
     (testbed / ".git" / SHARED_FILES).write_text(f"{linked}\n")
     return linked
+
+
+def stat_minimal(testbed: Path) -> None:
+    """Tell git to trust a file whose size and whole-second mtime match its index entry, then refresh the index.
+
+    Git's default also compares the inode, the ctime, the owner and the sub-second mtime. A sandbox sees the
+    testbed's files owned by its uid 0 (the host's sandbox uid, which the index records), an overlay or a
+    packed image (envs/packed.py, whole seconds, its own inode numbers) gives them new ctimes and inodes, so
+    every sandbox's first git command hashed every file again and wrote the index into its upper layer (django:
+    ~6,000 files). Size and mtime still change with any edit; racily clean entries are still hashed. The one
+    edit this misses is one that keeps a file's size and sets its mtime back, which only hides it from the
+    editor's own diff."""
+    git(["config", "core.trustctime", "false"], testbed)
+    git(["config", "core.checkStat", "minimal"], testbed)
+    git(["update-index", "-q", "--refresh"], testbed, check=False)
 
 
 def link_packs(files: list[Path], git_dir: Path) -> None:
@@ -182,4 +197,4 @@ def link_packs(files: list[Path], git_dir: Path) -> None:
         os.link(path, target / path.name)
 
 
-__all__ = ["MAX_PACKS", "SHARED_FILES", "PackStore", "is_shared", "link_packs", "share_files"]
+__all__ = ["MAX_PACKS", "SHARED_FILES", "PackStore", "is_shared", "link_packs", "share_files", "stat_minimal"]

@@ -17,6 +17,7 @@ place then reached every venv holding it, and those are built again too (:func:`
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import shutil
 from dataclasses import dataclass, field
@@ -94,7 +95,14 @@ def clone_venv(base: Path, dest: Path) -> Clone:
             elif _copied(rel.parts):
                 shutil.copy2(src, out)
             else:
-                os.link(src, out)
+                try:
+                    os.link(src, out)
+                except OSError as exc:
+                    if exc.errno != errno.EXDEV:
+                        raise
+                    # a packed shared venv (packed.py): its read-only image cannot change, a copy is safe
+                    shutil.copy2(src, out)
+                    continue
                 st = os.lstat(src)
                 clone.linked[str(rel)] = (st.st_ino, st.st_size, st.st_mtime_ns)
     rewrite_scripts(dest, base, dest)

@@ -44,12 +44,13 @@ def own_testbed(testbed: Path, *, again: bool = False) -> None:
 
     ``again``: walk it even if marked, for files a later venv build wrote into it as root.
     """
-    if testbed.lstat().st_uid == SANDBOX_UID and not again:
+    # stat, not lstat: a packed testbed's path is a link into its image (envs/packed.py), given before packing
+    if testbed.stat().st_uid == SANDBOX_UID and not again:
         return
     lock = testbed.parent / f".{testbed.name}.own.lock"
     with open(lock, "a") as handle:
         fcntl.flock(handle, fcntl.LOCK_EX)
-        if testbed.lstat().st_uid == SANDBOX_UID and not again:
+        if testbed.stat().st_uid == SANDBOX_UID and not again:
             return
         for root, dirs, files in os.walk(testbed):
             for name in (*dirs, *files):

@@ -1,0 +1,224 @@
+"""Envs packed into a read-only image (envs/packed.py) grade as the loose ones did, and the image is a lower
+layer nothing can change: not a sandbox, not root on the host, not a reboot that finds it altered.
+
+Each attack carries its control: the same write into the loose tree succeeds (the target exists and is
+writable before the pack), a tree whose image differs in one byte is caught where an unchanged one passes, and
+the sandbox that holds a replaced tree is seen holding it (else its files would be deleted under it)."""
+
+from __future__ import annotations
+
+import errno
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+from tests.conftest import available_factory
+
+from swe_rl.envs.cache import EnvCache
+from swe_rl.envs.packed import (
+    TRASH,
+    PackError,
+    collect_trash,
+    compare_trees,
+    image_of,
+    manifests,
+    mount_image,
+)
+from swe_rl.harness.grade_patch import grade_patch
+from swe_rl.sandbox.base import EnvSpec
+from swe_rl.tasks.model import Task
+
+pytestmark = pytest.mark.ns
+
+
+@pytest.fixture(autouse=True)
+def _squashfs() -> None:
+    if shutil.which("mksquashfs") is None or os.geteuid() != 0:
+        if os.environ.get("CI"):
+            pytest.fail("CI needs mksquashfs (squashfs-tools) and root for the packed-env tests")
+        pytest.skip("needs mksquashfs (squashfs-tools) and root")
+
+
+@pytest.fixture
+def cache(tmp_path: Path) -> EnvCache:  # type: ignore[misc]
+    envs = EnvCache(tmp_path / "envs")
+    yield envs
+    for mount_point in (envs.root / "packed").glob("*"):
+        if os.path.ismount(mount_point):
+            subprocess.run(["umount", "-l", str(mount_point)], check=False)
+
+
+def _unmount(mount_point: Path) -> None:
+    subprocess.run(["umount", str(mount_point)], check=True)
+
+
+def _site_file(venv: Path) -> Path:
+    """A package file of the venv that tests import (pytest's own)."""
+    return next(venv.glob("lib/python3*/site-packages/_pytest/python.py"))
+
+
+def _statuses(verdict) -> tuple:  # type: ignore[no-untyped-def]
+    return verdict.resolved, verdict.status, verdict.tests_status
+
+
+async def _grades(task: Task, env: EnvSpec) -> list[tuple]:  # type: ignore[type-arg]
+    factory = available_factory("ns")
+    gold = await grade_patch(task, task.patch, factory, env, timeout=300)
+    async with await factory.create(env) as box:  # a patch that fixes nothing: the tests run and fail
+        await box.exec("echo 'Looked at it.' >> README.md", timeout=10)
+        other = await box.diff()
+    miss = await grade_patch(task, other, factory, env, timeout=300)
+    assert gold.resolved and not miss.resolved and miss.tests_status  # both ran the tests
+    return [_statuses(gold), _statuses(miss)]
+
+
+async def _git_status_hashes_nothing(env: EnvSpec, options: str = "") -> bool:
+    """Whether a sandbox's first ``git status`` finds every index entry fresh: git then leaves the index as it
+    is (had one entry looked changed, git would hash the file and write the index into the upper layer: a new
+    inode). The control is the same command after an edit, which must report it."""
+    async with await available_factory("ns").create(env) as box:
+        ran = await box.exec(
+            f"stat -c %i .git/index; git {options} status --porcelain; stat -c %i .git/index; "
+            "echo edit >> README.md; git status --porcelain",
+            timeout=30,
+        )
+    first, second, *rest = ran.output.split("\n")
+    assert rest[0] == " M README.md", ran.output  # the control: an edit is still seen
+    return first == second
+
+
+async def test_a_packed_env_grades_as_loose_and_nothing_writes_into_its_image(cache, task_by_id):
+    task = task_by_id["swe-rl-builtin__textkit-3"]
+    env = cache.ensure(task)
+    loose = await _grades(task, env)
+    assert await _git_status_hashes_nothing(env)  # loose: git trusts size and mtime (gitpacks.stat_minimal)
+    target = _site_file(env.venv)
+    original = target.read_bytes()
+    # the control: root on the host (the local backend, a careless script) can change a loose venv in place
+    with target.open("ab") as fh:
+        fh.write(b"\n# planted\n")
+    assert target.read_bytes() != original
+    target.write_bytes(original)
+    before = cache.disk_usage().total
+
+    result = cache.pack()
+    assert result.manifest is not None and result.trash_left == []
+    assert {image_of(cache.root, env.testbed), image_of(cache.root, env.venv)} == {result.manifest.id}
+    assert env.testbed.is_symlink() and env.venv.is_symlink()
+    assert cache.disk_usage().total < before
+    assert not list((cache.root / TRASH).glob("*/*"))  # no sandbox held a tree: the loose ones are gone
+
+    # the same write into the packed venv: refused, for root too
+    with pytest.raises(OSError) as refused:
+        target.open("ab")
+    assert refused.value.errno == errno.EROFS
+    assert await _grades(task, env) == loose
+
+    assert await _git_status_hashes_nothing(env)  # the image's own inode numbers change nothing for git
+    # the control: git's default comparison (inode too) finds the image's files changed, hashes and rewrites
+    assert not await _git_status_hashes_nothing(env, "-c core.checkStat=default")
+    factory = available_factory("ns")
+    async with await factory.create(env) as box:
+        # a sandbox's attack on its lower layers: the venv (read-only bind), a remount, the testbed (copy-up)
+        attack = await box.exec(
+            f"echo x >> {target} ; mount -o remount,rw / 2>&1 ; echo planted >> /testbed/README.md ; "
+            "git status --porcelain",
+            timeout=30,
+        )
+        assert "planted" not in target.read_text() and target.read_bytes() == original
+        assert " M README.md" in attack.output  # the testbed's write landed in the sandbox's own layer
+    async with await factory.create(env) as box:
+        clean = await box.exec("git status --porcelain; tail -1 README.md", timeout=30)
+        assert "planted" not in clean.output and "M README.md" not in clean.output
+
+
+async def test_a_reboot_mounts_again_and_an_image_changed_on_disk_is_refused(cache, task_by_id):
+    task = task_by_id["swe-rl-builtin__textkit-3"]
+    env = cache.ensure(task)
+    manifest = cache.pack().manifest
+    assert manifest is not None
+    mount_point = cache.root / "packed" / manifest.id
+    _unmount(mount_point)  # what a reboot leaves
+    assert not env.venv.is_dir() or not any(env.venv.iterdir())
+    again = EnvCache(cache.root).get(env.key)  # first use mounts it again, after its sha256
+    assert again is not None and os.path.ismount(mount_point) and _site_file(again.venv).is_file()
+    assert (await _grades(task, again))[0][0]  # gold resolves on the remounted image
+
+    _unmount(mount_point)
+    image = cache.root / "packed" / f"{manifest.id}.sqfs"
+    with image.open("r+b") as fh:  # one byte of the image changed while it was not mounted
+        fh.seek(image.stat().st_size // 2)
+        byte = fh.read(1)
+        fh.seek(-1, os.SEEK_CUR)
+        fh.write(bytes([byte[0] ^ 0xFF]))
+    with pytest.raises(PackError, match="changed on disk"):
+        EnvCache(cache.root).get(env.key)
+    with pytest.raises(PackError, match="changed on disk"):  # not built again behind the user's back either
+        EnvCache(cache.root).ensure(task)
+    assert not os.path.ismount(mount_point)
+
+
+def _image_of(tree: Path, out: Path) -> Path:
+    subprocess.run(["mksquashfs", str(tree), str(out / "img"), "-noappend", "-quiet"], check=True)
+    mount_point = out / "mnt"
+    mount_point.mkdir()
+    subprocess.run(["mount", "-o", "loop,ro", str(out / "img"), str(mount_point)], check=True)
+    return mount_point
+
+
+@pytest.mark.parametrize("change", ["byte", "mode", "extra", "none"])
+def test_the_check_finds_an_image_that_differs_from_its_tree(tmp_path, change):
+    tree = tmp_path / "tree"
+    (tree / "pkg").mkdir(parents=True)
+    (tree / "pkg" / "mod.py").write_text("VALUE = 1\n")
+    os.symlink("pkg/mod.py", tree / "link")
+    mount_point = _image_of(tree, tmp_path)
+    try:
+        mod = tree / "pkg" / "mod.py"
+        st = mod.stat()
+        if change == "byte":  # same size, same mtime: only the bytes tell
+            mod.write_text("VALUE = 2\n")
+            os.utime(mod, ns=(st.st_atime_ns, st.st_mtime_ns))
+        elif change == "mode":
+            mod.chmod(0o755)
+        elif change == "extra":
+            (tree / "pkg" / "new.py").write_text("")
+        found = compare_trees(tree, mount_point)
+        if change == "none":
+            assert found == ""  # the control: an unchanged tree passes
+        else:
+            assert found.startswith("pkg") and "differ" in found
+    finally:
+        subprocess.run(["umount", str(mount_point)], check=False)
+
+
+async def test_a_tree_a_running_sandbox_holds_is_kept_until_it_ends(cache, task_by_id):
+    task = task_by_id["swe-rl-builtin__textkit-3"]
+    env = cache.ensure(task)
+    factory = available_factory("ns")
+    async with await factory.create(env) as box:
+        result = cache.pack()
+        # the sandbox bound the loose trees before the pack: they are held, so kept (its files still there)
+        assert {p.name.split("-", 1)[0] for p in result.trash_left} == {"testbeds", "venvs"}
+        ran = await box.exec(
+            "python -m pytest -q -x tests 2>&1 | tail -1; cat README.md | head -1", timeout=120
+        )
+        assert ran.returncode == 0 and "error" not in ran.output.lower()
+    assert collect_trash(cache.root) == []
+    assert not (cache.root / TRASH).exists() or not any((cache.root / TRASH).iterdir())
+
+
+def test_gc_drops_an_image_with_its_last_env(cache, task_by_id):
+    env = cache.ensure(task_by_id["swe-rl-builtin__textkit-3"])
+    manifest = cache.pack().manifest
+    assert manifest is not None and manifests(cache.root)
+    assert cache.pack().manifest is None  # nothing loose is left to pack
+    cache.gc(keep={env.key})
+    assert os.path.ismount(cache.root / "packed" / manifest.id)  # still used
+    cache.gc(keep=set())
+    assert not env.testbed.is_symlink() and not env.venv.is_symlink()
+    assert manifests(cache.root) == [] and not (cache.root / "packed" / f"{manifest.id}.sqfs").exists()
+    with pytest.raises(PackError, match="is gone"):
+        mount_image(cache.root, manifest.id)
