@@ -222,3 +222,14 @@ def test_gc_drops_an_image_with_its_last_env(cache, task_by_id):
     assert manifests(cache.root) == [] and not (cache.root / "packed" / f"{manifest.id}.sqfs").exists()
     with pytest.raises(PackError, match="is gone"):
         mount_image(cache.root, manifest.id)
+
+
+@pytest.mark.docker
+async def test_docker_grades_a_packed_env_as_ns_does(cache, task_by_id):
+    """Docker copies the testbed in and binds the venv: through the links into the image, not the links."""
+    task = task_by_id["swe-rl-builtin__textkit-3"]
+    env = cache.ensure(task)
+    assert cache.pack().manifest is not None and env.venv is not None and env.venv.is_symlink()
+    ns = await grade_patch(task, task.patch, available_factory("ns"), env, timeout=300)
+    docker = await grade_patch(task, task.patch, available_factory("docker"), env, timeout=300)
+    assert ns.resolved and _statuses(docker) == _statuses(ns)

@@ -140,7 +140,9 @@ class DockerSandbox(ShellFileOps):
                     binds[f"/etc/{name}"] = {"bind": f"/etc/{name}", "mode": "ro"}
             for path in (env.python_prefix, env.venv):
                 if path is not None and not path.is_relative_to("/usr"):
-                    binds[str(path)] = {"bind": str(path), "mode": "ro"}
+                    # resolved: a packed venv's path is a link into its image (envs/packed.py); it is bound
+                    # at its own path, where its scripts' shebangs point
+                    binds[os.path.realpath(path)] = {"bind": str(path), "mode": "ro"}
         container = self._client.containers.create(
             # bash as pid 1 reaps orphaned processes (docker's init needs /sbin, which is the host's here)
             image,
@@ -315,7 +317,7 @@ def _testbed_tar(testbed: Path, workdir: str) -> bytes:
 
     buf = io.BytesIO()
     with tarfile.open(fileobj=buf, mode="w") as tar:
-        tar.add(testbed, arcname=workdir.lstrip("/"), filter=as_root)
+        tar.add(os.path.realpath(testbed), arcname=workdir.lstrip("/"), filter=as_root)  # packed: a link
     return buf.getvalue()
 
 
