@@ -233,3 +233,36 @@ async def test_docker_grades_a_packed_env_as_ns_does(cache, task_by_id):
     ns = await grade_patch(task, task.patch, available_factory("ns"), env, timeout=300)
     docker = await grade_patch(task, task.patch, available_factory("docker"), env, timeout=300)
     assert ns.resolved and _statuses(docker) == _statuses(ns)
+
+
+def _at_a_later_commit(cache: EnvCache, task: Task) -> Task:
+    """The task at another commit of its mirror: a testbed of its own, the same venv."""
+    later = subprocess.run(
+        ["git", "-c", "safe.directory=*", "rev-list", "--all", f"^{task.base_commit}"],
+        cwd=cache._source(task),
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.split()[-1]
+    return task.model_copy(update={"instance_id": f"{task.instance_id}-later", "base_commit": later})
+
+
+async def test_a_merge_puts_two_images_in_one_while_a_sandbox_runs_on_the_old_one(cache, task_by_id):
+    first = task_by_id["swe-rl-builtin__textkit-3"]
+    second = _at_a_later_commit(cache, first)
+    a = cache.ensure(first)
+    old = cache.pack().manifest
+    b = cache.ensure(second)  # a new testbed, loose beside the image
+    assert old is not None and image_of(cache.root, b.testbed) is None
+    newer = cache.pack().manifest
+    assert newer is not None and len(manifests(cache.root)) == 2
+    async with await available_factory("ns").create(a) as box:
+        merged = cache.pack(merge=True).manifest
+        assert merged is not None and sorted(merged.entries) == sorted(old.entries + newer.entries)
+        assert [m.id for m in manifests(cache.root)] == [merged.id]
+        assert not (cache.root / "packed" / f"{old.id}.sqfs").exists()
+        # the sandbox bound the old image's trees: unmounted lazily, they stay whole for it
+        ran = await box.exec("python -m pytest -q -x tests 2>&1 | tail -1", timeout=120)
+        assert ran.returncode == 0 and "passed" in ran.output
+    assert image_of(cache.root, a.testbed) == image_of(cache.root, b.testbed) == merged.id
+    assert (await grade_patch(first, first.patch, available_factory("ns"), a, timeout=300)).resolved

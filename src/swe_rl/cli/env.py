@@ -348,6 +348,14 @@ def gc(
 @app.command("pack")
 def pack(
     cache_dir: CacheOpt = None,
+    merge: Annotated[
+        bool,
+        typer.Option(
+            "--merge",
+            help="Also move the trees of the cache's earlier images into the new one (files they share are then "
+            "stored once) and drop those images; sandboxes still on them keep them until they end.",
+        ),
+    ] = False,
     level: Annotated[int, typer.Option("--level", min=1, max=22, help="zstd compression level.")] = 15,
     processors: Annotated[
         int | None, typer.Option("--processors", min=1, help="mksquashfs threads [default: every core].")
@@ -359,11 +367,12 @@ def pack(
     The image (squashfs, zstd; identical files once) is checked file by file against the trees, mounted at
     <cache>/packed/<id>/, and each tree's path becomes a link into it: envs, sandboxes and grading see the same
     paths. Builds of the cache wait while it runs. Run it after a dataset build; what is built later stays
-    loose until the next pack. After a reboot the images are mounted again on first use (or `env mount`).
+    loose until the next pack (or merge them all with --merge). After a reboot the images are mounted again on
+    first use (or `env mount`).
     """
     cache = env_cache(cache_dir, None)
     before = cache.disk_usage().total
-    result = cache.pack(level=level, processors=processors, progress=note)
+    result = cache.pack(merge=merge, level=level, processors=processors, progress=note)
     after = cache.disk_usage().total
     if json_out:
         manifest = result.manifest.model_dump(mode="json") if result.manifest else None
@@ -382,7 +391,7 @@ def pack(
         m = result.manifest
         note(
             f"packed {len(m.entries)} trees into {m.id}.sqfs: {m.bytes / 2**30:.2f} GiB "
-            f"(they took {m.loose_bytes / 2**30:.2f} GiB loose) in {m.seconds:.0f} s"
+            f"(they took {m.loose_bytes / 2**30:.2f} GiB before) in {m.seconds:.0f} s"
         )
     note(f"env cache: {before / 2**30:.2f} GiB before, {after / 2**30:.2f} GiB after")
     if result.trash_left:

@@ -75,7 +75,10 @@ class Manifest(BaseModel):
     id: str
     sha256: str = Field(description="Of the image file; checked before each mount.")
     bytes: int = Field(description="The image file's size.")
-    loose_bytes: int = Field(description="What its trees took on disk before (du -s, links once).")
+    loose_bytes: int = Field(
+        description="What its trees took on disk before: loose ones by du -s (links once), packed ones as the "
+        "images they were in (`env pack --merge`)."
+    )
     entries: list[str] = Field(description="The trees it holds: `testbeds/<key>`, `venvs/<key>`.")
     created: str
     seconds: float = Field(description="Wall time of the pack, both images and the check included.")
@@ -136,75 +139,99 @@ def pack_lock(root: Path, *, exclusive: bool) -> Iterator[None]:
 def pack(
     root: Path,
     *,
+    merge: bool = False,
     level: int = 15,
     processors: int | None = None,
     du: Callable[[list[Path]], int] | None = None,
     progress: Callable[[str], None] = lambda _: None,
 ) -> PackResult:
-    """Pack every loose finished tree of the cache at ``root`` into one new image (see the module's text).
-    Returns its manifest (None when there was nothing to pack) and the replaced trees still bound by a
-    sandbox (removed by a later :func:`collect_trash`)."""
+    """Pack every loose finished tree of the cache at ``root`` into one new image (see the module's text);
+    ``merge``: the trees of the cache's images too, into the one new image (files the images share are then
+    stored once), and the old images dropped. Returns the new image's manifest (None when there was nothing
+    to pack) and the replaced trees still bound by a sandbox (removed by a later :func:`collect_trash`)."""
     _need_tools()
     with pack_lock(root, exclusive=True):
-        entries = packable(root)
-        if not entries:
+        loose = packable(root)
+        packed = packed_entries(root) if merge else []
+        ensure_mounted(root, (root / e for e in packed))
+        if not loose and len({image_of(root, root / e) for e in packed}) < 2:
             return PackResult(None, collect_trash(root))
         started = time.monotonic()
         image_id = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime()) + "-" + secrets.token_hex(3)
-        work = root / ".tmp" / f"pack-{image_id}"
-        work.mkdir(parents=True)
-        try:
-            sources = [root / e for e in entries]
-            loose_bytes = du(sources) if du else 0
-            testbeds = [root / e for e in entries if e.startswith("testbeds/")]
-            for testbed in testbeds:  # what sandboxes need, written now: the image cannot be changed later
-                if (testbed / ".git").is_dir() and "checkstat = minimal" not in _git_config(testbed):
-                    stat_minimal(
-                        testbed
-                    )  # a testbed built before it was the rule: inodes change in the image
-                own_testbed(testbed)
-            final = packed_dir(root) / f"{image_id}.sqfs"
-            final.parent.mkdir(parents=True, exist_ok=True)
-            progress(f"pack {image_id}: the image (zstd {level})")
-            _mksquashfs(
-                sources, work / "image.sqfs", ["-comp", "zstd", "-Xcompression-level", str(level)], processors
-            )
-            os.rename(work / "image.sqfs", final)
-            mount_point = packed_dir(root) / image_id
-            try:
-                mount_point.mkdir()
-                _mount(final, mount_point)
-                progress(f"pack {image_id}: comparing the image with the trees")
-                for source in sources:
-                    if problem := compare_trees(source, mount_point / source.name):
-                        raise PackError(f"the image {final.name} differs from {source}: {problem}")
-                manifest = Manifest(
-                    id=image_id,
-                    sha256=_sha256(final),
-                    bytes=final.stat().st_size,
-                    loose_bytes=loose_bytes,
-                    entries=entries,
-                    created=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-                    seconds=round(time.monotonic() - started, 1),
-                )
-                atomic_write_json(packed_dir(root) / f"{image_id}.json", manifest.model_dump(mode="json"))
-            except BaseException:
-                _umount(mount_point)
-                final.unlink(missing_ok=True)
-                shutil.rmtree(mount_point, ignore_errors=True)
-                raise
-            trash = root / TRASH / image_id
-            trash.mkdir(parents=True)
-            for entry in entries:
-                _swap_in(root, entry, image_id, trash)
-            dropped = drop_store_copies(root)
-            progress(
-                f"pack {image_id}: {len(entries)} trees now in the image ({manifest.bytes} bytes); "
-                f"{dropped} shared-file copies no loose tree links removed"
-            )
-        finally:
-            shutil.rmtree(work, ignore_errors=True)
+        before = (du([root / e for e in loose]) if du else 0) + sum(
+            m.bytes for m in manifests(root) if any(image_of(root, root / e) == m.id for e in packed)
+        )
+        for entry in loose:
+            if entry.startswith("testbeds/"):
+                _prepare_testbed(root / entry)
+        entries = sorted(loose + packed)
+        progress(f"pack {image_id}: {len(loose)} loose and {len(packed)} packed trees, zstd {level}")
+        manifest = _make_image(root, image_id, entries, level, processors)
+        manifest.loose_bytes = before
+        manifest.seconds = round(time.monotonic() - started, 1)
+        atomic_write_json(packed_dir(root) / f"{image_id}.json", manifest.model_dump(mode="json"))
+        trash = root / TRASH / image_id
+        trash.mkdir(parents=True)
+        for entry in entries:
+            _swap_in(root, entry, image_id, trash)
+        dropped = drop_store_copies(root)
+        gone = drop_unused_images(root)
+        progress(
+            f"pack {image_id}: {len(entries)} trees now in the image ({manifest.bytes} bytes); "
+            f"{dropped} shared-file copies no loose tree links removed; {len(gone) // 2} older image(s) dropped"
+        )
         return PackResult(manifest, collect_trash(root))
+
+
+def packed_entries(root: Path) -> list[str]:
+    """The trees that are links into an image."""
+    return [
+        f"{part}/{path.name}"
+        for part in PACKED_PARTS
+        for path in sorted((root / part).glob("*"))
+        if image_of(root, path) is not None
+    ]
+
+
+def _prepare_testbed(testbed: Path) -> None:
+    """What sandboxes need of a testbed, written now: the image cannot be changed later."""
+    if (testbed / ".git").is_dir() and "checkstat = minimal" not in _git_config(testbed):
+        stat_minimal(testbed)  # a testbed built before it was the rule: the image numbers inodes its own way
+    own_testbed(testbed)
+
+
+def _make_image(
+    root: Path, image_id: str, entries: list[str], level: int, processors: int | None
+) -> Manifest:
+    """The image of ``entries`` made, mounted and compared with their trees; removed again on any failure."""
+    sources = [Path(os.path.realpath(root / e)) for e in entries]  # a packed tree: where its link leads
+    final = packed_dir(root) / f"{image_id}.sqfs"
+    final.parent.mkdir(parents=True, exist_ok=True)
+    part = final.with_suffix(".part")
+    mount_point = packed_dir(root) / image_id
+    try:
+        _mksquashfs(sources, part, ["-comp", "zstd", "-Xcompression-level", str(level)], processors)
+        os.rename(part, final)
+        mount_point.mkdir()
+        _mount(final, mount_point)
+        for source in sources:
+            if problem := compare_trees(source, mount_point / source.name):
+                raise PackError(f"the image {final.name} differs from {source}: {problem}")
+        return Manifest(
+            id=image_id,
+            sha256=_sha256(final),
+            bytes=final.stat().st_size,
+            loose_bytes=0,
+            entries=entries,
+            created=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+            seconds=0.0,
+        )
+    except BaseException:
+        _umount(mount_point)
+        for path in (part, final):
+            path.unlink(missing_ok=True)
+        shutil.rmtree(mount_point, ignore_errors=True)
+        raise
 
 
 def mount_image(root: Path, image_id: str) -> Path:
@@ -377,6 +404,8 @@ def _mksquashfs(sources: list[Path], out: Path, compression: list[str], processo
         "755",
     ]
     argv += compression
+    if len(sources) == 1:
+        argv.append("-keep-as-directory")  # else one source's contents become the image's root
     if processors:
         argv += ["-processors", str(processors)]
     proc = subprocess.run(argv, capture_output=True, text=True, check=False)
@@ -392,12 +421,16 @@ def _git_config(testbed: Path) -> str:
 
 
 def _swap_in(root: Path, entry: str, image_id: str, trash: Path) -> None:
-    """Exchange the loose tree ``entry`` with a symbolic link into the image, then move it to ``trash``."""
+    """Point ``entry`` into the image: a loose tree is exchanged with the link and moved to ``trash``; a link
+    into an older image is replaced (rename(2) over it)."""
     path = root / entry
     part, key = entry.split("/")
     link = path.with_name(f".{key}.packed")
     link.unlink(missing_ok=True)
     os.symlink(os.path.join("..", PACKED, image_id, key), link)
+    if path.is_symlink():
+        os.replace(link, path)
+        return
     _exchange(link, path)
     os.rename(link, trash / f"{part}-{key}")  # ``link`` is the loose tree now
 
@@ -491,5 +524,6 @@ __all__ = [
     "pack",
     "pack_lock",
     "packable",
+    "packed_entries",
     "store_files",
 ]
