@@ -219,6 +219,10 @@ def test_gc_drops_an_image_with_its_last_env(cache, task_by_id):
     assert os.path.ismount(cache.root / "packed" / manifest.id)  # still used
     cache.gc(keep=set())
     assert not env.testbed.is_symlink() and not env.venv.is_symlink()
+    # the repository's packs are in the image too, and gc keeps packs (later testbeds chain onto them)
+    assert [m.id for m in manifests(cache.root)] == [manifest.id]
+    shutil.rmtree(cache.root / "gitpacks")
+    cache.gc(keep=set())
     assert manifests(cache.root) == [] and not (cache.root / "packed" / f"{manifest.id}.sqfs").exists()
     with pytest.raises(PackError, match="is gone"):
         mount_image(cache.root, manifest.id)
@@ -233,6 +237,12 @@ async def test_docker_grades_a_packed_env_as_ns_does(cache, task_by_id):
     ns = await grade_patch(task, task.patch, available_factory("ns"), env, timeout=300)
     docker = await grade_patch(task, task.patch, available_factory("docker"), env, timeout=300)
     assert ns.resolved and _statuses(docker) == _statuses(ns)
+
+
+def _fsck(testbed: Path) -> int:
+    return subprocess.run(
+        ["git", "-c", "safe.directory=*", "fsck", "--connectivity-only"], cwd=testbed
+    ).returncode
 
 
 def _at_a_later_commit(cache: EnvCache, task: Task) -> Task:
@@ -252,8 +262,13 @@ async def test_a_merge_puts_two_images_in_one_while_a_sandbox_runs_on_the_old_on
     second = _at_a_later_commit(cache, first)
     a = cache.ensure(first)
     old = cache.pack().manifest
-    b = cache.ensure(second)  # a new testbed, loose beside the image
+    packs = [p for p in (cache.root / "gitpacks").glob("*/*") if p.name != "files"]
+    assert packs and all(image_of(cache.root, p) == old.id for p in packs)  # the packs went in too
+    b = cache.ensure(
+        second
+    )  # a new testbed, loose beside the image, its history partly from the image's packs
     assert old is not None and image_of(cache.root, b.testbed) is None
+    assert _fsck(b.testbed) == 0
     newer = cache.pack().manifest
     assert newer is not None and len(manifests(cache.root)) == 2
     async with await available_factory("ns").create(a) as box:

@@ -22,6 +22,7 @@ theirs would then contain its future (``env build`` builds each repository's ins
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import os
 import shutil
@@ -190,11 +191,18 @@ def stat_minimal(testbed: Path) -> None:
 
 
 def link_packs(files: list[Path], git_dir: Path) -> None:
-    """Hard-link the packs into a repository's object store (same filesystem as the cache)."""
+    """Hard-link the packs into a repository's object store (same filesystem as the cache); a pack that is in
+    a packed image (envs/packed.py, read-only, another filesystem) is copied: the next `env pack --merge`
+    stores the copy and the image's once again."""
     target = git_dir / "objects" / "pack"
     target.mkdir(parents=True, exist_ok=True)
     for path in files:
-        os.link(path, target / path.name)
+        try:
+            os.link(path, target / path.name)
+        except OSError as exc:
+            if exc.errno != errno.EXDEV:
+                raise
+            shutil.copy2(path, target / path.name)
 
 
 __all__ = ["MAX_PACKS", "SHARED_FILES", "PackStore", "is_shared", "link_packs", "share_files", "stat_minimal"]

@@ -59,8 +59,9 @@ from swe_rl.sandbox.identity import own_testbed
 
 PACKED = "packed"
 TRASH = ".trash"
-PACKED_PARTS = ("testbeds", "venvs")
-"""The cache's directories whose trees a pack moves into its image."""
+PACKED_PARTS = ("testbeds", "venvs", "gitpacks")
+"""The cache's directories whose trees a pack moves into its image: testbeds, venvs, and each base commit's packs
+(``gitpacks/<source>/<commit>``, gitpacks.py), which the testbeds' own links into them duplicate byte for byte."""
 _MOUNT_OPTIONS = "loop,ro,nodev,nosuid"
 
 
@@ -102,25 +103,39 @@ def image_of(root: Path, path: Path) -> str | None:
     """The id of the image a tree's path links into (a packed tree), None for a loose one."""
     if not path.is_symlink():
         return None
-    target = Path(os.readlink(path))
-    parts = target.parts
-    if len(parts) >= 3 and parts[:2] == ("..", PACKED):
-        return parts[2]
-    return None
+    target = Path(os.path.normpath(path.parent / os.readlink(path)))
+    if target.parent.parent != packed_dir(root):
+        return None
+    return target.parent.name
+
+
+def tree_paths(root: Path) -> list[Path]:
+    """Every tree a pack can hold, loose or a link: ``testbeds/<key>``, ``venvs/<key>`` and
+    ``gitpacks/<source>/<commit>`` (not the stores of shared files, not hidden work directories)."""
+    paths = []
+    for part in PACKED_PARTS:
+        tops = [root / part] if part != "gitpacks" else sorted((root / part).glob("*"))
+        for top in tops:
+            for path in sorted(top.iterdir()) if top.is_dir() else []:
+                if not path.name.startswith(".") and path.name != "files":
+                    paths.append(path)
+    return paths
 
 
 def packable(root: Path) -> list[str]:
-    """The loose finished trees: venvs (renamed into place only when built) and testbeds whose files were
-    shared (gitpacks.is_shared: their install has run, nothing writes into them again)."""
+    """The loose finished trees: venvs (renamed into place only when built), testbeds whose files were shared
+    (gitpacks.is_shared: their install has run, nothing writes into them again) and complete pack directories
+    (renamed into place with their ``parent`` file)."""
     entries = []
-    for part in PACKED_PARTS:
-        base = root / part
-        for path in sorted(base.iterdir()) if base.is_dir() else []:
-            if path.is_symlink() or not path.is_dir() or path.name.startswith("."):
-                continue
-            if part == "testbeds" and (path / ".git").exists() and not is_shared(path):
-                continue
-            entries.append(f"{part}/{path.name}")
+    for path in tree_paths(root):
+        if path.is_symlink() or not path.is_dir():
+            continue
+        rel = path.relative_to(root)
+        if rel.parts[0] == "testbeds" and (path / ".git").exists() and not is_shared(path):
+            continue
+        if rel.parts[0] == "gitpacks" and not (path / "parent").is_file():
+            continue
+        entries.append(rel.as_posix())
     return entries
 
 
@@ -164,7 +179,7 @@ def pack(
         for entry in loose:
             if entry.startswith("testbeds/"):
                 _prepare_testbed(root / entry)
-        entries = sorted(loose + packed)
+        entries = _one_per_name(sorted(packed) + sorted(loose))
         progress(f"pack {image_id}: {len(loose)} loose and {len(packed)} packed trees, zstd {level}")
         manifest = _make_image(root, image_id, entries, level, processors)
         manifest.loose_bytes = before
@@ -183,14 +198,22 @@ def pack(
         return PackResult(manifest, collect_trash(root))
 
 
+def _one_per_name(entries: list[str]) -> list[str]:
+    """The entries whose last component no earlier one has: an image holds each tree under its name (a commit's
+    packs in two sources of one repository stay loose the second time)."""
+    seen: set[str] = set()
+    kept = []
+    for entry in entries:
+        name = entry.rsplit("/", 1)[-1]
+        if name not in seen:
+            seen.add(name)
+            kept.append(entry)
+    return sorted(kept)
+
+
 def packed_entries(root: Path) -> list[str]:
     """The trees that are links into an image."""
-    return [
-        f"{part}/{path.name}"
-        for part in PACKED_PARTS
-        for path in sorted((root / part).glob("*"))
-        if image_of(root, path) is not None
-    ]
+    return [p.relative_to(root).as_posix() for p in tree_paths(root) if image_of(root, p) is not None]
 
 
 def _prepare_testbed(testbed: Path) -> None:
@@ -283,7 +306,7 @@ def ensure_mounted(root: Path, paths: Iterable[Path | None]) -> None:
 
 def drop_unused_images(root: Path) -> list[Path]:
     """Unmount and remove the images no tree links into any more (after ``env gc`` removed their envs)."""
-    used = {image_of(root, p) for part in PACKED_PARTS for p in (root / part).glob("*")}
+    used = {image_of(root, p) for p in tree_paths(root)}
     removed = []
     for manifest in manifests(root):
         if manifest.id in used:
@@ -306,10 +329,8 @@ def drop_store_copies(root: Path) -> int:
     """Remove the stores' copies that no loose tree links (after a pack, all of them: the image holds the
     bytes). A copy that uv's cache links too stays on disk as uv's, a download cache. Returns how many."""
     loose = set()
-    for part in PACKED_PARTS:
-        for tree in (root / part).glob("*"):
-            if tree.is_symlink():
-                continue
+    for tree in tree_paths(root):
+        if not tree.is_symlink():
             for here, _, files in os.walk(tree):
                 for name in files:
                     st = os.lstat(os.path.join(here, name))
@@ -424,15 +445,14 @@ def _swap_in(root: Path, entry: str, image_id: str, trash: Path) -> None:
     """Point ``entry`` into the image: a loose tree is exchanged with the link and moved to ``trash``; a link
     into an older image is replaced (rename(2) over it)."""
     path = root / entry
-    part, key = entry.split("/")
-    link = path.with_name(f".{key}.packed")
+    link = path.with_name(f".{path.name}.packed")
     link.unlink(missing_ok=True)
-    os.symlink(os.path.join("..", PACKED, image_id, key), link)
+    os.symlink(os.path.relpath(packed_dir(root) / image_id / path.name, path.parent), link)
     if path.is_symlink():
         os.replace(link, path)
         return
     _exchange(link, path)
-    os.rename(link, trash / f"{part}-{key}")  # ``link`` is the loose tree now
+    os.rename(link, trash / entry.replace("/", "-"))  # ``link`` is the loose tree now
 
 
 _RENAME_EXCHANGE = 2
@@ -526,4 +546,5 @@ __all__ = [
     "packable",
     "packed_entries",
     "store_files",
+    "tree_paths",
 ]
