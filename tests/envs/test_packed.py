@@ -26,7 +26,7 @@ from swe_rl.envs.packed import (
     manifests,
     mount_image,
 )
-from swe_rl.harness.grade_patch import grade_patch
+from swe_rl.harness.grade_patch import grade_in, grade_patch
 from swe_rl.sandbox.base import EnvSpec
 from swe_rl.tasks.model import Task
 
@@ -281,3 +281,26 @@ async def test_a_merge_puts_two_images_in_one_while_a_sandbox_runs_on_the_old_on
         assert ran.returncode == 0 and "passed" in ran.output
     assert image_of(cache.root, a.testbed) == image_of(cache.root, b.testbed) == merged.id
     assert (await grade_patch(first, first.patch, available_factory("ns"), a, timeout=300)).resolved
+
+
+async def test_a_reset_in_place_onto_another_packed_testbed_leaves_nothing_of_the_last_use(cache, task_by_id):
+    """A reuse path over images: use N plants files in its testbed, /tmp and $HOME of one packed env, the
+    sandbox is reset in place onto another packed env's testbed, and use N+1 is graded there."""
+    first = task_by_id["swe-rl-builtin__textkit-3"]
+    second = _at_a_later_commit(cache, first)
+    a, b = cache.ensure(first), cache.ensure(second)
+    assert cache.pack().manifest is not None and image_of(cache.root, b.testbed) is not None
+    async with await available_factory("ns").create(b) as fresh:
+        pristine = (
+            await fresh.exec("git rev-parse HEAD; git status --porcelain; ls -A /tmp ~", timeout=30)
+        ).output
+    async with await available_factory("ns").create(a) as box:
+        bwrap = box.bwrap_pid
+        plant = "echo 'VALUE = 1' > textkit/planted.py; touch /tmp/left ~/.left; git status --porcelain"
+        assert "planted.py" in (await box.exec(plant, timeout=30)).output  # the control: the plant is there
+        await box.reset(env=b)
+        assert (box.restart_reason, box.bwrap_pid) == (None, bwrap)  # in place, not a restart
+        state = await box.exec("git rev-parse HEAD; git status --porcelain; ls -A /tmp ~", timeout=30)
+        assert state.output == pristine
+        verdict = await grade_in(box, second, second.patch, timeout=300)
+        assert verdict.resolved and verdict.tests_status
