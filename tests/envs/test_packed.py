@@ -25,6 +25,7 @@ from swe_rl.envs.packed import (
     image_of,
     manifests,
     mount_image,
+    packable,
 )
 from swe_rl.harness.grade_patch import grade_in, grade_patch
 from swe_rl.sandbox.base import EnvSpec
@@ -304,3 +305,14 @@ async def test_a_reset_in_place_onto_another_packed_testbed_leaves_nothing_of_th
         assert state.output == pristine
         verdict = await grade_in(box, second, second.patch, timeout=300)
         assert verdict.resolved and verdict.tests_status
+
+
+async def test_a_dataset_build_with_pack_measures_its_disk_after_the_pack(cache, task_by_id, tmp_path):
+    from swe_rl.runs.envbuild import build_dataset
+
+    tasks = [task_by_id["swe-rl-builtin__textkit-3"], task_by_id["swe-rl-builtin__statkit-1"]]
+    report = await build_dataset(tasks, cache, report_path=tmp_path / "report.json", quiet=True, pack=True)
+    assert [e.status for e in report.entries.values()] == ["built", "built"]
+    disk = report.summary.disk
+    assert disk is not None and disk.parts["packed"] > 0 and disk.parts["testbeds"] < 64 * 1024
+    assert len(manifests(cache.root)) == 1 and not packable(cache.root)

@@ -100,6 +100,14 @@ def build(
             "envs are kept), e.g. after upgrading swe-rl.",
         ),
     ] = False,
+    pack: Annotated[
+        bool,
+        typer.Option(
+            "--pack",
+            help="At the end, pack the cache's envs into one compressed read-only image (`swe-rl env pack "
+            "--merge`; root, squashfs-tools); the report's disk is measured after it.",
+        ),
+    ] = False,
     backend: BackendOpt = "auto",
     timeout: TimeoutOpt = 1800.0,
     installer: InstallerOpt = "uv",
@@ -138,6 +146,10 @@ def build(
         raise ConfigError(
             "--revalidate grades again what a --report found invalid: give --validate and --report"
         )
+    if pack:  # before hours of building, not after
+        from swe_rl.envs.packed import need_tools
+
+        need_tools()
     tasks = load_tasks(source, instance_ids=instance)
     options = _options(installer, as_of_date, constraints, install_python)
     assert isinstance(options, InstallOptions)
@@ -159,6 +171,7 @@ def build(
             factory=factory,
             timeout=timeout,
             revalidate=revalidate,
+            pack=pack,
         )
     )
     if json_out:

@@ -164,7 +164,7 @@ def pack(
     ``merge``: the trees of the cache's images too, into the one new image (files the images share are then
     stored once), and the old images dropped. Returns the new image's manifest (None when there was nothing
     to pack) and the replaced trees still bound by a sandbox (removed by a later :func:`collect_trash`)."""
-    _need_tools()
+    need_tools()
     with pack_lock(root, exclusive=True):
         loose = packable(root)
         packed = packed_entries(root) if merge else []
@@ -400,7 +400,7 @@ def compare_trees(loose: Path, packed: Path) -> str:
 
 
 # -- internals ------------------------------------------------------------------------------------------
-def _need_tools() -> None:
+def need_tools() -> None:
     missing = [tool for tool in ("mksquashfs", "mount", "umount") if shutil.which(tool) is None]
     if missing:
         raise PackError(f"packing needs {', '.join(missing)} (Debian: apt-get install squashfs-tools mount)")
@@ -541,6 +541,7 @@ __all__ = [
     "manifests",
     "mount_all",
     "mount_image",
+    "need_tools",
     "pack",
     "pack_lock",
     "packable",

@@ -44,6 +44,7 @@ async def build_dataset(
     timeout: float = 1800.0,
     quiet: bool = False,
     revalidate: bool = False,
+    pack: bool = False,
 ) -> BuildReport:
     """Build every task's env (at most ``jobs`` at once), validate when ``factory`` is given, report.
 
@@ -52,7 +53,8 @@ async def build_dataset(
     are skipped. With ``revalidate`` those it found invalid are graded again (their envs are kept: after a
     change to validation or grading), and an entry's seconds add the earlier run's. The entries of instances
     not in ``tasks`` (a run over others with the same report) are kept as they were, after this run's. At the
-    end the summary gets the disk the env cache takes. Unfinished builds a stopped run left in the cache are
+    end the summary gets the disk the env cache takes; with ``pack`` after the cache's envs are packed into one
+    read-only image (``EnvCache.pack(merge=True)``). Unfinished builds a stopped run left in the cache are
     removed first (those another process is building are left alone).
     """
     await asyncio.to_thread(_clear_leftovers, cache, quiet)
@@ -86,6 +88,9 @@ async def build_dataset(
 
     await asyncio.gather(*(one(t) for t in todo))
     report.entries = {**{t.instance_id: report.entries[t.instance_id] for t in tasks}, **others}
+    if pack:
+        say = (lambda _: None) if quiet else (lambda line: print(line, file=sys.stderr, flush=True))
+        await asyncio.to_thread(cache.pack, merge=True, progress=say)
     disk = await asyncio.to_thread(cache.disk_usage)
     report.summary = BuildSummary.of(report.entries.values(), disk=disk)
     if report_path is not None:
