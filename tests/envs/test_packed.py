@@ -7,10 +7,13 @@ the sandbox that holds a replaced tree is seen holding it (else its files would 
 
 from __future__ import annotations
 
+import contextlib
 import errno
+import fcntl
 import os
 import shutil
 import subprocess
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -316,3 +319,55 @@ async def test_a_dataset_build_with_pack_measures_its_disk_after_the_pack(cache,
     disk = report.summary.disk
     assert disk is not None and disk.parts["packed"] > 0 and disk.parts["testbeds"] < 64 * 1024
     assert len(manifests(cache.root)) == 1 and not packable(cache.root)
+
+
+def test_a_pack_is_not_starved_by_builds_that_keep_coming(tmp_path):
+    """Two builds hand the shared lock to each other: each lets go only once the other holds it too, so the lock
+    is never free. A pack must still get its turn (the builds that come after it wait for it). The control: the
+    bare shared lock alone, the same hand-over, never lets the pack in."""
+    import threading
+
+    from swe_rl.envs.packed import pack_lock
+
+    def run(gated: bool) -> bool:
+        root = tmp_path / ("gated" if gated else "bare")
+        (root / "locks").mkdir(parents=True)
+        stop, packed = threading.Event(), threading.Event()
+        held = [threading.Event(), threading.Event()]
+
+        def shared() -> contextlib.AbstractContextManager[object]:
+            if gated:
+                return pack_lock(root, exclusive=False)
+            return _bare_shared(root / "locks" / ".pack.lock")
+
+        def build(me: int) -> None:
+            while not stop.is_set():
+                with shared():
+                    held[me].set()
+                    held[1 - me].wait(2)  # the other holds it too (or is kept out by the pack's gate)
+                    held[1 - me].clear()
+
+        def packer() -> None:
+            with pack_lock(root, exclusive=True):
+                packed.set()
+
+        for me in (0, 1):
+            threading.Thread(target=build, args=(me,), daemon=True).start()
+        assert held[0].wait(2) or held[1].wait(2)
+        threading.Thread(target=packer, daemon=True).start()
+        got = packed.wait(8 if gated else 4)
+        stop.set()
+        return got
+
+    assert run(gated=True)
+    assert not run(gated=False)
+
+
+@contextlib.contextmanager
+def _bare_shared(path: Path) -> Iterator[None]:
+    with open(path, "a") as fh:
+        fcntl.flock(fh, fcntl.LOCK_SH)
+        try:
+            yield
+        finally:
+            fcntl.flock(fh, fcntl.LOCK_UN)

@@ -141,14 +141,20 @@ def packable(root: Path) -> list[str]:
 
 @contextmanager
 def pack_lock(root: Path, *, exclusive: bool) -> Iterator[None]:
-    """Shared by builds, exclusive for a pack (and gc's swap of packed trees)."""
+    """Shared by builds, exclusive for a pack and gc. A turnstile in front (``.pack.gate``) keeps a stream of
+    builds from starving a pack: flock grants a shared lock while an exclusive one waits, so a pack first
+    closes the gate (builds pass it in an instant), then waits for the builds already inside."""
     (root / "locks").mkdir(parents=True, exist_ok=True)
-    with open(root / "locks" / ".pack.lock", "a") as handle:
-        fcntl.flock(handle, fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH)
+    with open(root / "locks" / ".pack.gate", "a") as gate, open(root / "locks" / ".pack.lock", "a") as lock:
+        fcntl.flock(gate, fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH)
+        fcntl.flock(lock, fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH)
+        if not exclusive:
+            fcntl.flock(gate, fcntl.LOCK_UN)
         try:
             yield
         finally:
-            fcntl.flock(handle, fcntl.LOCK_UN)
+            fcntl.flock(lock, fcntl.LOCK_UN)
+            fcntl.flock(gate, fcntl.LOCK_UN)
 
 
 def pack(
