@@ -186,8 +186,11 @@ def pack(
             if entry.startswith("testbeds/"):
                 _prepare_testbed(root / entry)
         entries = _one_per_name(sorted(packed) + sorted(loose))
-        progress(f"pack {image_id}: {len(loose)} loose and {len(packed)} packed trees, zstd {level}")
-        manifest = _make_image(root, image_id, entries, level, processors)
+        progress(
+            f"pack {image_id}: {len(loose)} loose and {len(packed)} packed trees; mksquashfs, zstd {level} "
+            "(about a minute per GiB on two cores)"
+        )
+        manifest = _make_image(root, image_id, entries, level, processors, progress)
         manifest.loose_bytes = before
         manifest.seconds = round(time.monotonic() - started, 1)
         atomic_write_json(packed_dir(root) / f"{image_id}.json", manifest.model_dump(mode="json"))
@@ -230,7 +233,12 @@ def _prepare_testbed(testbed: Path) -> None:
 
 
 def _make_image(
-    root: Path, image_id: str, entries: list[str], level: int, processors: int | None
+    root: Path,
+    image_id: str,
+    entries: list[str],
+    level: int,
+    processors: int | None,
+    progress: Callable[[str], None],
 ) -> Manifest:
     """The image of ``entries`` made, mounted and compared with their trees; removed again on any failure."""
     sources = [Path(os.path.realpath(root / e)) for e in entries]  # a packed tree: where its link leads
@@ -243,6 +251,9 @@ def _make_image(
         os.rename(part, final)
         mount_point.mkdir()
         _mount(final, mount_point)
+        progress(
+            f"pack {image_id}: image {final.stat().st_size / 2**30:.2f} GiB; comparing it with the trees"
+        )
         for source in sources:
             if problem := compare_trees(source, mount_point / source.name):
                 raise PackError(f"the image {final.name} differs from {source}: {problem}")
