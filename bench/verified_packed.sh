@@ -1,0 +1,51 @@
+#!/usr/bin/env bash
+# Issue #39: the env cache of a seeded random sample of SWE-bench Verified, loose and then packed (`swe-rl env pack`),
+# and the verdicts graded again on the packed envs. Resumable: each stage leaves its file in $W and is skipped when
+# it is there (env build itself resumes from its report).
+#
+#   W=/work/pack39 PARQUET=verified-9fa5614.parquet REPOS=/work/gold-data/repos bash bench/verified_packed.sh
+#
+# Stages: (1) 16 instances drawn with random.Random(2029).sample(sorted ids, 16), built and validated (ns, -j 2);
+# (2) `env pack`; (3) `env pack --merge` (the repositories' packs join the image); the 16 graded again on it and
+# compared; (4) 84 more, random.Random(2030).sample(the other 484, 84), built into the same cache (the first image's
+# shared venvs and packs are reused from it); (5) `env pack --merge`; all 100 graded again and compared.
+# Results: $W/pack*.json (manifest, disk before and after), $W/compare-*.json; copied to bench/results/ by hand.
+# Needs root, squashfs-tools, the mirrors named in docs/ENVIRONMENTS.md, and the host packages of verified-build.
+set -euo pipefail
+: "${W:?work dir}" "${PARQUET:?the Verified parquet (9fa5614)}" "${REPOS:?the repo cache}"
+HERE="$(cd "$(dirname "$0")/.." && pwd)"
+PY="${PY:-$HERE/.venv/bin/python}"
+swe() { PYTHONPATH="$HERE/src" nice -n 10 "$PY" -c "from swe_rl.cli.app import main; main()" "$@"; }
+mkdir -p "$W"
+cd "$W"
+
+if [ ! -f first.txt ]; then
+  "$PY" - "$PARQUET" <<'EOF'
+import random, sys
+import pyarrow.parquet as pq
+ids = sorted(pq.read_table(sys.argv[1], columns=["instance_id"]).column(0).to_pylist())
+first = random.Random(2029).sample(ids, 16)
+more = random.Random(2030).sample(sorted(set(ids) - set(first)), 84)
+open("first.txt", "w").write("\n".join(sorted(first)) + "\n")
+open("more.txt", "w").write("\n".join(sorted(more)) + "\n")
+EOF
+fi
+ids() { local args=(); while read -r i; do args+=(-i "$i"); done < "$1"; printf '%s\n' "${args[@]}"; }
+build() {  # build [--revalidate] REPORT IDS...
+  swe env build --tasks "$PARQUET" --repo-cache "$REPOS" --cache-dir "$W/envs" --validate -b ns -j 2 "$@" || true
+}
+
+[ -f report-16-loose.json ] || { mapfile -t a < <(ids first.txt); build --report report.json "${a[@]}"; cp report.json report-16-loose.json; }
+[ -f pack1.json ] || swe env pack --cache-dir "$W/envs" --json > pack1.json
+[ -f pack2.json ] || swe env pack --merge --cache-dir "$W/envs" --json > pack2.json
+if [ ! -f compare-16.json ]; then
+  mapfile -t a < <(ids first.txt); build --report report-16-packed.json "${a[@]}"
+  "$PY" "$HERE/bench/report_compare.py" report-16-loose.json report-16-packed.json --out compare-16.json || true
+fi
+[ -f report-100-loose.json ] || { mapfile -t a < <(ids more.txt); build --report report.json "${a[@]}"; cp report.json report-100-loose.json; }
+[ -f pack3.json ] || swe env pack --merge --cache-dir "$W/envs" --json > pack3.json
+if [ ! -f compare-100.json ]; then
+  mapfile -t a < <(cat first.txt more.txt | sort > all.txt; ids all.txt); build --report report-100-packed.json "${a[@]}"
+  "$PY" "$HERE/bench/report_compare.py" report-100-loose.json report-100-packed.json --out compare-100.json || true
+fi
+du -s -B1 -x "$W/envs"/* > du-final.txt
