@@ -31,3 +31,54 @@ def atomic_write_text(path: Path, text: str) -> None:
 
 def atomic_write_json(path: Path, obj: Any) -> None:
     atomic_write_text(path, json.dumps(obj, indent=2, sort_keys=False) + "\n")
+
+
+_RENAME_EXCHANGE = 2
+_AT_FDCWD = -100
+
+
+def exchange(a: Path, b: Path) -> None:
+    """Swap two paths in one step (``renameat2(RENAME_EXCHANGE)``): neither is ever missing. OSError if not."""
+    import ctypes
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.renameat2(_AT_FDCWD, os.fsencode(a), _AT_FDCWD, os.fsencode(b), _RENAME_EXCHANGE) != 0:
+        err = ctypes.get_errno()
+        raise OSError(err, f"renameat2({a}, {b}, RENAME_EXCHANGE): {os.strerror(err)}")
+
+
+def thaw_link(link: Path) -> bool:
+    """Replace ``link``, a symbolic link to a directory (a packed tree: envs/packed.py), by a copy of that
+    directory: names, bytes, modes, owners, mtimes and symbolic links as they are. The copy is made beside it
+    and exchanged with the link in one step, so the path always leads to the same files. False when ``link`` is
+    not a link (any more)."""
+    import shutil
+
+    if not link.is_symlink():
+        return False
+    copy = Path(tempfile.mkdtemp(dir=link.parent, prefix=f".{link.name}.thaw-"))
+    try:
+        copy.rmdir()
+        shutil.copytree(link, copy, symlinks=True, copy_function=_copy_owned)
+        for here, dirs, _ in os.walk(copy):
+            for name in dirs:  # files were given their owners as they were copied
+                rel = Path(here).relative_to(copy) / name
+                _own(copy / rel, os.lstat(link / rel))
+        _own(copy, os.stat(link))
+        exchange(copy, link)
+        os.unlink(copy)  # the link, now at the copy's name
+        return True
+    finally:
+        if copy.is_dir() and not copy.is_symlink():
+            shutil.rmtree(copy, ignore_errors=True)
+
+
+def _copy_owned(src: str, dst: str) -> None:
+    import shutil
+
+    shutil.copy2(src, dst, follow_symlinks=False)
+    _own(Path(dst), os.lstat(src))
+
+
+def _own(path: Path, st: os.stat_result) -> None:
+    os.lchown(path, st.st_uid, st.st_gid)

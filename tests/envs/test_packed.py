@@ -268,16 +268,17 @@ async def test_a_merge_puts_two_images_in_one_while_a_sandbox_runs_on_the_old_on
     old = cache.pack().manifest
     packs = [p for p in (cache.root / "gitpacks").glob("*/*") if p.name != "files"]
     assert packs and all(image_of(cache.root, p) == old.id for p in packs)  # the packs went in too
-    b = cache.ensure(
-        second
-    )  # a new testbed, loose beside the image, its history partly from the image's packs
+    b = cache.ensure(second)  # a new testbed, loose, its history partly in the image's packs
     assert old is not None and image_of(cache.root, b.testbed) is None
     assert _fsck(b.testbed) == 0
+    # those packs were copied out of the image once and hard-linked, not copied into each new testbed
+    assert not any(p.is_symlink() for p in packs)
+    assert all(f.stat().st_nlink > 1 for f in (b.testbed / ".git" / "objects" / "pack").iterdir())
     newer = cache.pack().manifest
     assert newer is not None and len(manifests(cache.root)) == 2
     async with await available_factory("ns").create(a) as box:
         merged = cache.pack(merge=True).manifest
-        assert merged is not None and sorted(merged.entries) == sorted(old.entries + newer.entries)
+        assert merged is not None and merged.entries == sorted({*old.entries, *newer.entries})
         assert [m.id for m in manifests(cache.root)] == [merged.id]
         assert not (cache.root / "packed" / f"{old.id}.sqfs").exists()
         # the sandbox bound the old image's trees: unmounted lazily, they stay whole for it

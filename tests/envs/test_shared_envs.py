@@ -253,10 +253,11 @@ def test_a_package_file_changed_in_place_does_not_come_back_from_uvs_cache(tmp_p
     assert "# in place" not in Path(_run(again.venv, code)).read_text()
 
 
-def test_an_instance_of_a_packed_version_clones_its_shared_venv_out_of_the_image(tmp_path, version):
-    """After `env pack` the version's shared venv is in a read-only image: hard links into it cannot be made
-    (another filesystem), so the next instance's clone copies those files, and its install still cannot reach
-    the shared venv: the same in-place write as above lands in the clone's copy only."""
+def test_a_packed_version_is_copied_out_once_and_its_clones_are_checked_as_before(tmp_path, version):
+    """After `env pack` the version's shared venv is in a read-only image (another filesystem: no hard link
+    reaches it). The next instance copies it out once (a link swapped for a copy), clones it with hard links as
+    before, and the clone check still catches an install that writes into a shared file in place. The packed
+    sibling's venv is the image's copy, which the write cannot reach."""
     import shutil
 
     from swe_rl.envs.packed import image_of
@@ -272,17 +273,22 @@ def test_an_instance_of_a_packed_version_clones_its_shared_venv_out_of_the_image
     base = cache.root / "venvs" / _record(a.venv)["shared_env"]
     try:
         assert cache.pack().manifest is not None and image_of(cache.root, base) is not None
+        rel = Path(_run(a.venv, "import _pytest.python as m; print(m.__file__)")).relative_to(a.venv)
         target = "$(python -c 'import _pytest, os; print(os.path.dirname(_pytest.__file__))')/python.py"
         attack = second.model_copy(
             update={"install": f"python -m pip install widgetdep && echo '# in place' >> {target}"}
         )
-        b = cache.ensure(attack)
-        assert b.venv is not None and not b.venv.is_symlink() and image_of(cache.root, b.venv) is None
-        assert _record(b.venv)["shared_env"] == base.name
+        with pytest.raises(EnvBuildError, match="wrote in place"):
+            cache.ensure(attack)
+        # the control that the clone linked the copied-out shared venv: the write reached it (it is removed)
+        assert not base.exists()
+        assert "# in place" not in (a.venv / rel).read_text()  # the packed sibling: the image's copy
+        assert image_of(cache.root, a.venv) is not None
+        assert _run(a.venv, "import widgetdep; print(widgetdep.VERSION)") == "1.0"
+        b = cache.ensure(second)  # built again: the shared venv too, loose, and the clone links it
+        assert b.venv is not None and not base.is_symlink()
+        assert (b.venv / rel).stat().st_ino == (base / rel).stat().st_ino
         assert _run(b.venv, "import widgetdep; print(widgetdep.VERSION)") == "1.0"
-        rel = Path(_run(b.venv, "import _pytest.python as m; print(m.__file__)")).relative_to(b.venv)
-        assert "# in place" in (b.venv / rel).read_text()  # the attack ran, in the clone's own copy
-        assert "# in place" not in (base / rel).read_text() and "# in place" not in (a.venv / rel).read_text()
     finally:
         for mount_point in (cache.root / "packed").glob("*"):
             if os.path.ismount(mount_point):

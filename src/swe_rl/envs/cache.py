@@ -57,7 +57,7 @@ from swe_rl.envs.slim import slim_build_output
 from swe_rl.envs.testbed import make_testbed
 from swe_rl.envs.venvbuild import VenvBuilder, shared_env_of
 from swe_rl.errors import SweRlError
-from swe_rl.fileio import atomic_write_json
+from swe_rl.fileio import atomic_write_json, thaw_link
 from swe_rl.paths import cache_dir
 from swe_rl.sandbox.base import EnvSpec
 from swe_rl.tasks.image_names import canonical_image, image_name
@@ -127,6 +127,9 @@ class EnvCache:
             lambda d, final: self._venvs.build(recipe.shared(), python, d, final, testbed, source, notes),
         )
         own, venv = recipe.own(), shared
+        if own is not None and shared.is_symlink() and not (self.root / "venvs" / keys.venv).exists():
+            with self._lock(keys.shared):  # packed: copied out once, so that clones hard-link it again
+                thaw_link(shared)
         if own is not None:  # the repo's own install, in the instance's clone of the shared venv
             venv = self._ensure_dir(
                 "venvs",

@@ -23,6 +23,7 @@ theirs would then contain its future (``env build`` builds each repository's ins
 from __future__ import annotations
 
 import errno
+import fcntl
 import hashlib
 import os
 import shutil
@@ -31,6 +32,7 @@ from pathlib import Path
 
 from swe_rl.envs.filestore import share_file
 from swe_rl.errors import InfraError
+from swe_rl.fileio import thaw_link
 from swe_rl.gitutil import git, git_into
 
 MAX_PACKS = 32
@@ -66,8 +68,19 @@ class PackStore:
             self._make(commit, parent)
         files: list[Path] = []
         for link in self._walk(commit):
+            self._thaw(self.dir / link)
             files += sorted(p for p in (self.dir / link).iterdir() if p.suffix in PACK_FILES)
         return files
+
+    def _thaw(self, packs: Path) -> None:
+        """A commit's packs that `env pack` put into an image (their path a link into it) copied back out once, so
+        this and later testbeds hard-link them again instead of copying them each (the image holds the same bytes:
+        the next `env pack --merge` stores them once)."""
+        if not packs.is_symlink():
+            return
+        with open(self.dir / ".thaw.lock", "a") as handle:
+            fcntl.flock(handle, fcntl.LOCK_EX)
+            thaw_link(packs)  # False: another build did it while this one waited
 
     def _walk(self, commit: str) -> list[str]:
         """``commit`` and the commits whose packs follow it."""

@@ -34,7 +34,6 @@ it change mid-walk. Imported images' root filesystems (``rootfs/``) and the repo
 
 from __future__ import annotations
 
-import ctypes
 import errno
 import fcntl
 import hashlib
@@ -54,7 +53,7 @@ from pydantic import BaseModel, Field
 from swe_rl.envs.gitpacks import is_shared, stat_minimal
 from swe_rl.envs.layers import VENV_FILES
 from swe_rl.errors import EnvBuildError
-from swe_rl.fileio import atomic_write_json
+from swe_rl.fileio import atomic_write_json, exchange
 from swe_rl.sandbox.identity import own_testbed
 
 PACKED = "packed"
@@ -468,19 +467,8 @@ def _swap_in(root: Path, entry: str, image_id: str, trash: Path) -> None:
     if path.is_symlink():
         os.replace(link, path)
         return
-    _exchange(link, path)
+    exchange(link, path)
     os.rename(link, trash / entry.replace("/", "-"))  # ``link`` is the loose tree now
-
-
-_RENAME_EXCHANGE = 2
-_AT_FDCWD = -100
-
-
-def _exchange(a: Path, b: Path) -> None:
-    libc = ctypes.CDLL(None, use_errno=True)
-    if libc.renameat2(_AT_FDCWD, os.fsencode(a), _AT_FDCWD, os.fsencode(b), _RENAME_EXCHANGE) != 0:
-        err = ctypes.get_errno()
-        raise PackError(f"renameat2({a}, {b}, RENAME_EXCHANGE): {os.strerror(err)}")
 
 
 def _mount(image: Path, mount_point: Path) -> None:

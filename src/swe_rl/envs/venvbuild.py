@@ -118,6 +118,8 @@ class VenvBuilder:
         forget_cached(owners(clone.base, set(changed)), self.root / "uv-cache")
         # the changed inodes are also in other versions' venvs that have the same content (share_venv_files)
         for venv in sorted((self.root / "venvs").glob("*/")):
+            if venv.is_symlink():
+                continue  # packed (envs/packed.py): its image holds copies, which no write reached
             if shared_env_of(venv) == clone.base.name or holds_inode(venv, inodes):
                 shutil.rmtree(venv, ignore_errors=True)
         for kept in (self.root / VENV_FILES).glob("*/*"):
