@@ -113,6 +113,7 @@ async def test_a_packed_env_grades_as_loose_and_nothing_writes_into_its_image(ca
     assert env.testbed.is_symlink() and env.venv.is_symlink()
     assert cache.disk_usage().total < before
     assert not list((cache.root / TRASH).glob("*/*"))  # no sandbox held a tree: the loose ones are gone
+    assert not list((cache.root / "venvfiles").glob("*"))  # the shared-file store is emptied, folders too
 
     # the same write into the packed venv: refused, for root too
     with pytest.raises(OSError) as refused:

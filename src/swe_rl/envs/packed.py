@@ -34,6 +34,7 @@ it change mid-walk. Imported images' root filesystems (``rootfs/``) and the repo
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import fcntl
 import hashlib
@@ -358,7 +359,14 @@ def drop_store_copies(root: Path) -> int:
         if (st.st_dev, st.st_ino) not in loose:
             copy.unlink()
             dropped += 1
+    for folder in set(_store_folders(root)) - {copy.parent for copy in store_files(root)}:
+        with contextlib.suppress(OSError):
+            folder.rmdir()  # emptied (a folder per leading two hex digits: thousands of blocks)
     return dropped
+
+
+def _store_folders(root: Path) -> list[Path]:
+    return [*(root / "gitpacks").glob("*/files/*"), *(root / VENV_FILES).glob("*")]
 
 
 def collect_trash(root: Path) -> list[Path]:
