@@ -23,6 +23,7 @@ A build that crashes leaves only a directory in ``.tmp`` (removed by ``gc``), ne
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import hashlib
 import json
@@ -289,8 +290,9 @@ class EnvCache:
 
     def gc(self, *, keep: set[str] | None = None) -> list[Path]:
         """Remove unfinished builds, and envs not in ``keep`` when it is given. Returns what was removed.
-        Packed envs: their links; an image goes when no link into it is left."""
-        with pack_lock(self.root, exclusive=True):
+        Packed envs: their links; an image goes when no link into it is left. Removing envs waits for a pack
+        and holds builds (pack_lock); the rest runs beside them."""
+        with pack_lock(self.root, exclusive=True) if keep is not None else contextlib.nullcontext():
             removed = self._gc(keep)
             removed += drop_unused_images(self.root)
             collect_trash(self.root)

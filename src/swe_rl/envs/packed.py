@@ -2,8 +2,8 @@
 
 Loose testbeds and venvs already share files by hard links (layers.py, gitpacks.py), but every small file
 still takes its own blocks and nothing is compressed: 245 SWE-bench Verified instances took 13 GiB. A pack
-moves every finished testbed and venv of a cache into one squashfs image (zstd; identical files stored once
-whatever tree holds them, hard links kept), mounted read-only at ``packed/<id>/``. Each tree's path becomes a
+moves every finished testbed, venv and base commit's packs of a cache into one squashfs image (zstd;
+identical files stored once whatever tree holds them, hard links kept), mounted read-only at ``packed/<id>/``. Each tree's path becomes a
 symbolic link into the mount, so records, venv shebangs and sandboxes' binds name the same paths as before.
 Sandboxes already see a testbed through an overlay and a venv read-only: the image is their lower layer, and
 nothing, root on the host included, can write into it.
@@ -28,8 +28,9 @@ What a pack guarantees, in order:
    verdict.
 
 Builds of the same cache wait while a pack runs (:func:`pack_lock`): a clone of a shared venv must not see
-it change mid-walk. Imported images' root filesystems (``rootfs/``) and the repositories' packs
-(``gitpacks/``, which later testbeds chain onto) stay loose.
+it change mid-walk. A later build that needs a packed commit's packs or a packed version's shared venv copies
+them out of the image once (``fileio.thaw_link``) and hard-links them from then on. Imported images' root
+filesystems (``rootfs/``) stay loose.
 """
 
 from __future__ import annotations
@@ -80,7 +81,9 @@ class Manifest(BaseModel):
         description="What its trees took on disk before: loose ones by du -s (links once), packed ones as the "
         "images they were in (`env pack --merge`)."
     )
-    entries: list[str] = Field(description="The trees it holds: `testbeds/<key>`, `venvs/<key>`.")
+    entries: list[str] = Field(
+        description="The trees it holds: `testbeds/<key>`, `venvs/<key>`, `gitpacks/<source>/<commit>`."
+    )
     created: str
     seconds: float = Field(description="Wall time of the pack, both images and the check included.")
 
@@ -172,6 +175,8 @@ def pack(
     to pack) and the replaced trees still bound by a sandbox (removed by a later :func:`collect_trash`)."""
     need_tools()
     with pack_lock(root, exclusive=True):
+        for stale in packed_dir(root).glob("*.part"):  # an image a killed pack was writing
+            stale.unlink()
         loose = packable(root)
         packed = packed_entries(root) if merge else []
         ensure_mounted(root, (root / e for e in packed))
