@@ -20,7 +20,8 @@ import pytest
 from tests.conftest import available_factory
 
 from swe_rl.envs.cache import EnvCache
-from swe_rl.envs.packed import (
+from swe_rl.envs.packed import packable
+from swe_rl.envs.packimage import (
     TRASH,
     PackError,
     collect_trash,
@@ -28,7 +29,6 @@ from swe_rl.envs.packed import (
     image_of,
     manifests,
     mount_image,
-    packable,
 )
 from swe_rl.harness.grade_patch import grade_in, grade_patch
 from swe_rl.sandbox.base import EnvSpec

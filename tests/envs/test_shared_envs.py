@@ -260,7 +260,7 @@ def test_a_packed_version_is_copied_out_once_and_its_clones_are_checked_as_befor
     sibling's venv is the image's copy, which the write cannot reach."""
     import shutil
 
-    from swe_rl.envs.packed import image_of
+    from swe_rl.envs.packimage import image_of
 
     if shutil.which("mksquashfs") is None or os.geteuid() != 0:
         if os.environ.get("CI"):

@@ -52,8 +52,15 @@ ATTACKS: dict[str, tuple[list[str], frozenset[str], type[SweRlError]]] = {
         frozenset({"docker"}),
         SandboxError,
     ),
-    # ns: /tmp and the testbed share the disk_mb tmpfs, so git cannot write; docker: /tmp is its own tmpfs
-    "fill-tmp": (["dd if=/dev/zero of=/tmp/fill bs=4M; df /tmp"], frozenset({"ns", "remote"}), SandboxError),
+    # ns: /tmp and the testbed share the disk_mb tmpfs, but nothing changed in the testbed: git's index is fresh
+    # (core.checkStat minimal) and the diff writes nothing, so the sandbox survives a full disk
+    "fill-tmp": (["dd if=/dev/zero of=/tmp/fill bs=4M; df /tmp"], frozenset(), SandboxError),
+    # ns: after an edit the diff must write git's index, which the full tmpfs refuses; docker: /tmp is its own tmpfs
+    "edit-then-fill-tmp": (
+        ["echo edit >> README.md", "dd if=/dev/zero of=/tmp/fill bs=4M; df /tmp"],
+        frozenset({"ns", "remote"}),
+        SandboxError,
+    ),
     "over-cap-patch": (["head -c 52000000 /dev/urandom | base64 > big.txt"], ALL, OutputLimitError),
 }
 
@@ -110,7 +117,8 @@ async def test_what_the_agent_does_to_its_own_sandbox_is_scored(attack, backend,
         assert "BackendLostError" not in traj.exit_message
     else:  # control: the attack happened and the sandbox survived it; scored as any run out of steps
         assert result.exit_status == "limits_exceeded" and result.status == "truncated"
-        evidence = {"kill-init": "still here", "fill-tmp": "No space left on device"}[attack]
+        full = "No space left on device"
+        evidence = {"kill-init": "still here", "fill-tmp": full, "edit-then-fill-tmp": full}[attack]
         assert any(evidence in s.observation for s in traj.steps), [s.observation for s in traj.steps]
 
 

@@ -29,7 +29,7 @@ def demo(
     """
     import time
 
-    from swe_rl.cli.env import print_validation
+    from swe_rl.cli.env_tables import print_validation
     from swe_rl.cli.options import pool_token
     from swe_rl.fileio import atomic_write_json
     from swe_rl.runs.demo import demo_predictions

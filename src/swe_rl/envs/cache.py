@@ -42,16 +42,8 @@ from swe_rl.envs.disk import DiskUsage, disk_usage
 from swe_rl.envs.gitpacks import PackStore, is_shared, share_files
 from swe_rl.envs.interpreters import find_python
 from swe_rl.envs.layers import VENV_FILES
-from swe_rl.envs.packed import (
-    PACKED,
-    PackResult,
-    collect_trash,
-    drop_unused_images,
-    ensure_mounted,
-    pack,
-    pack_lock,
-    store_files,
-)
+from swe_rl.envs.packed import PackResult, pack, pack_lock, store_files
+from swe_rl.envs.packimage import PACKED, collect_trash, drop_unused_images, ensure_mounted
 from swe_rl.envs.recipe import EnvRecipe, InstallOptions, recipe_for
 from swe_rl.envs.repos import find_repo_source
 from swe_rl.envs.slim import slim_build_output

@@ -15,6 +15,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from swe_rl.envs.cache import EnvCache
+from swe_rl.envs.disk import DiskUsage
 from swe_rl.envs.venvbuild import skipped_conda_packages
 from swe_rl.errors import RepoNotFoundError, SweRlError
 from swe_rl.fileio import atomic_write_json
@@ -88,14 +89,20 @@ async def build_dataset(
 
     await asyncio.gather(*(one(t) for t in todo))
     report.entries = {**{t.instance_id: report.entries[t.instance_id] for t in tasks}, **others}
-    if pack:
-        say = (lambda _: None) if quiet else (lambda line: print(line, file=sys.stderr, flush=True))
-        await asyncio.to_thread(cache.pack, merge=True, progress=say)
-    disk = await asyncio.to_thread(cache.disk_usage)
+    disk = await asyncio.to_thread(_pack_and_measure, cache, pack, quiet)
     report.summary = BuildSummary.of(report.entries.values(), disk=disk)
     if report_path is not None:
         atomic_write_json(report_path, report.model_dump(mode="json"))
     return report
+
+
+def _pack_and_measure(cache: EnvCache, pack: bool, quiet: bool) -> DiskUsage:
+    """The disk the env cache takes, after packing its envs into one image when ``pack`` (EnvCache.pack)."""
+    if pack:
+        cache.pack(
+            merge=True, progress=(lambda _: None) if quiet else lambda line: print(line, file=sys.stderr)
+        )
+    return cache.disk_usage()
 
 
 def _clear_leftovers(cache: EnvCache, quiet: bool) -> None:
