@@ -16,18 +16,23 @@ import stat
 from pathlib import Path
 
 
+def file_sha256(path: Path) -> str:
+    """The hex sha256 of a file's bytes, read in 1 MiB chunks."""
+    digest = hashlib.sha256()
+    with path.open("rb") as fh:
+        while chunk := fh.read(1 << 20):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
 def share_file(store: Path, path: Path, *, linked_too: bool = False) -> int:
     """Make ``path`` a link to the store's copy of its content (1), or leave it (0): not a regular file,
     empty, or already linked elsewhere unless ``linked_too`` (a venv's files are links into uv's cache)."""
     st = os.lstat(path)
     if not stat.S_ISREG(st.st_mode) or st.st_size == 0 or (st.st_nlink > 1 and not linked_too):
         return 0  # an empty file: a link saves no block (and django's thousands of them would fill one inode)
-    digest = hashlib.sha256()
-    with path.open("rb") as fh:
-        while chunk := fh.read(1 << 20):
-            digest.update(chunk)
     # the owner is not in the name: a testbed is given to the sandboxes' uid (identity.own_testbed), links too
-    name = f"{digest.hexdigest()}.{stat.S_IMODE(st.st_mode):o}"
+    name = f"{file_sha256(path)}.{stat.S_IMODE(st.st_mode):o}"
     kept = store / name[:2] / name
     try:
         present: int | None = os.stat(kept).st_ino
@@ -58,4 +63,4 @@ def share_file(store: Path, path: Path, *, linked_too: bool = False) -> int:
     return 1
 
 
-__all__ = ["share_file"]
+__all__ = ["file_sha256", "share_file"]

@@ -22,7 +22,6 @@ theirs would then contain its future (``env build`` builds each repository's ins
 
 from __future__ import annotations
 
-import errno
 import fcntl
 import hashlib
 import os
@@ -204,18 +203,12 @@ def stat_minimal(testbed: Path) -> None:
 
 
 def link_packs(files: list[Path], git_dir: Path) -> None:
-    """Hard-link the packs into a repository's object store (same filesystem as the cache); a pack that is in
-    a packed image (envs/packed.py, read-only, another filesystem) is copied: the next `env pack --merge`
-    stores the copy and the image's once again."""
+    """Hard-link the packs into a repository's object store (same filesystem as the cache: PackStore.chain
+    copies a packed commit's packs out of its image first)."""
     target = git_dir / "objects" / "pack"
     target.mkdir(parents=True, exist_ok=True)
     for path in files:
-        try:
-            os.link(path, target / path.name)
-        except OSError as exc:
-            if exc.errno != errno.EXDEV:
-                raise
-            shutil.copy2(path, target / path.name)
+        os.link(path, target / path.name)
 
 
 __all__ = ["MAX_PACKS", "SHARED_FILES", "PackStore", "is_shared", "link_packs", "share_files", "stat_minimal"]

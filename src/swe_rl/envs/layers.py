@@ -17,7 +17,6 @@ place then reached every venv holding it, and those are built again too (:func:`
 from __future__ import annotations
 
 import contextlib
-import errno
 import os
 import shutil
 from dataclasses import dataclass, field
@@ -95,14 +94,7 @@ def clone_venv(base: Path, dest: Path) -> Clone:
             elif _copied(rel.parts):
                 shutil.copy2(src, out)
             else:
-                try:
-                    os.link(src, out)
-                except OSError as exc:
-                    if exc.errno != errno.EXDEV:
-                        raise
-                    # a packed shared venv (packed.py): its read-only image cannot change, a copy is safe
-                    shutil.copy2(src, out)
-                    continue
+                os.link(src, out)
                 st = os.lstat(src)
                 clone.linked[str(rel)] = (st.st_ino, st.st_size, st.st_mtime_ns)
     rewrite_scripts(dest, base, dest)

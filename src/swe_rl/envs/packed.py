@@ -46,6 +46,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
+from swe_rl.envs.filestore import file_sha256
 from swe_rl.envs.gitpacks import is_shared, stat_minimal
 from swe_rl.envs.layers import VENV_FILES
 from swe_rl.envs.packimage import (
@@ -63,11 +64,11 @@ from swe_rl.envs.packimage import (
     mount_at,
     need_tools,
     packed_dir,
-    sha256_of,
     tree_paths,
     unmount,
 )
 from swe_rl.fileio import atomic_write_json, exchange
+from swe_rl.gitutil import git
 from swe_rl.sandbox.identity import own_testbed
 
 
@@ -132,12 +133,13 @@ def pack(
         loose = packable(root)
         packed = packed_entries(root) if merge else []
         ensure_mounted(root, (root / e for e in packed))
-        if not loose and len({image_of(root, root / e) for e in packed}) < 2:
+        merged = {image_of(root, root / e) for e in packed}
+        if not loose and len(merged) < 2:
             return PackResult(None, collect_trash(root))
         started = time.monotonic()
         image_id = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime()) + "-" + secrets.token_hex(3)
         before = (du([root / e for e in loose]) if du else 0) + sum(
-            m.bytes for m in manifests(root) if any(image_of(root, root / e) == m.id for e in packed)
+            m.bytes for m in manifests(root) if m.id in merged
         )
         for entry in loose:
             if entry.startswith("testbeds/"):
@@ -184,9 +186,13 @@ def packed_entries(root: Path) -> list[str]:
 
 def _prepare_testbed(testbed: Path) -> None:
     """What sandboxes need of a testbed, written now: the image cannot be changed later."""
-    if (testbed / ".git").is_dir() and "checkstat = minimal" not in _git_config(testbed):
+    if (testbed / ".git").is_dir() and _checkstat(testbed) != "minimal":
         stat_minimal(testbed)  # a testbed built before it was the rule: the image numbers inodes its own way
     own_testbed(testbed)
+
+
+def _checkstat(testbed: Path) -> str:
+    return git(["config", "--get", "core.checkStat"], testbed, check=False).strip().lower()
 
 
 def _make_image(
@@ -216,7 +222,7 @@ def _make_image(
                 raise PackError(f"the image {final.name} differs from {source}: {problem}")
         return Manifest(
             id=image_id,
-            sha256=sha256_of(final),
+            sha256=file_sha256(final),
             bytes=final.stat().st_size,
             loose_bytes=0,
             entries=entries,
@@ -253,21 +259,14 @@ def drop_store_copies(root: Path) -> int:
         if (st.st_dev, st.st_ino) not in loose:
             copy.unlink()
             dropped += 1
-    for folder in set(_store_folders(root)) - {copy.parent for copy in store_files(root)}:
+    for folder in _store_folders(root):  # emptied ones (thousands of blocks); rmdir leaves the others
         with contextlib.suppress(OSError):
-            folder.rmdir()  # emptied (a folder per leading two hex digits: thousands of blocks)
+            folder.rmdir()
     return dropped
 
 
 def _store_folders(root: Path) -> list[Path]:
     return [*(root / "gitpacks").glob("*/files/*"), *(root / VENV_FILES).glob("*")]
-
-
-def _git_config(testbed: Path) -> str:
-    try:
-        return (testbed / ".git" / "config").read_text().lower()
-    except OSError:
-        return ""
 
 
 def _swap_in(root: Path, entry: str, image_id: str, trash: Path) -> None:

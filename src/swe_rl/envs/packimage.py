@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import errno
 import fcntl
-import hashlib
 import os
 import shutil
 import stat
@@ -19,6 +18,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, Field
 
+from swe_rl.envs.filestore import file_sha256
 from swe_rl.errors import EnvBuildError
 
 PACKED = "packed"
@@ -109,7 +109,7 @@ def mount_image(root: Path, image_id: str) -> Path:
                 f"the packed image {image} is not mounted (after a reboot?) and mounting needs root: "
                 f"run `swe-rl env mount --cache-dir {root}` as root"
             )
-        if (got := sha256_of(image)) != manifest.sha256:
+        if (got := file_sha256(image)) != manifest.sha256:
             raise PackError(
                 f"the packed image {image} changed on disk (sha256 {got}, manifest {manifest.sha256})"
             )
@@ -294,14 +294,6 @@ def _same_bytes(a: str, b: str) -> bool:
                 return True
 
 
-def sha256_of(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as fh:
-        while chunk := fh.read(1 << 22):
-            digest.update(chunk)
-    return digest.hexdigest()
-
-
 __all__ = [
     "PACKED",
     "PACKED_PARTS",
@@ -320,7 +312,6 @@ __all__ = [
     "mount_image",
     "need_tools",
     "packed_dir",
-    "sha256_of",
     "tree_paths",
     "unmount",
 ]
