@@ -9,6 +9,9 @@
 # (2) `env pack`; (3) `env pack --merge` (the repositories' packs join the image); the 16 graded again on it and
 # compared; (4) 84 more, random.Random(2030).sample(the other 484, 84), built into the same cache (the first image's
 # shared venvs and packs are reused from it); (5) `env pack --merge`; all 100 graded again and compared.
+# (6) the whole set: the other 400 in the order random.Random(2031).shuffle(sorted ids) gives them, 50 at a time, into
+# whole.json (started from the 100's packed report), each chunk's wall time appended to chunks.log; a stopped run
+# resumes at its chunk, so what is built at any point is a random sample; then (7) `env pack --merge` (pack4.json).
 # Results: $W/pack*.json (manifest, disk before and after), $W/compare-*.json; copied to bench/results/ by hand.
 # Needs root, squashfs-tools, the mirrors named in docs/ENVIRONMENTS.md, and the host packages of verified-build.
 set -euo pipefail
@@ -48,4 +51,26 @@ if [ ! -f compare-100.json ]; then
   mapfile -t a < <(cat first.txt more.txt | sort > all.txt; ids all.txt); build --report report-100-packed.json "${a[@]}"
   "$PY" "$HERE/bench/report_compare.py" report-100-loose.json report-100-packed.json --out compare-100.json || true
 fi
+if [ ! -f rest.txt ]; then
+  "$PY" - "$PARQUET" <<'EOF'
+import random, sys
+import pyarrow.parquet as pq
+ids = sorted(pq.read_table(sys.argv[1], columns=["instance_id"]).column(0).to_pylist())
+done = set(open("all.txt").read().split())
+rest = sorted(set(ids) - done)
+random.Random(2031).shuffle(rest)
+open("rest.txt", "w").write("\n".join(rest) + "\n")
+EOF
+fi
+[ -f whole.json ] || cp report-100-packed.json whole.json
+n=$(wc -l < rest.txt)
+for ((k = 0; k < n; k += 50)); do
+  [ -f "chunk-$k.done" ] && continue
+  sed -n "$((k + 1)),$((k + 50))p" rest.txt > chunk.txt
+  mapfile -t a < <(ids chunk.txt)
+  t0=$(date +%s); echo "chunk $k: started $(date -Is)" >> chunks.log; build --report whole.json "${a[@]}"
+  echo "chunk $k: $(wc -l < chunk.txt) instances, $(($(date +%s) - t0)) s" >> chunks.log
+  touch "chunk-$k.done"
+done
+[ -f pack4.json ] || swe env pack --merge --cache-dir "$W/envs" --json > pack4.json
 du -s -B1 -x "$W/envs"/* > du-final.txt
