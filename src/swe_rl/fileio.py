@@ -56,7 +56,7 @@ def thaw_link(link: Path) -> bool:
 
     if not link.is_symlink():
         return False
-    copy = Path(tempfile.mkdtemp(dir=link.parent, prefix=f".{link.name}.thaw-"))
+    copy = Path(tempfile.mkdtemp(dir=link.parent, prefix=f".{link.name}{_THAW}"))
     try:
         copy.rmdir()
         shutil.copytree(link, copy, symlinks=True, copy_function=_copy_owned)
@@ -71,6 +71,27 @@ def thaw_link(link: Path) -> bool:
     finally:
         if copy.is_dir() and not copy.is_symlink():
             shutil.rmtree(copy, ignore_errors=True)
+
+
+_THAW = ".thaw-"
+
+
+def thaw_leftovers(directory: Path) -> list[tuple[str, Path]]:
+    """What :func:`thaw_link` calls killed mid-way (SIGKILL, a crash) left in ``directory``: a half copy, or the
+    link itself when the kill came between the exchange and its removal; each with the name of the link it was
+    for. Whoever removes one (:func:`remove_leftover`) must first hold what that link's thaws hold."""
+    found = sorted(directory.glob(f".*{_THAW}*")) if directory.is_dir() else []
+    return [(p.name[1:].rsplit(_THAW, 1)[0], p) for p in found]
+
+
+def remove_leftover(path: Path) -> None:
+    """Remove a directory tree, or a link (never what it leads to)."""
+    import shutil
+
+    if path.is_symlink() or not path.is_dir():
+        path.unlink()
+    else:
+        shutil.rmtree(path)
 
 
 def _copy_owned(src: str, dst: str) -> None:

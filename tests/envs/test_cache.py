@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 from swe_rl.envs.cache import EnvCache
@@ -59,6 +60,7 @@ def test_envs_are_shared_per_commit_and_recipe(tasks, envs):
 
 _BUILD = """
 import sys
+import time
 from pathlib import Path
 from swe_rl.envs.cache import EnvCache
 from swe_rl.tasks.builtin import builtin_tasks
@@ -121,3 +123,61 @@ def test_a_relative_cache_dir_is_made_absolute(tmp_path, monkeypatch):
     `envs/.tmp/<key>/out/bin/python` there ("No virtual environment ... found")."""
     monkeypatch.chdir(tmp_path)
     assert EnvCache(Path("envs")).root == tmp_path / "envs"
+
+
+def _kill_mid_thaw(link: Path) -> Path:
+    """A real ``thaw_link`` in a child process, SIGKILLed once its copy has files: what it leaves."""
+    code = "import sys; from pathlib import Path; from swe_rl.fileio import thaw_link; thaw_link(Path(sys.argv[1]))"
+    child = subprocess.Popen([sys.executable, "-c", code, str(link)])
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and not any(link.parent.glob(f".{link.name}.thaw-*/d0/*")):
+        time.sleep(0.001)
+    child.kill()
+    child.wait()
+    assert link.is_symlink(), "the copy finished before the kill: the tree is too small to test this"
+    [copy] = link.parent.glob(f".{link.name}.thaw-*")
+    return copy
+
+
+def _tree(path: Path) -> Path:
+    for d in range(20):
+        (path / f"d{d}").mkdir(parents=True)
+        for f in range(150):
+            (path / f"d{d}" / f"f{f}").write_text(f"{d}/{f}\n" * 64)
+    return path
+
+
+def test_gc_removes_what_a_killed_thaw_left_but_not_a_running_thaw(tmp_path):
+    """A packed venv's or commit's copy-out killed mid-way (here a real SIGKILL) left a hidden half copy that no
+    gc removed. Now gc removes it, unless that link's thaw is running (its lock held), and never follows a
+    leftover link into what it leads to."""
+    import fcntl
+
+    from swe_rl.fileio import thaw_link
+
+    # image: stands for the trees' place in a mounted image
+    root, image = tmp_path / "envs", tmp_path / "image"
+    (root / "venvs").mkdir(parents=True)
+    store = root / "gitpacks" / "0123456789abcdef"
+    store.mkdir(parents=True)
+    venv, packs = root / "venvs" / "k1", store / "c0ffee"
+    venv.symlink_to(_tree(image / "venv"))
+    packs.symlink_to(_tree(image / "packs"))
+    left = [_kill_mid_thaw(venv), _kill_mid_thaw(packs)]
+    # killed between the exchange and the link's removal: the link at the copy's name
+    (stale := root / "venvs" / ".k2.thaw-x1y2z3").symlink_to(image / "venv")
+    assert all(p.is_dir() for p in left)  # the control: the kills did leave half copies
+    cache = EnvCache(root)
+    (root / "locks").mkdir(exist_ok=True)
+    with open(root / "locks" / "k1.lock", "w") as a, open(store / ".thaw.lock", "a") as b:
+        for held in (a, b):  # the two thaws are running
+            fcntl.flock(held, fcntl.LOCK_EX)
+        assert cache.gc() == [stale]
+        assert all(p.is_dir() for p in left)
+    removed = cache.gc()
+    assert sorted(removed) == sorted(left) and not any(p.exists() for p in left)
+    assert not stale.is_symlink() and (image / "venv" / "d0" / "f0").is_file()  # the link went, not its tree
+    assert venv.is_symlink() and packs.is_symlink()
+    assert (
+        thaw_link(venv) and not venv.is_symlink() and (venv / "d19" / "f149").read_text() == "19/149\n" * 64
+    )

@@ -18,7 +18,8 @@ Layout under the cache root (default ``~/.cache/swe-rl/envs``)::
     uv-cache/              uv's download and build cache (UV_CACHE_DIR in the environment wins)
     .tmp/                  builds in progress; moved into place with rename(2) when complete
 
-A build that crashes leaves only a directory in ``.tmp`` (removed by ``gc``), never a half env.
+A build that crashes leaves only a directory in ``.tmp`` (removed by ``gc``), never a half env; a packed tree's
+copy-out (``fileio.thaw_link``) killed mid-way leaves a hidden ``.<name>.thaw-*`` beside its link (``gc`` too).
 """
 
 from __future__ import annotations
@@ -39,7 +40,7 @@ from typing import Any, NamedTuple, TypeVar
 
 from swe_rl.envs.build_settings import provided_freetype
 from swe_rl.envs.disk import DiskUsage, disk_usage
-from swe_rl.envs.gitpacks import PackStore, is_shared, share_files
+from swe_rl.envs.gitpacks import PackStore, drop_thaw_leftovers, is_shared, share_files
 from swe_rl.envs.interpreters import find_python
 from swe_rl.envs.layers import VENV_FILES
 from swe_rl.envs.packed import PackResult, pack, pack_lock, store_files
@@ -50,7 +51,7 @@ from swe_rl.envs.slim import slim_build_output
 from swe_rl.envs.testbed import make_testbed
 from swe_rl.envs.venvbuild import VenvBuilder, shared_env_of
 from swe_rl.errors import SweRlError
-from swe_rl.fileio import atomic_write_json, thaw_link
+from swe_rl.fileio import atomic_write_json, remove_leftover, thaw_leftovers, thaw_link
 from swe_rl.paths import cache_dir
 from swe_rl.sandbox.base import EnvSpec
 from swe_rl.tasks.image_names import canonical_image, image_name
@@ -298,6 +299,12 @@ class EnvCache:
                 if held:
                     shutil.rmtree(leftover, ignore_errors=True)
                     removed.append(leftover)
+        for name, leftover in thaw_leftovers(self.root / "venvs"):  # a shared venv's thaw holds its lock
+            with self._lock(name, blocking=False) as held:
+                if held:
+                    remove_leftover(leftover)
+                    removed.append(leftover)
+        removed += drop_thaw_leftovers(self.root)
         if keep is None:
             return removed
         used: set[Path] = set()

@@ -31,11 +31,12 @@ from pathlib import Path
 
 from swe_rl.envs.filestore import share_file
 from swe_rl.errors import InfraError
-from swe_rl.fileio import thaw_link
+from swe_rl.fileio import remove_leftover, thaw_leftovers, thaw_link
 from swe_rl.gitutil import git, git_into
 
 MAX_PACKS = 32
 PACK_FILES = (".pack", ".idx", ".rev", ".promisor")  # .promisor: blobs the source lacked are promised
+_THAW_LOCK = ".thaw.lock"  # held by a store's thaws (PackStore._thaw)
 
 
 class PackStore:
@@ -77,7 +78,7 @@ class PackStore:
         the next `env pack --merge` stores them once)."""
         if not packs.is_symlink():
             return
-        with open(self.dir / ".thaw.lock", "a") as handle:
+        with open(self.dir / _THAW_LOCK, "a") as handle:
             fcntl.flock(handle, fcntl.LOCK_EX)
             thaw_link(packs)  # False: another build did it while this one waited
 
@@ -211,4 +212,32 @@ def link_packs(files: list[Path], git_dir: Path) -> None:
         os.link(path, target / path.name)
 
 
-__all__ = ["MAX_PACKS", "SHARED_FILES", "PackStore", "is_shared", "link_packs", "share_files", "stat_minimal"]
+def drop_thaw_leftovers(root: Path) -> list[Path]:
+    """What thaws killed mid-way left in the pack stores of the cache at ``root``, removed; a
+    store whose thaw is running (its lock held) is passed over. Returns what was removed."""
+    removed: list[Path] = []
+    for store in sorted((root / "gitpacks").glob("*")):
+        leftovers = thaw_leftovers(store)
+        if not leftovers:
+            continue
+        with open(store / _THAW_LOCK, "a") as handle:
+            try:
+                fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                continue
+            for _, leftover in leftovers:
+                remove_leftover(leftover)
+                removed.append(leftover)
+    return removed
+
+
+__all__ = [
+    "MAX_PACKS",
+    "SHARED_FILES",
+    "PackStore",
+    "drop_thaw_leftovers",
+    "is_shared",
+    "link_packs",
+    "share_files",
+    "stat_minimal",
+]
