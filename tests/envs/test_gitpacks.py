@@ -82,6 +82,23 @@ def test_a_chain_is_cut_at_the_pack_limit(tmp_path, mirror, monkeypatch):
     assert _objects(bed) == _history(bare, line[3])
 
 
+def test_a_cut_chain_goes_on_from_the_anchor_not_from_the_root(tmp_path, mirror, monkeypatch):
+    """The same cut as above with anchors every 2 commits: after the cut a base chains onto its anchor, and only
+    the first base's pack holds the history from the root (the test above, without anchors, is the control: a
+    second root at the cut)."""
+    bare, line, _ = mirror
+    monkeypatch.setattr(gitpacks, "MAX_PACKS", 2)
+    store = PackStore(tmp_path / "cache", str(bare), anchor_every=2)
+    for commit in line:
+        bed = tmp_path / "beds" / commit[:8]
+        make_testbed(str(bare), commit, bed, store)
+        assert _objects(bed) == _history(bare, commit)
+    roots = [
+        d.name for d in store.dir.iterdir() if (d / "parent").is_file() and not (d / "parent").read_text()
+    ]
+    assert roots == [line[0]]
+
+
 def test_a_source_that_cannot_make_packs_is_fetched_from(tmp_path, mirror):
     bare, _, side = mirror  # the mirror's HEAD
     borrowing = tmp_path / "borrowing.git"
@@ -91,3 +108,37 @@ def test_a_source_that_cannot_make_packs_is_fetched_from(tmp_path, mirror):
     bed = tmp_path / "bed"
     make_testbed(str(borrowing), side, bed, store)
     assert git(bed, "rev-parse", "HEAD") == side and not store.dir.exists()
+
+
+def _stored(store: PackStore) -> int:
+    """Objects in all of the store's packs, counted once per pack that holds them."""
+    count = 0
+    for idx in store.dir.glob("*/pack-*.idx"):
+        with open(idx, "rb") as fh:
+            out = subprocess.run(["git", "show-index"], stdin=fh, capture_output=True, check=True).stdout
+        count += len(out.splitlines())
+    return count
+
+
+def test_bases_built_out_of_date_order_store_the_history_about_once(tmp_path):
+    """The newest base first, then each older one: none has a built ancestor. Without anchors (the control:
+    anchors further apart than the history) each older base packed its whole history again; with anchors every
+    4 first-parent commits each repeats at most the 4 commits above its anchor. No testbed holds a later object
+    either way."""
+    work = tmp_path / "work"
+    work.mkdir()
+    git(work, "init", "-q", "-b", "main")
+    line = [_commit(work, n) for n in range(16)]  # each commit adds 3 objects: commit, tree, blob
+    bare = tmp_path / "mirror.git"
+    subprocess.run(["git", "clone", "-q", "--mirror", str(work), str(bare)], check=True)
+    order = line[::-1]
+    stored = {}
+    for every in (10**6, 4):
+        store = PackStore(tmp_path / f"cache-{every}", str(bare), anchor_every=every)
+        for commit in order:
+            bed = tmp_path / f"beds-{every}" / commit[:8]
+            make_testbed(str(bare), commit, bed, store)
+            assert _objects(bed) == _history(bare, commit), "its whole history and nothing later"
+        stored[every] = _stored(store)
+    assert stored[10**6] == sum(len(_history(bare, c)) for c in order)  # the control: 408 objects
+    assert stored[4] <= len(_history(bare, line[-1])) + len(order) * 4 * 3  # anchored: 120 (the history: 48)
