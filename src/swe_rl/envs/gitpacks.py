@@ -105,7 +105,9 @@ class PackStore:
         at = (depth - 1) // self.anchor_every * self.anchor_every
         if at == 0:
             return None
-        anchor = git(["rev-list", "--first-parent", f"--skip={depth - at}", "-n", "1", commit], source).strip()
+        anchor = git(
+            ["rev-list", "--first-parent", f"--skip={depth - at}", "-n", "1", commit], source
+        ).strip()
         if not self._built(anchor):
             self._make(anchor, self._anchor(anchor))
         return anchor
