@@ -142,3 +142,58 @@ def test_bases_built_out_of_date_order_store_the_history_about_once(tmp_path):
         stored[every] = _stored(store)
     assert stored[10**6] == sum(len(_history(bare, c)) for c in order)  # the control: 408 objects
     assert stored[4] <= len(_history(bare, line[-1])) + len(order) * 4 * 3  # anchored: 120 (the history: 48)
+
+
+def _heavy_mirror(tmp_path: Path) -> tuple[Path, str]:
+    """A bare repository whose history takes pack-objects a moment: 400 commits of 64 KiB of random bytes."""
+    import os
+
+    bare = tmp_path / "heavy.git"
+    git(tmp_path, "init", "-q", "--bare", str(bare))
+    stream = bytearray()
+    for n in range(400):
+        blob = os.urandom(65536)
+        stream += b"commit refs/heads/main\ncommitter t <t@t> %d +0000\ndata 2\nc\n" % (1_600_000_000 + n)
+        stream += b"M 644 inline f%d.bin\ndata %d\n%s\n" % (n % 50, len(blob), blob)
+    subprocess.run(["git", "fast-import", "--quiet"], cwd=bare, input=bytes(stream), check=True)
+    return bare, git(bare, "rev-parse", "main")
+
+
+def test_gc_removes_a_killed_makes_work_dir_but_not_a_running_ones(tmp_path):
+    """A build killed while it packs a history (here a real SIGKILL of its process group) left the pack it was
+    writing in a hidden work directory of the store, which nothing removed. gc removes it now; a make that is
+    still running holds its work directory's lock, and gc keeps that one."""
+    import fcntl
+    import os
+    import signal
+    import sys
+    import time
+
+    from swe_rl.envs.cache import EnvCache
+
+    bare, head = _heavy_mirror(tmp_path)
+    root = tmp_path / "cache"
+    code = (
+        "import sys; from pathlib import Path; from swe_rl.envs.gitpacks import PackStore; "
+        "PackStore(Path(sys.argv[1]), sys.argv[2]).chain(sys.argv[3])"
+    )
+    child = subprocess.Popen([sys.executable, "-c", code, str(root), str(bare), head], start_new_session=True)
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and not any(root.glob("gitpacks/*/.tmp-*/incoming.pack")):
+        time.sleep(0.001)
+    os.killpg(child.pid, signal.SIGKILL)
+    child.wait()
+    [store] = root.glob("gitpacks/*")
+    [killed] = store.glob(".tmp-*")  # the control: what the kill left
+    assert not (store / head).exists(), "the make finished before the kill: the history is too small to test"
+    running = store / ".tmp-running"
+    running.mkdir()
+    held = os.open(running, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        fcntl.flock(held, fcntl.LOCK_EX)
+        assert EnvCache(root).gc() == [killed]
+        assert running.is_dir() and not killed.exists()
+    finally:
+        os.close(held)
+    assert EnvCache(root).gc() == [running]  # its make ended without removing it: now it goes
+    assert PackStore(root, str(bare)).chain(head)  # and the next make goes through

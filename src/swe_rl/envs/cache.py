@@ -19,7 +19,8 @@ Layout under the cache root (default ``~/.cache/swe-rl/envs``)::
     .tmp/                  builds in progress; moved into place with rename(2) when complete
 
 A build that crashes leaves only a directory in ``.tmp`` (removed by ``gc``), never a half env; a packed tree's
-copy-out (``fileio.thaw_link``) killed mid-way leaves a hidden ``.<name>.thaw-*`` beside its link (``gc`` too).
+copy-out (``fileio.thaw_link``) killed mid-way leaves a hidden ``.<name>.thaw-*`` beside its link, and a make of
+packs a ``.tmp-*`` in its store (``gc`` removes both).
 """
 
 from __future__ import annotations
@@ -40,7 +41,7 @@ from typing import Any, NamedTuple, TypeVar
 
 from swe_rl.envs.build_settings import provided_freetype
 from swe_rl.envs.disk import DiskUsage, disk_usage
-from swe_rl.envs.gitpacks import PackStore, drop_thaw_leftovers, is_shared, share_files
+from swe_rl.envs.gitpacks import PackStore, drop_leftovers, is_shared, share_files
 from swe_rl.envs.interpreters import find_python
 from swe_rl.envs.layers import VENV_FILES
 from swe_rl.envs.packed import PackResult, pack, pack_lock, store_files
@@ -304,7 +305,7 @@ class EnvCache:
                 if held:
                     remove_leftover(leftover)
                     removed.append(leftover)
-        removed += drop_thaw_leftovers(self.root)
+        removed += drop_leftovers(self.root)
         if keep is None:
             return removed
         used: set[Path] = set()

@@ -37,6 +37,8 @@ import hashlib
 import os
 import shutil
 import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from swe_rl.envs.filestore import share_file
@@ -48,6 +50,8 @@ MAX_PACKS = 32
 ANCHOR_EVERY = 2048  # first-parent commits from one anchor to the next (module docstring)
 PACK_FILES = (".pack", ".idx", ".rev", ".promisor")  # .promisor: blobs the source lacked are promised
 _THAW_LOCK = ".thaw.lock"  # held by a store's thaws (PackStore._thaw)
+_MAKE_LOCK = ".make.lock"  # held while a make's work directory is made and locked (PackStore._work_dir)
+_WORK = ".tmp-"  # the prefix of a make's work directory
 
 
 class PackStore:
@@ -135,9 +139,7 @@ class PackStore:
         return None
 
     def _make(self, commit: str, parent: str | None) -> None:
-        self.dir.mkdir(parents=True, exist_ok=True)
-        work = Path(tempfile.mkdtemp(dir=self.dir, prefix=".tmp-"))
-        try:
+        with self._work_dir() as work:
             wanted = f"{commit}\n" + (f"^{parent}\n" if parent else "")
             try:
                 self._pack(wanted, work)
@@ -155,8 +157,23 @@ class PackStore:
             except OSError:
                 if not (self.dir / commit / "parent").is_file():
                     raise  # not another build's finished copy of the same packs
+
+    @contextmanager
+    def _work_dir(self) -> Iterator[Path]:
+        """A new hidden directory in the store to make packs in, locked (flock) while in use, so that one a
+        killed make left is known by its free lock (:func:`drop_leftovers`). It is made and locked under the
+        store's lock, which that cleanup takes too: it never sees one between the two."""
+        self.dir.mkdir(parents=True, exist_ok=True)
+        with open(self.dir / _MAKE_LOCK, "a") as store_lock:
+            fcntl.flock(store_lock, fcntl.LOCK_EX)
+            work = Path(tempfile.mkdtemp(dir=self.dir, prefix=_WORK))
+            held = os.open(work, os.O_RDONLY | os.O_DIRECTORY)
+            fcntl.flock(held, fcntl.LOCK_EX)
+        try:
+            yield work
         finally:
-            shutil.rmtree(work, ignore_errors=True)
+            shutil.rmtree(work, ignore_errors=True)  # gone when renamed into place
+            os.close(held)
 
     def _pack(self, wanted: str, work: Path, *extra: str) -> str:
         """Pack ``wanted`` into ``work`` and index it there; returns the files' name (``pack-<hash>``).
@@ -243,30 +260,52 @@ def link_packs(files: list[Path], git_dir: Path) -> None:
         os.link(path, target / path.name)
 
 
-def drop_thaw_leftovers(root: Path) -> list[Path]:
-    """What thaws killed mid-way left in the pack stores of the cache at ``root``, removed; a
-    store whose thaw is running (its lock held) is passed over. Returns what was removed."""
+def drop_leftovers(root: Path) -> list[Path]:
+    """What killed builds left in the pack stores of the cache at ``root``, removed: the work directories of
+    makes (their lock free) and the half copies of thaws (unless a thaw of that store is running). Returns what
+    was removed."""
     removed: list[Path] = []
     for store in sorted((root / "gitpacks").glob("*")):
-        leftovers = thaw_leftovers(store)
-        if not leftovers:
+        if not store.is_dir():
             continue
-        with open(store / _THAW_LOCK, "a") as handle:
-            try:
-                fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except BlockingIOError:
-                continue
-            for _, leftover in leftovers:
-                remove_leftover(leftover)
-                removed.append(leftover)
+        with open(store / _MAKE_LOCK, "a") as store_lock:
+            fcntl.flock(store_lock, fcntl.LOCK_EX)
+            for work in sorted(store.glob(f"{_WORK}*")):
+                if _unlocked(work):
+                    shutil.rmtree(work, ignore_errors=True)
+                    removed.append(work)
+        if leftovers := thaw_leftovers(store):
+            with open(store / _THAW_LOCK, "a") as handle:
+                try:
+                    fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                except BlockingIOError:
+                    continue
+                for _, leftover in leftovers:
+                    remove_leftover(leftover)
+                    removed.append(leftover)
     return removed
+
+
+def _unlocked(path: Path) -> bool:
+    """Whether no process holds ``path``'s flock (taking it for a moment to see)."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
+    except OSError:
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        return True
+    except BlockingIOError:
+        return False
+    finally:
+        os.close(fd)
 
 
 __all__ = [
     "MAX_PACKS",
     "SHARED_FILES",
     "PackStore",
-    "drop_thaw_leftovers",
+    "drop_leftovers",
     "is_shared",
     "link_packs",
     "share_files",
