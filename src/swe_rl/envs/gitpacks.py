@@ -155,7 +155,7 @@ class PackStore:
             try:
                 os.rename(work, self.dir / commit)
             except OSError:
-                if not (self.dir / commit / "parent").is_file():
+                if not self._built(commit):
                     raise  # not another build's finished copy of the same packs
 
     @contextmanager
@@ -268,12 +268,14 @@ def drop_leftovers(root: Path) -> list[Path]:
     for store in sorted((root / "gitpacks").glob("*")):
         if not store.is_dir():
             continue
-        with open(store / _MAKE_LOCK, "a") as store_lock:
-            fcntl.flock(store_lock, fcntl.LOCK_EX)
-            for work in sorted(store.glob(f"{_WORK}*")):
-                if _unlocked(work):
-                    shutil.rmtree(work, ignore_errors=True)
-                    removed.append(work)
+        # one listed before the store's lock is taken is locked by its make once the lock is ours
+        if works := sorted(store.glob(f"{_WORK}*")):
+            with open(store / _MAKE_LOCK, "a") as store_lock:
+                fcntl.flock(store_lock, fcntl.LOCK_EX)
+                for work in works:
+                    if _unlocked(work):
+                        shutil.rmtree(work, ignore_errors=True)
+                        removed.append(work)
         if leftovers := thaw_leftovers(store):
             with open(store / _THAW_LOCK, "a") as handle:
                 try:
