@@ -281,6 +281,9 @@ async def test_a_merge_puts_two_images_in_one_while_a_sandbox_runs_on_the_old_on
     async with await available_factory("ns").create(a) as box:
         merged = cache.pack(merge=True).manifest
         assert merged is not None and merged.entries == sorted({*old.entries, *newer.entries})
+        # the larger image copied, the other's trees appended: its packs, copied out of the first and packed
+        # again, are the same bytes
+        assert merged.appended_to == old.id and old.bytes > newer.bytes
         assert [m.id for m in manifests(cache.root)] == [merged.id]
         assert not (cache.root / "packed" / f"{old.id}.sqfs").exists()
         # the sandbox bound the old image's trees: unmounted lazily, they stay whole for it
@@ -288,6 +291,29 @@ async def test_a_merge_puts_two_images_in_one_while_a_sandbox_runs_on_the_old_on
         assert ran.returncode == 0 and "passed" in ran.output
     assert image_of(cache.root, a.testbed) == image_of(cache.root, b.testbed) == merged.id
     assert (await grade_patch(first, first.patch, available_factory("ns"), a, timeout=300)).resolved
+
+
+@pytest.mark.parametrize("dead", [False, True])
+async def test_a_merge_appends_to_an_image_only_when_every_tree_in_it_is_still_used(cache, task_by_id, dead):
+    """Appending keeps all the image had: with a tree no env uses any more in it (gc removed its link), the
+    merge compresses anew and leaves that tree out. The control appends."""
+    first = task_by_id["swe-rl-builtin__textkit-3"]
+    a, b = cache.ensure(first), cache.ensure(_at_a_later_commit(cache, first))
+    old = cache.pack().manifest
+    assert old is not None and f"testbeds/{b.testbed.name}" in old.entries
+    if dead:
+        cache.gc(keep={a.key})
+        assert not b.testbed.exists()
+    other = task_by_id["swe-rl-builtin__statkit-1"]
+    c = cache.ensure(other)  # loose, another repository
+    merged = cache.pack(merge=True).manifest
+    assert merged is not None and merged.appended_to == (None if dead else old.id)
+    assert (f"testbeds/{b.testbed.name}" in merged.entries) is not dead
+    assert (cache.root / "packed" / merged.id / b.testbed.name).exists() is not dead  # in the image itself
+    assert [m.id for m in manifests(cache.root)] == [merged.id]
+    assert image_of(cache.root, a.testbed) == image_of(cache.root, c.testbed) == merged.id
+    assert _fsck(a.testbed) == _fsck(c.testbed) == 0
+    assert (await grade_patch(other, other.patch, available_factory("ns"), c, timeout=300)).resolved
 
 
 async def test_a_reset_in_place_onto_another_packed_testbed_leaves_nothing_of_the_last_use(cache, task_by_id):
