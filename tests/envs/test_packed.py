@@ -32,6 +32,7 @@ from swe_rl.envs.packimage import (
 )
 from swe_rl.harness.grade_patch import grade_in, grade_patch
 from swe_rl.sandbox.base import EnvSpec
+from swe_rl.sandbox.identity import SANDBOX_UID, own_testbed
 from swe_rl.tasks.model import Task
 
 pytestmark = pytest.mark.ns
@@ -276,13 +277,22 @@ async def test_a_merge_puts_two_images_in_one_while_a_sandbox_runs_on_the_old_on
     # those packs were copied out of the image once and hard-linked, not copied into each new testbed
     assert not any(p.is_symlink() for p in packs)
     assert all(f.stat().st_nlink > 1 for f in (b.testbed / ".git" / "objects" / "pack").iterdir())
+    # The store's packs have the owner of whichever testbed took them last (a sandbox gives a testbed's files
+    # to the sandbox uid, and the copied-out packs are those files). Here the image's copies are the sandbox
+    # uid's (a's testbed was given before the pack) and the copies out are given back to root: the owners
+    # differ as in a cache whose image was made before any testbed took its packs.
+    own_testbed(b.testbed)  # as its validation's sandbox does (then the pack does not walk it again)
+    copied = [f for p in packs for f in p.glob("pack-*")]
+    assert copied and all(f.stat().st_uid == SANDBOX_UID for f in copied)
+    for f in copied:
+        os.chown(f, 0, 0)
     newer = cache.pack().manifest
     assert newer is not None and len(manifests(cache.root)) == 2
     async with await available_factory("ns").create(a) as box:
         merged = cache.pack(merge=True).manifest
         assert merged is not None and merged.entries == sorted({*old.entries, *newer.entries})
         # the larger image copied, the other's trees appended: its packs, copied out of the first and packed
-        # again, are the same bytes
+        # again, are the same bytes (another owner: packimage.owner_matters)
         assert merged.appended_to == old.id and old.bytes > newer.bytes
         assert [m.id for m in manifests(cache.root)] == [merged.id]
         assert not (cache.root / "packed" / f"{old.id}.sqfs").exists()

@@ -63,6 +63,7 @@ from swe_rl.envs.packimage import (
     manifests,
     mount_at,
     need_tools,
+    owner_matters,
     packed_dir,
     tree_paths,
     unmount,
@@ -177,14 +178,17 @@ def _append_base(root: Path, entries: list[str], merged: set[str | None]) -> Man
     candidates = [m for m in manifests(root) if m.id in merged and set(m.entries) <= live]
     for manifest in sorted(candidates, key=lambda m: m.bytes, reverse=True):
         mount_point = packed_dir(root) / manifest.id
-        moved = [
-            Path(os.path.realpath(root / e))
-            for e in manifest.entries
-            if image_of(root, root / e) != manifest.id
-        ]
-        if not any(compare_trees(tree, mount_point / tree.name) for tree in moved):
+        moved = [e for e in manifest.entries if image_of(root, root / e) != manifest.id]
+        if not any(_differs(root, e, mount_point, content=True) for e in moved):
             return manifest
     return None
+
+
+def _differs(root: Path, entry: str, mount_point: Path, *, content: bool) -> str:
+    """How the tree of ``entry`` (where its link leads, if packed) differs from its copy in the image mounted at
+    ``mount_point``, '' when it does not (packimage.compare_trees)."""
+    tree = Path(os.path.realpath(root / entry))
+    return compare_trees(tree, mount_point / tree.name, content=content, owner=owner_matters(entry))
 
 
 def _one_per_name(entries: list[str]) -> list[str]:
@@ -247,9 +251,9 @@ def _make_image(
         progress(
             f"pack {image_id}: image {final.stat().st_size / 2**30:.2f} GiB; comparing it with the trees"
         )
-        for entry, source in zip(entries, sources, strict=True):
-            if problem := compare_trees(source, mount_point / source.name, content=entry not in kept):
-                raise PackError(f"the image {final.name} differs from {source}: {problem}")
+        for entry in entries:
+            if problem := _differs(root, entry, mount_point, content=entry not in kept):
+                raise PackError(f"the image {final.name} differs from {root / entry}: {problem}")
         return Manifest(
             id=image_id,
             sha256=file_sha256(final),

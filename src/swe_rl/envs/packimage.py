@@ -174,13 +174,18 @@ def collect_trash(root: Path) -> list[Path]:
     return left
 
 
-def compare_trees(loose: Path, packed: Path, *, content: bool = True) -> str:
+def compare_trees(loose: Path, packed: Path, *, content: bool = True, owner: bool = True) -> str:
     """The first difference between a tree and its copy in an image, '' when none: each entry's type, mode,
     owner, size, whole-second mtime (what squashfs keeps), link target, and bytes (not with ``content`` False:
-    a tree whose data blocks an append kept as they were, packed.py)."""
+    a tree whose data blocks an append kept as they were, packed.py; ``owner`` False: a tree whose owner
+    means nothing, :func:`owner_matters`)."""
     checked: dict[tuple[int, int], int] = {}  # the loose inode -> the image inode its bytes matched
+
+    def kind(st: os.stat_result) -> tuple[int, ...]:
+        return (st.st_mode, st.st_uid, st.st_gid) if owner else (st.st_mode,)
+
     top, copy = os.lstat(loose), os.lstat(packed)
-    if (top.st_mode, top.st_uid, top.st_gid) != (copy.st_mode, copy.st_uid, copy.st_gid):
+    if kind(top) != kind(copy):
         return ".: mode or owner differ"
     for here, dirs, files in os.walk(loose):
         rel = os.path.relpath(here, loose)
@@ -196,8 +201,7 @@ def compare_trees(loose: Path, packed: Path, *, content: bool = True) -> str:
             a, b = os.path.join(here, name), os.path.join(other, name)
             sa, sb = os.lstat(a), os.lstat(b)
             what = os.path.join(rel, name)
-            same = (sa.st_mode, sa.st_uid, sa.st_gid) == (sb.st_mode, sb.st_uid, sb.st_gid)
-            if not same or int(sa.st_mtime) != int(sb.st_mtime):
+            if kind(sa) != kind(sb) or int(sa.st_mtime) != int(sb.st_mtime):
                 return f"{what}: mode, owner or mtime differ"
             if stat.S_ISLNK(sa.st_mode):
                 if os.readlink(a) != os.readlink(b):
@@ -211,6 +215,13 @@ def compare_trees(loose: Path, packed: Path, *, content: bool = True) -> str:
                     return f"{what}: bytes differ"
                 checked[(sa.st_dev, sa.st_ino)] = sb.st_ino
     return ""
+
+
+def owner_matters(entry: str) -> bool:
+    """Whether the owner of a cache tree's files is part of what it is. Not for a commit's packs in the store
+    (``gitpacks/``): every testbed that hard-links them gives the inodes it shares to the sandbox uid
+    (sandbox/identity.own_testbed), so their owner says which testbeds took them, not what they hold."""
+    return not entry.startswith("gitpacks/")
 
 
 # -- internals ------------------------------------------------------------------------------------------
