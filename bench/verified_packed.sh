@@ -11,7 +11,9 @@
 # shared venvs and packs are reused from it); (5) `env pack --merge`; all 100 graded again and compared.
 # (6) the whole set: the other 400 in the order random.Random(2031).shuffle(sorted ids) gives them, 50 at a time, into
 # whole.json (started from the 100's packed report), each chunk's wall time appended to chunks.log; a stopped run
-# resumes at its chunk, so what is built at any point is a random sample; then (7) `env pack --merge` (pack4.json).
+# resumes at its chunk, so what is built at any point is a random sample; then (7) `env pack --merge` (pack4.json)
+# and the cache's `du` (du-final.txt); (8) 25 of the 250 built after the 250's merge, drawn with
+# random.Random(2033).sample(rest[150:], 25), graded again on the final image and compared (compare-final.json).
 # Results: $W/pack*.json (manifest, disk before and after), $W/compare-*.json; copied to bench/results/ by hand.
 # Needs root, squashfs-tools, the mirrors named in docs/ENVIRONMENTS.md, and the host packages of verified-build.
 set -euo pipefail
@@ -74,3 +76,12 @@ for ((k = 0; k < n; k += 50)); do
 done
 [ -f pack4.json ] || swe env pack --merge --cache-dir "$W/envs" --json > pack4.json
 du -s -B1 -x "$W/envs"/* > du-final.txt
+if [ ! -f compare-final.json ]; then
+  "$PY" - <<'EOF'
+import random
+rest = open("rest.txt").read().split()
+open("recheck-final.txt", "w").write("\n".join(sorted(random.Random(2033).sample(rest[150:], 25))) + "\n")
+EOF
+  mapfile -t a < <(ids recheck-final.txt); build --report report-final-packed.json "${a[@]}"
+  "$PY" "$HERE/bench/report_compare.py" whole.json report-final-packed.json --out compare-final.json || true
+fi
