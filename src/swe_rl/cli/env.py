@@ -288,7 +288,7 @@ def pack(
             help="Also move the trees of the cache's earlier images into the new one (files they share are then "
             "stored once) and drop those images; sandboxes still on them keep them until they end. The largest "
             "image is copied and the rest appended to it when every tree in it is still used (only the new "
-            "trees are compressed); else all are compressed anew.",
+            "trees are compressed, with that image's compression, not --level); else all are compressed anew.",
         ),
     ] = False,
     level: Annotated[int, typer.Option("--level", min=1, max=22, help="zstd compression level.")] = 15,
