@@ -114,10 +114,13 @@ def test_a_mirror_missing_a_blob_of_the_base_itself_is_unfetchable_and_says_whic
     ours = _git(mirror, "rev-parse", f"{base}:data.bin")
     make_testbed(str(mirror), base, tmp_path / "control")  # the control: with the base's own blobs, it works
     (mirror / "objects" / ours[:2] / ours[2:]).unlink()
+    store = _store(tmp_path / "second", mirror, shared)
     with pytest.raises(SourceIncompleteError) as err:
-        make_testbed(str(mirror), base, tmp_path / "testbed", _store(tmp_path / "second", mirror, shared))
+        make_testbed(str(mirror), base, tmp_path / "testbed", store)
     assert isinstance(err.value, RepoNotFoundError)
     assert f"data.bin ({ours[:12]})" in str(err.value) and base[:12] in str(err.value)
+    # known before the history is packed (or copied out of an image): the store holds nothing for it
+    assert store is None or not store.dir.exists() or not any(store.dir.iterdir())
 
 
 def _listing(tree: Path) -> list[tuple[str, int]]:

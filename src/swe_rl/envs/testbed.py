@@ -28,6 +28,9 @@ def make_testbed(source: str, base_commit: str, dest: Path, packs: PackStore | N
     dest.mkdir(parents=True)
     try:
         git(["init", "-q", "-b", "main"], dest)
+        # before anything is fetched or linked: a source that lacks the base's own files cannot make it, and
+        # its history's packs (copied out of an image, 111 MiB for astropy) would be made or thawed for nothing
+        _refuse_incomplete(source, base_commit, dest)
         shared = packs is not None and _link_shared(packs, base_commit, dest)
         partial = shared and any((dest / ".git" / "objects" / "pack").glob("*.promisor"))
         if partial:
@@ -42,17 +45,7 @@ def make_testbed(source: str, base_commit: str, dest: Path, packs: PackStore | N
                 except InfraError:
                     _fetch(dest, source, base_commit, "--depth=1")
         git(["update-ref", "refs/heads/main", base_commit], dest)
-        try:
-            git(["reset", "-q", "--hard", base_commit], dest)  # a partial clone fetches the base's blobs here
-        except InfraError:
-            if missing := _missing_files(source, base_commit, dest):
-                shown = ", ".join(missing[:5]) + (f" and {len(missing) - 5} more" if len(missing) > 5 else "")
-                raise SourceIncompleteError(
-                    f"{source} lacks {len(missing)} file(s) of {base_commit[:12]}'s own tree: {shown}; a "
-                    "snapshot that leaves out large files cannot check it out (a complete mirror can)",
-                    repo=source,
-                ) from None
-            raise
+        git(["reset", "-q", "--hard", base_commit], dest)  # a partial clone fetches the base's blobs here
         if partial:
             _seal_promisor(dest)
         _copy_tags_before(dest, source, base_commit)
@@ -65,6 +58,16 @@ def make_testbed(source: str, base_commit: str, dest: Path, packs: PackStore | N
         raise EnvBuildError(f"cannot check out {base_commit[:12]} from {source}: {exc}") from exc
     for leftover in ("FETCH_HEAD", "ORIG_HEAD"):
         (dest / ".git" / leftover).unlink(missing_ok=True)
+
+
+def _refuse_incomplete(source: str, commit: str, dest: Path) -> None:
+    if missing := _missing_files(source, commit, dest):
+        shown = ", ".join(missing[:5]) + (f" and {len(missing) - 5} more" if len(missing) > 5 else "")
+        raise SourceIncompleteError(
+            f"{source} lacks {len(missing)} file(s) of {commit[:12]}'s own tree: {shown}; a snapshot that "
+            "leaves out large files cannot check it out (a complete mirror can)",
+            repo=source,
+        )
 
 
 def _missing_files(source: str, commit: str, dest: Path) -> list[str]:
