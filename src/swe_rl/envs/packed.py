@@ -20,7 +20,9 @@ What a pack guarantees, in order:
 1. Git compares a testbed's files by size and whole-second mtime (gitpacks.stat_minimal; squashfs keeps
    whole seconds and numbers inodes its own way), so ``git status`` in a sandbox of the image hashes nothing.
 2. The mounted image is compared with the trees, file by file (type, mode, owner, size, mtime, link target,
-   bytes) before any tree is touched; one difference and the image is removed, the trees stay.
+   bytes) before any tree is touched; one difference and the image is removed, the trees stay. A merge that
+   appends to a copy of an older image (:func:`_append_base`) compares the trees that image held by all but
+   their bytes, which are its data blocks unchanged, and the appended ones byte by byte.
 3. A tree and its symbolic link are swapped by one ``renameat2(RENAME_EXCHANGE)``: there is no moment when
    its path is missing. A sandbox that bound the tree before keeps it; the tree is deleted only when no
    process's mounts still hold it (:func:`collect_trash`).
