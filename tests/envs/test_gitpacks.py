@@ -6,7 +6,9 @@ commits after it, the fix among them. The control shows that store leaking; the 
 
 from __future__ import annotations
 
+import os
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
@@ -15,6 +17,7 @@ from tests.envs.helpers import git
 from swe_rl.envs import gitpacks
 from swe_rl.envs.gitpacks import PackStore, link_packs
 from swe_rl.envs.testbed import make_testbed
+from swe_rl.sandbox.shell import diff_command
 
 
 def _commit(repo: Path, n: int) -> str:
@@ -197,3 +200,39 @@ def test_gc_removes_a_killed_makes_work_dir_but_not_a_running_ones(tmp_path):
         os.close(held)
     assert EnvCache(root).gc() == [running]  # its make ended without removing it: now it goes
     assert PackStore(root, str(bare)).chain(head)  # and the next make goes through
+
+
+@pytest.mark.ns
+@pytest.mark.parametrize("settled", [False, True])
+def test_a_testbed_indexed_in_the_second_it_was_written_diffs_without_writing_on_a_full_disk(
+    tmp_path: Path, settled: bool
+) -> None:
+    """The attack: the agent fills the sandbox's disk, then the diff of a testbed it never changed runs. An index
+    no older than its files (checked out and indexed in one second) holds racily clean entries, and ``git add``
+    writes the index again in every command: on the full disk the diff fails. The control (settled=False)
+    shows that failure; settle_index leaves an index git trusts, and the diff writes nothing."""
+    disk = tmp_path / "disk"
+    disk.mkdir()
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=4m", "tmpfs", str(disk)], check=True)
+    try:
+        repo = disk / "testbed"
+        repo.mkdir()
+        git(repo, "init", "-q", "-b", "main")
+        _commit(repo, 1)
+        base = _commit(repo, 2)
+        second = int(time.time())
+        for path in [*repo.glob("f*.py"), repo / ".git" / "index"]:
+            os.utime(path, (second, second))
+        git(repo, "config", "core.checkStat", "minimal")
+        if settled:
+            gitpacks.settle_index(repo)
+        index = repo / ".git" / "index"
+        assert (int(index.stat().st_mtime) > second) is settled
+        subprocess.run(["dd", "if=/dev/zero", f"of={disk / 'fill'}", "bs=1M"], capture_output=True)
+        diff = subprocess.run(["bash", "-c", diff_command(base)], cwd=repo, capture_output=True, text=True)
+        if settled:
+            assert (diff.returncode, diff.stdout) == (0, ""), diff.stderr
+        else:
+            assert diff.returncode != 0 and "Out of diskspace" in diff.stderr, diff.stderr
+    finally:
+        subprocess.run(["umount", "-l", str(disk)], check=True)

@@ -53,7 +53,8 @@ ATTACKS: dict[str, tuple[list[str], frozenset[str], type[SweRlError]]] = {
         SandboxError,
     ),
     # ns: /tmp and the testbed share the disk_mb tmpfs, but nothing changed in the testbed: git's index is fresh
-    # (core.checkStat minimal) and the diff writes nothing, so the sandbox survives a full disk
+    # (core.checkStat minimal, and settled: gitpacks.settle_index) and the diff writes nothing, so the sandbox
+    # survives a full disk
     "fill-tmp": (["dd if=/dev/zero of=/tmp/fill bs=4M; df /tmp"], frozenset(), SandboxError),
     # ns: after an edit the diff must write git's index, which the full tmpfs refuses; docker: /tmp is its own tmpfs
     "edit-then-fill-tmp": (

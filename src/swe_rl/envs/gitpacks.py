@@ -37,6 +37,7 @@ import hashlib
 import os
 import shutil
 import tempfile
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -245,10 +246,40 @@ def stat_minimal(testbed: Path) -> None:
     every sandbox's first git command hashed every file again and wrote the index into its upper layer (django:
     ~6,000 files). Size and mtime still change with any edit; racily clean entries are still hashed. The one
     edit this misses is one that keeps a file's size and sets its mtime back, which only hides it from the
-    editor's own diff."""
+    editor's own diff.
+
+    The index is left newer, by whole seconds, than every file it lists (:func:`settle_index`)."""
     git(["config", "core.trustctime", "false"], testbed)
     git(["config", "core.checkStat", "minimal"], testbed)
     git(["update-index", "-q", "--refresh"], testbed, check=False)
+    settle_index(testbed)
+
+
+def settle_index(testbed: Path) -> None:
+    """Write a finished testbed's index again, once the clock has passed the newest mtime it lists, if any
+    entry is racily clean.
+
+    Git cannot trust an entry whose file's mtime is not older than the index (an edit in the second the index
+    was written keeps its size and mtime), so it hashes that file in every command, and ``git add`` writes the
+    index each time. A testbed checked out and indexed within one second (a small repository, or any
+    repository once squashfs rounds the times to seconds) was racy forever: every sandbox's diff wrote the
+    index, and an agent that filled the sandbox's disk before its diff broke the diff of a testbed it had
+    not changed."""
+    index = testbed / ".git" / "index"
+    if not index.exists():
+        return
+    # -z: each entry is its name, NUL, then its stat lines (ctime, mtime, ...), so no name reads as a time
+    records = git(["ls-files", "--debug", "-z"], testbed).split("\0")[1:]
+    newest = max((int(r.split("\n")[1].split()[1].split(":")[0]) for r in records), default=0)
+    for _ in range(3):
+        if newest < int(index.stat().st_mtime):
+            return
+        wait = newest + 1 - time.time()
+        if wait > 2:
+            return  # a file dated in the future: no wait settles it
+        # files are dated by the kernel's coarse clock, a few milliseconds behind time.time()
+        time.sleep(max(0.0, wait) + 0.05)
+        git(["update-index", "-q", "--refresh", "--force-write-index"], testbed, check=False)
 
 
 def link_packs(files: list[Path], git_dir: Path) -> None:
@@ -310,6 +341,7 @@ __all__ = [
     "drop_leftovers",
     "is_shared",
     "link_packs",
+    "settle_index",
     "share_files",
     "stat_minimal",
 ]
