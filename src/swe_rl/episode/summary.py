@@ -2,7 +2,7 @@
 
 Every rate is over the graded episodes: an infrastructure failure is counted (``errors``) but never scored
 as a wrong answer, and an episode that did not run is not in the records at all. The ``agent/*`` metrics are
-the names trainers log (DESIGN.md section 8).
+the names the miles/NeMo-Gym SWE agent logs (docs/SERVICE.md, ``info.agent_metrics``).
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Run and batch metrics with the names trainers log (DESIGN.md section 8)."""
+"""Run and batch metrics with the names trainers log (``episode/summary.py``; docs/SERVICE.md)."""
 
 from __future__ import annotations
 
