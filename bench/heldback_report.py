@@ -225,7 +225,9 @@ def greedy(rows: list[dict]) -> dict:
 def grpo_run(folder: Path) -> dict:
     """One GRPO run: its settings that matter here and, per step, submit and resolve rates."""
     summary = json.loads((folder / "summary.json").read_text()) if (folder / "summary.json").is_file() else {}
-    settings = summary.get("settings") or {}
+    # a run still going has no summary yet; its config.json holds the same settings from the start
+    config = json.loads((folder / "config.json").read_text()) if (folder / "config.json").is_file() else {}
+    settings = summary.get("settings") or config.get("settings") or {}
     steps: dict[int, list[dict]] = {}
     for r in read_jsonl(folder / "rollouts.jsonl"):
         if not infra(r):

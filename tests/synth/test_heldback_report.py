@@ -165,6 +165,35 @@ def test_submit_rate_per_grpo_step(tmp_path: Path) -> None:
     )
 
 
+def test_a_run_still_going_reports_its_settings_from_its_config(tmp_path: Path) -> None:
+    """An unfinished GRPO run has no summary.json yet: the reward convention comes from its config.json (the
+    control: with neither file, the report says it is not recorded)."""
+    tasks = four_functions()
+    w = make_run(tmp_path, tasks, "Sn", {1: "SD"})
+    grpo = w / "grpo-s1"
+    grpo.mkdir()
+    rows = [{"step": 0, **OUTCOMES[c], "reward": -1.0} for c in "sn"]
+    write_jsonl(grpo / "rollouts.jsonl", [{"instance_id": tasks[0]["instance_id"], **r} for r in rows])
+    assert report(w)["grpo"]["1"]["unsubmitted"] is None
+    assert (
+        "GRPO seed 1 (not finished; unsubmitted episodes rewarded as: not recorded)"
+        in (w / "report.md").read_text()
+    )
+    (grpo / "config.json").write_text(
+        json.dumps({"kind": "rl", "settings": {"unsubmitted": "unresolved", "seed": 1}})
+    )
+    out = report(w)
+    assert (out["grpo"]["1"]["unsubmitted"], out["grpo"]["1"]["seed"], out["grpo"]["1"]["finished"]) == (
+        "unresolved",
+        1,
+        False,
+    )
+    assert (
+        "GRPO seed 1 (not finished; unsubmitted episodes rewarded as: unresolved)"
+        in (w / "report.md").read_text()
+    )
+
+
 def test_a_gain_only_in_unsubmitted_episodes_is_not_the_goal(tmp_path: Path) -> None:
     """The positive control: graded at the limit rises by 50 points in every seed with an interval far from
     zero, submitted-only does not move; the goal (submitted-only) is not met. The same folder with the gain
