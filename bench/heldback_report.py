@@ -50,6 +50,10 @@ def read_jsonl(path: Path) -> list[dict]:
     return [json.loads(x) for x in path.read_text().splitlines() if x.strip()] if path.is_file() else []
 
 
+def read_json(path: Path) -> dict:
+    return json.loads(path.read_text()) if path.is_file() else {}
+
+
 def function_of(record: dict) -> str:
     """The function a task's bug is in: ``source:file:function`` from ``synth``, else the mutations' (sorted),
     else the task itself (a record without synth metadata is its own cluster)."""
@@ -224,10 +228,9 @@ def greedy(rows: list[dict]) -> dict:
 
 def grpo_run(folder: Path) -> dict:
     """One GRPO run: its settings that matter here and, per step, submit and resolve rates."""
-    summary = json.loads((folder / "summary.json").read_text()) if (folder / "summary.json").is_file() else {}
+    summary = read_json(folder / "summary.json")
     # a run still going has no summary yet; its config.json holds the same settings from the start
-    config = json.loads((folder / "config.json").read_text()) if (folder / "config.json").is_file() else {}
-    settings = summary.get("settings") or config.get("settings") or {}
+    settings = summary.get("settings") or read_json(folder / "config.json").get("settings") or {}
     steps: dict[int, list[dict]] = {}
     for r in read_jsonl(folder / "rollouts.jsonl"):
         if not infra(r):
