@@ -68,7 +68,7 @@ def render_pooled(out: dict) -> list[str]:
         return ["", out["goal"]["line"]]
     lines = [
         "",
-        f"Pooled over {pool['seeds']} seeds (95 % from a two-level bootstrap: functions resampled, then seeds "
+        f"Pooled over {pool['seeds']} seed{'' if pool['seeds'] == 1 else 's'} (95 % from a two-level bootstrap: functions resampled, then seeds "
         "with replacement; the seed sd is the spread of the per-seed differences, the eval noise sd the mean "
         "bootstrap sd within a seed):",
         "",
@@ -92,6 +92,11 @@ def render_grpo(out: dict) -> list[str]:
             f"GRPO seed {seed} ({'finished' if run['finished'] else 'not finished'}; unsubmitted episodes "
             f"rewarded as: {run['unsubmitted'] or 'not recorded'}), per step, its training episodes:",
             "",
+        ]
+        if not run["curve"]:
+            lines.append("(no step has finished yet)")
+            continue
+        lines += [
             "| step | episodes | submit rate | submitted-only | graded | format errors | mean reward |",
             "|---|---|---|---|---|---|---|",
         ]

@@ -250,7 +250,7 @@ def grpo_run(folder: Path) -> dict:
             }
         )
     return {
-        "finished": (folder / "final").is_dir(),
+        "finished": bool(summary),  # `train rl` writes summary.json last, after final/ (not kept in results)
         "steps": summary.get("steps"),
         "seed": settings.get("seed"),
         "unsubmitted": settings.get("unsubmitted"),

@@ -146,8 +146,8 @@ def test_submit_rate_per_grpo_step(tmp_path: Path) -> None:
     """Each GRPO run's training episodes, per step: the submit rate the reward convention acts on."""
     tasks = four_functions()
     w = make_run(tmp_path, tasks, "Sn", {1: "SD"})
-    grpo = w / "grpo-s1"
-    (grpo / "final").mkdir(parents=True)
+    grpo = w / "grpo-s1"  # finished: summary.json written (final/, the model, is not kept in results)
+    grpo.mkdir()
     (grpo / "summary.json").write_text(json.dumps({"steps": 2, "settings": {"unsubmitted": "unresolved"}}))
     steps = [{"step": 0, **OUTCOMES[c], "reward": 1.0 if c == "S" else -1.0} for c in "SsnD"]
     steps += [{"step": 1, **OUTCOMES[c], "reward": -1.0} for c in "snnE"]
@@ -191,6 +191,14 @@ def test_a_run_still_going_reports_its_settings_from_its_config(tmp_path: Path) 
     assert (
         "GRPO seed 1 (not finished; unsubmitted episodes rewarded as: unresolved)"
         in (w / "report.md").read_text()
+    )
+    (w / "grpo-s2").mkdir()  # started, no step finished: said so, not an empty table
+    (w / "grpo-s2" / "config.json").write_text(json.dumps({"kind": "rl", "settings": {"seed": 2}}))
+    assert report(w)["grpo"]["2"]["curve"] == []
+    text = (w / "report.md").read_text()
+    assert (
+        text.split("GRPO seed 2 (not finished", 1)[1].split("\n\n", 2)[1].strip()
+        == "(no step has finished yet)"
     )
 
 
