@@ -62,6 +62,33 @@ def render_seeds(out: dict) -> list[str]:
     return lines
 
 
+def _short(function: str) -> str:
+    """``source:file:file::name`` (heldback_report.function_of) as ``file::name``, for the table."""
+    if "::" not in function:
+        return function
+    return function[function.rindex(":", 0, function.index("::")) + 1 :]
+
+
+def render_functions(out: dict) -> list[str]:
+    functions = out["functions"]
+    names = list(next(iter(functions.values()))["sampled"]) if functions else []
+    if not names:
+        return []
+    lines = [
+        "",
+        "Sampled, per held-back function (results.json names each in full): resolved submitted-only / graded "
+        "at the limit, of episodes:",
+        "",
+        "| function | tasks | " + " | ".join(names) + " |",
+        "|---|---|" + "---|" * len(names),
+    ]
+    for name, f in functions.items():
+        counts = [f["sampled"][e] for e in names]
+        row = " | ".join(f"{c['submitted']} / {c['graded']} of {c['episodes']}" for c in counts)
+        lines.append(f"| `{_short(name)}` | {f['tasks']} | {row} |")
+    return lines
+
+
 def render_pooled(out: dict) -> list[str]:
     pool = out["pooled"]
     if not pool:
@@ -119,5 +146,6 @@ def render(w: Path, out: dict) -> str:
         "convention); 'graded' grades the working tree at the limit (SWE-agent's).",
         "",
     ]
-    lines += render_evaluations(out) + render_seeds(out) + render_pooled(out) + render_grpo(out)
+    lines += render_evaluations(out) + render_seeds(out) + render_functions(out) + render_pooled(out)
+    lines += render_grpo(out)
     return "\n".join(lines) + "\n"

@@ -21,6 +21,7 @@ What it computes:
   two-level bootstrap (functions resampled, and for each draw the seeds resampled with replacement), so seed
   variance and evaluation noise are both in it; the evaluation noise alone (mean within-seed bootstrap sd)
   next to the seed sd;
+- per held-back function, each sampled evaluation's episodes and resolved under both conventions;
 - greedy, per seed: tasks solved before and after under both conventions;
 - per GRPO run: per step, the training episodes' submit rate and resolve rates (rollouts.jsonl);
 - the goal (#42): GRPO raises the held-back submitted-only rate by >= 10 points, pooled over >= 3 seeds, with
@@ -115,6 +116,21 @@ def diff_points(before: dict, after: dict, draw: list[str]) -> tuple[float, floa
                 for i in range(3):
                     total[i] += cell[i]
     return tuple(100 * (a[i] / max(1, a[0]) - b[i] / max(1, b[0])) for i in (1, 2))
+
+
+def per_function(runs: dict[str, list[dict]], functions: dict[str, str]) -> dict[str, dict]:
+    """Each held-back function's sampled evaluations: its tasks, and per evaluation the episodes and the
+    resolved under both conventions (the cells the cluster bootstrap resamples, for a reader to see)."""
+    sampled = {name: cells(rows, functions) for name, rows in runs.items() if name.endswith("-sampled")}
+    out: dict[str, dict] = {}
+    for name in sorted(set(functions.values())):
+        tasks = sum(f == name for f in functions.values())
+        counts = {
+            e: dict(zip(("episodes", *CONVENTIONS), c.get(name, [0, 0, 0]), strict=True))
+            for e, c in sampled.items()
+        }
+        out[name] = {"tasks": tasks, "sampled": counts}
+    return out
 
 
 def percentile(xs: list[float], q: float) -> float:
@@ -283,6 +299,7 @@ def build(w: Path, resamples: int, rng_seed: int) -> dict:
     out: dict = {"heldback": {"tasks": len(functions), "functions": len(set(functions.values()))}}
     out["bootstrap"] = {"resamples": resamples, "rng_seed": rng_seed, "unit": "function"}
     out["evaluations"] = {name: eval_stats(rows) for name, rows in runs.items()}
+    out["functions"] = per_function(runs, functions)
     seeds = sorted({int(m.group(1)) for n in runs if (m := AFTER.match(n))})
     rng = random.Random(rng_seed)
     before = runs.get("before-sampled")

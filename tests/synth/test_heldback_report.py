@@ -142,6 +142,34 @@ def test_both_conventions_counted_by_hand(tmp_path: Path) -> None:
     assert "Goal (>= 10 points submitted-only, pooled lower end > 0): **not met**" in text
 
 
+def test_per_function_counts_by_hand(tmp_path: Path) -> None:
+    """Each held-back function's episodes and resolved, per sampled evaluation, as the bootstrap sees them."""
+    tasks = four_functions()  # two tasks in each function
+    after = {"inikit/core.py::a": "SS", "inikit/core.py::b": "Ds", "statkit/core.py::c": "nE"}
+    w = make_run(tmp_path, tasks, "Sn", {1: lambda f: after.get(f, "sn")})
+    functions = report(w)["functions"]
+    assert sorted(functions) == [
+        "builtin:inikit:inikit/core.py:inikit/core.py::a",
+        "builtin:inikit:inikit/core.py:inikit/core.py::b",
+        "builtin:statkit:statkit/core.py:statkit/core.py::c",
+        "builtin:textkit:textkit/core.py:textkit/core.py::d",
+    ]
+    got = {k.rsplit("::", 1)[1]: v for k, v in functions.items()}
+    assert got["a"] == {
+        "tasks": 2,
+        "sampled": {
+            "before-sampled": {"episodes": 4, "submitted": 2, "graded": 2},
+            "after-s1-sampled": {"episodes": 4, "submitted": 4, "graded": 4},
+        },
+    }
+    assert got["b"]["sampled"]["after-s1-sampled"] == {"episodes": 4, "submitted": 0, "graded": 2}
+    # the infrastructure error is no episode
+    assert got["c"]["sampled"]["after-s1-sampled"] == {"episodes": 2, "submitted": 0, "graded": 0}
+    assert got["d"]["sampled"]["after-s1-sampled"] == {"episodes": 4, "submitted": 0, "graded": 0}
+    text = (w / "report.md").read_text()
+    assert "| `inikit/core.py::b` | 2 | 2 / 2 of 4 | 0 / 2 of 4 |" in text
+
+
 def test_submit_rate_per_grpo_step(tmp_path: Path) -> None:
     """Each GRPO run's training episodes, per step: the submit rate the reward convention acts on."""
     tasks = four_functions()
