@@ -24,7 +24,8 @@ def render_evaluations(out: dict) -> list[str]:
     for name, e in out["evaluations"].items():
         s, g = e["submitted"], e["graded"]
         lines.append(
-            f"| {name} | {e['episodes']} ({e['infra_errors']} infra errors) | {s['resolved']} ({_pct(s['rate'])}) "
+            f"| {name}{'' if e['finished'] else ' (unfinished: in no difference)'} "
+            f"| {e['episodes']} ({e['infra_errors']} infra errors) | {s['resolved']} ({_pct(s['rate'])}) "
             f"| {g['resolved']} ({_pct(g['rate'])}) | {_pct(e['submit_rate'])} | {_pct(e['format_error_rate'])} |"
         )
     return lines

@@ -4,8 +4,9 @@
 
 Reads the run folder W: heldback.jsonl (each task's function, from its ``synth`` metadata), the
 evaluations' results.jsonl (before-sampled, before-greedy, after-s<SEED>-sampled, after-s<SEED>-greedy,
-probe) and each GRPO run's grpo-s<SEED>/summary.json and rollouts.jsonl. Writes W/results.json and
-W/report.md (the same figures, for people) and prints the report.
+probe; one without summary.json is still going: shown, and left out of every difference) and each GRPO run's
+grpo-s<SEED>/summary.json and rollouts.jsonl. Writes W/results.json and W/report.md (the same figures, for
+people) and prints the report.
 
 Two conventions of "resolved", both reported every time: **submitted** (mini-swe-agent's: the episode
 submitted and its patch resolves) and **graded** (SWE-agent's: the working tree's diff is graded at the
@@ -291,14 +292,19 @@ def _eval_order(folder: Path) -> tuple[int, int, str]:
 def build(w: Path, resamples: int, rng_seed: int) -> dict:
     """Every figure of the report, from the run folder."""
     functions = {r["instance_id"]: function_of(r) for r in read_jsonl(w / "heldback.jsonl")}
-    runs = {}
+    every, runs = {}, {}
     for d in sorted((p for p in w.iterdir() if p.is_dir()), key=_eval_order):
         named = d.name in ("probe", "before-sampled", "before-greedy") or AFTER.match(d.name)
         if named and (d / "results.jsonl").is_file():
-            runs[d.name] = read_jsonl(d / "results.jsonl")
+            every[d.name] = read_jsonl(d / "results.jsonl")
+            if (d / "summary.json").is_file():  # `swe-rl eval` writes it when every attempt is done
+                runs[d.name] = every[d.name]
     out: dict = {"heldback": {"tasks": len(functions), "functions": len(set(functions.values()))}}
     out["bootstrap"] = {"resamples": resamples, "rng_seed": rng_seed, "unit": "function"}
-    out["evaluations"] = {name: eval_stats(rows) for name, rows in runs.items()}
+    # an evaluation still going is shown, and left out of every figure computed from two evaluations
+    out["evaluations"] = {
+        name: {**eval_stats(rows), "finished": name in runs} for name, rows in every.items()
+    }
     out["functions"] = per_function(runs, functions)
     seeds = sorted({int(m.group(1)) for n in runs if (m := AFTER.match(n))})
     rng = random.Random(rng_seed)

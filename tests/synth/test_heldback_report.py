@@ -62,11 +62,18 @@ def evaluation(tasks: list[dict], outcomes) -> list[dict]:
     return rows
 
 
+def write_eval(folder: Path, rows: list[dict], *, finished: bool = True) -> None:
+    """An evaluation's folder as `swe-rl eval` leaves it: results.jsonl, and summary.json once it has finished."""
+    write_jsonl(folder / "results.jsonl", rows)
+    if finished:
+        (folder / "summary.json").write_text("{}")
+
+
 def make_run(w: Path, tasks: list[dict], before, seeds: dict) -> Path:
     write_jsonl(w / "heldback.jsonl", tasks)
-    write_jsonl(w / "before-sampled" / "results.jsonl", evaluation(tasks, before))
+    write_eval(w / "before-sampled", evaluation(tasks, before))
     for seed, after in seeds.items():
-        write_jsonl(w / f"after-s{seed}-sampled" / "results.jsonl", evaluation(tasks, after))
+        write_eval(w / f"after-s{seed}-sampled", evaluation(tasks, after))
     return w
 
 
@@ -97,11 +104,9 @@ def test_both_conventions_counted_by_hand(tmp_path: Path) -> None:
     w = make_run(tmp_path, tasks, "Sn", {1: "SD", 2: "SS", 3: "Ss"})
     # an infrastructure error is left out of both conventions
     rows = [*evaluation(tasks, "SD"), {"instance_id": tasks[0]["instance_id"], "attempt": 2, **OUTCOMES["E"]}]
-    write_jsonl(w / "after-s1-sampled" / "results.jsonl", rows)
-    write_jsonl(
-        w / "before-greedy" / "results.jsonl", evaluation(tasks[:4], "S") + evaluation(tasks[4:], "D")
-    )
-    write_jsonl(w / "after-s1-greedy" / "results.jsonl", evaluation(tasks, "S"))
+    write_eval(w / "after-s1-sampled", rows)
+    write_eval(w / "before-greedy", evaluation(tasks[:4], "S") + evaluation(tasks[4:], "D"))
+    write_eval(w / "after-s1-greedy", evaluation(tasks, "S"))
     out = report(w, "--resamples", "2000")  # enough draws that the 2.5 % tails are sure of their values
 
     assert out["heldback"] == {"tasks": 8, "functions": 4}
@@ -140,6 +145,26 @@ def test_both_conventions_counted_by_hand(tmp_path: Path) -> None:
     assert pool["submitted"]["ci95_points"] == [0.0, 50.0]
     text = (w / "report.md").read_text()
     assert "Goal (>= 10 points submitted-only, pooled lower end > 0): **not met**" in text
+
+
+def test_an_evaluation_still_going_is_in_no_difference(tmp_path: Path) -> None:
+    """A seed's after-evaluation without summary.json (interrupted, or still running) is shown as unfinished and
+    left out of the seed's difference, the pooled figures and the goal; once finished it counts (the control)."""
+    tasks = four_functions()
+    w = make_run(tmp_path, tasks, "Sn", {1: "SS"})
+    write_eval(w / "after-s2-sampled", evaluation(tasks[:2], "nn"), finished=False)
+    out = report(w)
+    assert out["evaluations"]["after-s2-sampled"]["finished"] is False
+    assert out["evaluations"]["after-s1-sampled"]["finished"] is True
+    assert "2" not in out["seeds"] and out["pooled"]["seeds"] == 1
+    assert "after-s2-sampled" not in next(iter(out["functions"].values()))["sampled"]
+    assert (
+        "| after-s2-sampled (unfinished: in no difference) | 4 (0 infra errors) |"
+        in (w / "report.md").read_text()
+    )
+    (w / "after-s2-sampled" / "summary.json").write_text("{}")
+    out = report(w)
+    assert out["seeds"]["2"]["sampled"]["submitted"]["points"] == -50.0 and out["pooled"]["seeds"] == 2
 
 
 def test_per_function_counts_by_hand(tmp_path: Path) -> None:
