@@ -39,6 +39,7 @@ import math
 import random
 import re
 import statistics
+from collections import Counter
 from pathlib import Path
 
 from _heldback_render import render  # the report for people, beside this script
@@ -124,8 +125,7 @@ def per_function(runs: dict[str, list[dict]], functions: dict[str, str]) -> dict
     resolved under both conventions (the cells the cluster bootstrap resamples, for a reader to see)."""
     sampled = {name: cells(rows, functions) for name, rows in runs.items() if name.endswith("-sampled")}
     out: dict[str, dict] = {}
-    for name in sorted(set(functions.values())):
-        tasks = sum(f == name for f in functions.values())
+    for name, tasks in sorted(Counter(functions.values()).items()):
         counts = {
             e: dict(zip(("episodes", *CONVENTIONS), c.get(name, [0, 0, 0]), strict=True))
             for e, c in sampled.items()
