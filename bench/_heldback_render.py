@@ -63,13 +63,6 @@ def render_seeds(out: dict) -> list[str]:
     return lines
 
 
-def _short(function: str) -> str:
-    """``source:file:file::name`` (heldback_report.function_of) as ``file::name``, for the table."""
-    if "::" not in function:
-        return function
-    return function[function.rindex(":", 0, function.index("::")) + 1 :]
-
-
 def render_functions(out: dict) -> list[str]:
     functions = out["functions"]
     names = list(next(iter(functions.values()))["sampled"]) if functions else []
@@ -83,10 +76,10 @@ def render_functions(out: dict) -> list[str]:
         "| function | tasks | " + " | ".join(names) + " |",
         "|---|---|" + "---|" * len(names),
     ]
-    for name, f in functions.items():
+    for f in functions.values():
         counts = [f["sampled"][e] for e in names]
         row = " | ".join(f"{c['submitted']} / {c['graded']} of {c['episodes']}" for c in counts)
-        lines.append(f"| `{_short(name)}` | {f['tasks']} | {row} |")
+        lines.append(f"| `{f['label']}` | {f['tasks']} | {row} |")
     return lines
 
 

@@ -68,6 +68,12 @@ def function_of(record: dict) -> str:
     return "+".join(keys) or record["instance_id"]
 
 
+def label_of(record: dict) -> str:
+    """What the report's table calls a task's function: ``synth``'s own name for it (``file::name``), else the
+    cluster key itself."""
+    return (record.get("synth") or {}).get("function") or function_of(record)
+
+
 def infra(row: dict) -> bool:
     return bool(row.get("error")) or row.get("exit_status") == "infra_error"
 
@@ -120,9 +126,11 @@ def diff_points(before: dict, after: dict, draw: list[str]) -> tuple[float, floa
     return tuple(100 * (a[i] / max(1, a[0]) - b[i] / max(1, b[0])) for i in (1, 2))
 
 
-def per_function(runs: dict[str, list[dict]], functions: dict[str, str]) -> dict[str, dict]:
-    """Each held-back function's sampled evaluations: its tasks, and per evaluation the episodes and the
-    resolved under both conventions (the cells the cluster bootstrap resamples, for a reader to see)."""
+def per_function(runs: dict[str, list[dict]], records: list[dict]) -> dict[str, dict]:
+    """Each held-back function's sampled evaluations: its label, its tasks, and per evaluation the episodes and
+    the resolved under both conventions (the cells the cluster bootstrap resamples, for a reader to see)."""
+    functions = {r["instance_id"]: function_of(r) for r in records}
+    labels = {function_of(r): label_of(r) for r in records}
     sampled = {name: cells(rows, functions) for name, rows in runs.items() if name.endswith("-sampled")}
     out: dict[str, dict] = {}
     for name, tasks in sorted(Counter(functions.values()).items()):
@@ -130,7 +138,7 @@ def per_function(runs: dict[str, list[dict]], functions: dict[str, str]) -> dict
             e: dict(zip(("episodes", *CONVENTIONS), c.get(name, [0, 0, 0]), strict=True))
             for e, c in sampled.items()
         }
-        out[name] = {"tasks": tasks, "sampled": counts}
+        out[name] = {"label": labels[name], "tasks": tasks, "sampled": counts}
     return out
 
 
@@ -291,7 +299,8 @@ def _eval_order(folder: Path) -> tuple[int, int, str]:
 
 def build(w: Path, resamples: int, rng_seed: int) -> dict:
     """Every figure of the report, from the run folder."""
-    functions = {r["instance_id"]: function_of(r) for r in read_jsonl(w / "heldback.jsonl")}
+    records = read_jsonl(w / "heldback.jsonl")
+    functions = {r["instance_id"]: function_of(r) for r in records}
     every, runs = {}, {}
     for d in sorted((p for p in w.iterdir() if p.is_dir()), key=_eval_order):
         named = d.name in ("probe", "before-sampled", "before-greedy") or AFTER.match(d.name)
@@ -305,7 +314,7 @@ def build(w: Path, resamples: int, rng_seed: int) -> dict:
     out["evaluations"] = {
         name: {**eval_stats(rows), "finished": name in runs} for name, rows in every.items()
     }
-    out["functions"] = per_function(runs, functions)
+    out["functions"] = per_function(runs, records)
     seeds = sorted({int(m.group(1)) for n in runs if (m := AFTER.match(n))})
     rng = random.Random(rng_seed)
     before = runs.get("before-sampled")

@@ -181,6 +181,7 @@ def test_per_function_counts_by_hand(tmp_path: Path) -> None:
     ]
     got = {k.rsplit("::", 1)[1]: v for k, v in functions.items()}
     assert got["a"] == {
+        "label": "inikit/core.py::a",  # synth's own name, not parsed out of the cluster key
         "tasks": 2,
         "sampled": {
             "before-sampled": {"episodes": 4, "submitted": 2, "graded": 2},
