@@ -172,3 +172,19 @@ def unbuildable_task():  # type: ignore[no-untyped-def]
         test_cmd="pytest",
         FAIL_TO_PASS=["t"],
     )
+
+
+def tiny_grpo_settings(output_dir: Path, **fields: object):  # type: ignore[no-untyped-def]
+    """GRPO settings of the smallest real run: the tiny random Qwen3, one task a step, groups of two, 8 new
+    tokens a turn, frozen embeddings (its large vocabulary would eat the replies); ``fields`` override."""
+    from swe_rl.train.grpo import GRPOSettings
+
+    base: dict[str, object] = {
+        "model": "tiny-qwen",
+        "tasks_per_step": 1,
+        "num_generations": 2,
+        "max_tokens": 8,
+        "max_concurrent": 2,
+        "freeze_embeddings": True,
+    }
+    return GRPOSettings(output_dir=output_dir, **{**base, **fields})

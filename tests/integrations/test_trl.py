@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from tests.conftest import available_factory
+from tests.conftest import available_factory, tiny_grpo_settings
 
 from swe_rl.agent.config import load_agent_config
 from swe_rl.errors import ConfigError
@@ -47,17 +47,7 @@ def test_grpo_episodes_reuse_the_executors_sandboxes_across_steps(
 ):
     executor = adapter_kit.executor_from()  # what the rollout function makes when given none (test above)
     assert executor.name == "local" and executor.capacity == 2 and executor.grader.reuse
-    settings = grpo_mod.GRPOSettings(
-        output_dir=tmp_path / "run",
-        model="tiny-qwen",
-        steps=2,
-        tasks_per_step=1,
-        num_generations=2,
-        max_tokens=8,
-        max_concurrent=2,
-        save_steps=0,
-        freeze_embeddings=True,
-    )
+    settings = tiny_grpo_settings(tmp_path / "run", steps=2, save_steps=0)
     agent = load_agent_config(step_limit=2)
     grpo_mod.train_grpo(tasks[:1], settings, envs, agent, executor=executor, quiet=True)
     rows = [json.loads(line) for line in (tmp_path / "run/rollouts.jsonl").read_text().splitlines()]

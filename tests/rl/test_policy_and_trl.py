@@ -6,7 +6,7 @@ import asyncio
 import json
 
 import pytest
-from tests.conftest import available_factory
+from tests.conftest import available_factory, tiny_grpo_settings
 
 from swe_rl.agent.config import load_agent_config
 from swe_rl.episode.result import RolloutResult
@@ -145,18 +145,7 @@ async def test_rollout_output_for_trl_masks_observations_and_failures(task_by_id
 def test_grpo_run_with_trl_writes_curve_metrics_and_a_loadable_model(tasks, envs, tmp_path):
     from transformers import AutoModelForCausalLM
 
-    settings = grpo_mod.GRPOSettings(
-        output_dir=tmp_path / "run",
-        model="tiny-qwen",
-        steps=1,
-        tasks_per_step=1,
-        num_generations=2,
-        max_tokens=8,
-        max_concurrent=2,
-        freeze_embeddings=True,
-        top_p=0.9,
-        trl={"top_entropy_quantile": 0.5},
-    )
+    settings = tiny_grpo_settings(tmp_path / "run", steps=1, top_p=0.9, trl={"top_entropy_quantile": 0.5})
     from swe_rl.executors.local import LocalExecutor
 
     executor = LocalExecutor(available_factory("ns"), envs, capacity=2)

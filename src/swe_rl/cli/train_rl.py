@@ -139,6 +139,17 @@ def train_rl(
             "not submitting never pays). rollouts.jsonl keeps each episode's verdict and patch_source either way.",
         ),
     ] = "graded",
+    resample_rounds: Annotated[
+        int,
+        typer.Option(
+            "--resample-rounds",
+            min=0,
+            help="Dynamic sampling (DAPO's): up to N times a step, run each group whose episodes all got one "
+            "reward (no gradient) again on a training task the step has not used; a group that mixes rewards "
+            "takes its place in the update. Every episode run is logged (rollouts.jsonl marks the ones left "
+            'out "dropped"). 0: off.',
+        ),
+    ] = 0,
     output_dir: Annotated[
         Path, typer.Option("--output-dir", "-o", help="The training run directory.")
     ] = Path("swe-rl-train"),
@@ -190,6 +201,7 @@ def train_rl(
         freeze_embeddings=freeze_embeddings,
         seed=seed,
         unsubmitted=_unsubmitted(unsubmitted),
+        resample_rounds=resample_rounds,
         trl=parse_assignments(trl or [], "--trl"),
         args={
             "tasks": tasks,
@@ -261,6 +273,7 @@ _SETTINGS = [
     "freeze_embeddings",
     "seed",
     "unsubmitted",
+    "resample_rounds",
 ]
 _ARGS = ("tasks", "step_limit", "agent_config")
 

@@ -22,12 +22,21 @@ function left None unscorable, keeps it out of its group's nan-aware mean and st
 to 0, so the others get the advantages of the group without it. It is counted in the run's metrics and
 never scored as a wrong answer.
 
+Dynamic sampling (DAPO's, off by default: ``resample_rounds``): a group whose healthy episodes all got the same
+reward gives GRPO no gradient, and a policy that falls into such a state (every episode submitting with no fix,
+or none submitting) gets no signal to leave it. With ``resample_rounds`` N, up to N times a step each such group
+is run again on a training task this step has not used (drawn by a generator seeded with the run's seed and the
+step), and a group that mixes rewards takes its place in TRL's batch. Every episode run is logged (the ones
+left out of the update marked ``dropped``), so the step's rates are the policy's own, not the selected
+groups'.
+
 The trainer around it, with its run directory, is ``swe-rl train rl`` (train/grpo.py).
 """
 
 from __future__ import annotations
 
 import asyncio
+import random
 import time
 from collections.abc import Sequence
 from typing import Any, Protocol
@@ -49,7 +58,12 @@ class StepLog(Protocol):
     """Where the rollout function reports each trainer step (the run directory's files: train/grpo.py)."""
 
     def step(
-        self, step: int, ids: Sequence[str], results: Sequence[RolloutResult], metrics: dict[str, float]
+        self,
+        step: int,
+        ids: Sequence[str],
+        results: Sequence[RolloutResult],
+        metrics: dict[str, float],
+        dropped: Sequence[tuple[str, RolloutResult]] = (),
     ) -> None: ...
 
 
@@ -68,7 +82,11 @@ class SweRolloutFunc:
         max_concurrent: int = 16,
         window_s: float = 0.5,
         unsubmitted: Unsubmitted = "graded",
+        resample_rounds: int = 0,
+        seed: int = 0,
     ) -> None:
+        self.resample_rounds = resample_rounds  # dynamic sampling: rounds a step for one-reward groups
+        self.seed = seed
         self.unsubmitted: Unsubmitted = unsubmitted  # the reward of an episode that never submitted
         self.window_s = window_s  # episodes run in step: wait this long to batch a whole turn together
         self.tasks = {t.instance_id: t for t in tasks}
@@ -93,21 +111,24 @@ class SweRolloutFunc:
         model = trainer.accelerator.unwrap_model(trainer.model)
         tokenizer = trainer.processing_class
         policy = BatchedHFPolicy(model, tokenizer, max_batch=self.max_concurrent, window_s=self.window_s)
-        self.executor.adopt(POLICY, ModelChoice(lambda _task: policy, None, POLICY.name))
         started = time.monotonic()
-        try:
-            results = self._loop.run(self._episodes(ids, policy))
-        finally:  # the executor lets go of the model until the next step
-            self.executor.adopt(POLICY, ModelChoice(_between_steps, None, POLICY.name))
-        step = int(trainer.state.global_step)
-        metrics = episode_metrics(results)
+        step, group = int(trainer.state.global_step), int(trainer.num_generations)
+        drawn = ids
+        ids, results, dropped = self.episodes(ids, policy, group=group, step=step)
+        metrics = episode_metrics([*results, *(r for _, r in dropped)])  # every episode the policy ran
+        metrics["rl/one_reward_groups"] = float(len(one_reward_groups(results, group)))  # in the update
+        if self.resample_rounds:
+            metrics["rl/resampled_groups"] = float(len(dropped) // group)  # groups run again
+            metrics["rl/replaced_groups"] = float(
+                sum(a != b for a, b in zip(drawn, ids, strict=True)) // group
+            )
         metrics["rl/rollout_time_s"] = time.monotonic() - started
         metrics["rl/generate_time_s"] = policy.generate_s  # the rest: sandboxes, grading, batching waits
         metrics["rl/generate_batch_mean"] = (
             sum(policy.batches) / len(policy.batches) if policy.batches else 0.0
         )
         if self.log is not None:
-            self.log.step(step, ids, results, metrics)
+            self.log.step(step, ids, results, metrics, dropped)
         self.last_metrics = metrics
         return self.to_trl(ids, results, tokenizer)
 
@@ -128,17 +149,65 @@ class SweRolloutFunc:
             unsubmitted=self.unsubmitted,
         )
 
-    async def _episodes(self, ids: list[str], policy: Any) -> list[RolloutResult]:
+    def episodes(
+        self, ids: list[str], policy: Any, *, group: int, step: int
+    ) -> tuple[list[str], list[RolloutResult], list[tuple[str, RolloutResult]]]:
+        """One step's episodes with ``policy`` (lent to the executor for the step), then dynamic sampling's
+        rounds: the ids and results TRL trains on, and the episodes run but left out of them."""
+        self.executor.adopt(POLICY, ModelChoice(lambda _task: policy, None, POLICY.name))
+        try:
+            return self._loop.run(self._step(ids, policy, group, step))
+        finally:  # the executor lets go of the model until the next step
+            self.executor.adopt(POLICY, ModelChoice(_between_steps, None, POLICY.name))
+
+    async def _step(
+        self, ids: list[str], policy: Any, group: int, step: int
+    ) -> tuple[list[str], list[RolloutResult], list[tuple[str, RolloutResult]]]:
+        try:
+            results = await self._episodes(ids)
+            if not self.resample_rounds:
+                return ids, results, []
+            return await self._resample(list(ids), results, group, random.Random(f"{self.seed}:{step}"))
+        finally:
+            await policy.close()
+
+    async def _resample(
+        self, ids: list[str], results: list[RolloutResult], group: int, rng: random.Random
+    ) -> tuple[list[str], list[RolloutResult], list[tuple[str, RolloutResult]]]:
+        """Up to ``resample_rounds`` times, each one-reward group run again on an unused training task; a
+        group that mixes rewards replaces it in place (TRL's groups are consecutive blocks of ``group``)."""
+        if any(len(set(ids[b : b + group])) != 1 for b in range(0, len(ids), group)):
+            raise ConfigError(
+                f"dynamic sampling needs whole groups of {group} episodes of one task in a rollout call"
+            )
+        dropped: list[tuple[str, RolloutResult]] = []
+        used = set(ids)
+        for _ in range(self.resample_rounds):
+            pool = sorted(set(self.tasks) - used)
+            rng.shuffle(pool)
+            blocks = one_reward_groups(results, group)[: len(pool)]
+            if not blocks:
+                break
+            fresh = pool[: len(blocks)]
+            used.update(fresh)
+            tried = await self._episodes([t for t in fresh for _ in range(group)])
+            for k, b in enumerate(blocks):
+                run = tried[k * group : (k + 1) * group]
+                if one_reward_groups(run, group):  # no better: the original stays, this one is logged
+                    dropped.extend((fresh[k], r) for r in run)
+                    continue
+                dropped.extend(zip(ids[b : b + group], results[b : b + group], strict=True))
+                ids[b : b + group], results[b : b + group] = [fresh[k]] * group, run
+        return ids, results, dropped
+
+    async def _episodes(self, ids: list[str]) -> list[RolloutResult]:
         limit = asyncio.Semaphore(self.max_concurrent)
 
         async def one(instance_id: str) -> RolloutResult:
             async with limit:
                 return await self.executor.run(self.request(instance_id))
 
-        try:
-            return list(await asyncio.gather(*(one(i) for i in ids)))
-        finally:
-            await policy.close()
+        return list(await asyncio.gather(*(one(i) for i in ids)))
 
     def close(self) -> None:
         """Close the executor (its kept sandboxes, in the loop they live in), then the loop."""
@@ -174,6 +243,17 @@ class SweRolloutFunc:
             out["swe_reward"].append(span.reward)
             out["swe_status"].append(span.status)
         return out
+
+
+def one_reward_groups(results: Sequence[RolloutResult], group: int) -> list[int]:
+    """The starts of the consecutive groups whose healthy episodes all got one reward (or that have none):
+    groups GRPO's advantages are all zero in."""
+    starts = []
+    for b in range(0, len(results), group):
+        spans = (trajectory_span(r) for r in results[b : b + group])
+        if len({s.reward for s in spans if s is not None}) < 2:
+            starts.append(b)
+    return starts
 
 
 def _between_steps(task: Task) -> Any:

@@ -82,6 +82,13 @@ class GRPOSettings(BaseModel):
         description="The reward of an episode that never submitted: graded (its diff at the limit, "
         "SWE-agent's convention) or unresolved (mini-swe-agent's), so that not submitting does not pay.",
     )
+    resample_rounds: int = Field(
+        default=0,
+        ge=0,
+        description="Dynamic sampling (DAPO's): up to N times a step, each group whose episodes all got one "
+        "reward is run again on a training task the step has not used, and a group that mixes rewards "
+        "replaces it in the update (0: off). Every episode run is logged.",
+    )
     trl: dict[str, Any] = Field(
         default_factory=dict, description="More GRPOConfig fields (e.g. top_entropy_quantile), applied last."
     )
@@ -104,7 +111,8 @@ class GRPOSettings(BaseModel):
 
 class RolloutLog:
     """Appends one episode record per rollout to rollouts.jsonl, its conversation to episodes.jsonl, and one
-    metrics line per trainer step."""
+    metrics line per trainer step. An episode dynamic sampling left out of the update carries
+    ``"dropped": true`` in both files (a key of these files only: ``EpisodeRecord`` ignores it)."""
 
     def __init__(self, run_dir: Path) -> None:
         run = RunDir(run_dir)
@@ -113,12 +121,21 @@ class RolloutLog:
         self.metrics = MetricsSink(run.metrics_path, [])
 
     def step(
-        self, step: int, ids: Sequence[str], results: Sequence[RolloutResult], metrics: dict[str, float]
+        self,
+        step: int,
+        ids: Sequence[str],
+        results: Sequence[RolloutResult],
+        metrics: dict[str, float],
+        dropped: Sequence[tuple[str, RolloutResult]] = (),
     ) -> None:
+        kept: list[tuple[str, RolloutResult, dict[str, bool]]] = [
+            (i, r, {}) for i, r in zip(ids, results, strict=True)
+        ]
         with self.path.open("a") as records, self.episodes.open("a") as episodes:
-            for instance_id, result in zip(ids, results, strict=True):
-                records.write(rollout_record(result, instance_id, step=step).model_dump_json() + "\n")
-                episodes.write(json.dumps(episode_line(result, instance_id, step)) + "\n")
+            for instance_id, result, mark in [*kept, *((i, r, {"dropped": True}) for i, r in dropped)]:
+                record = rollout_record(result, instance_id, step=step).model_dump(mode="json")
+                records.write(json.dumps({**record, **mark}) + "\n")
+                episodes.write(json.dumps({**episode_line(result, instance_id, step), **mark}) + "\n")
         self.metrics.log(metrics, step=step)
 
 
@@ -173,7 +190,7 @@ def train_grpo(
     params = SamplingParams(**settings.model_dump(include={"max_tokens", "temperature", "top_p"}))
     rollout = SweRolloutFunc(
         tasks, agent, params, executor=executor, log=log, max_concurrent=settings.max_concurrent,
-        unsubmitted=settings.unsubmitted,
+        unsubmitted=settings.unsubmitted, resample_rounds=settings.resample_rounds, seed=settings.seed,
     )  # fmt: skip
     try:  # the rollout function's executor is closed in the event loop its kept sandboxes live in
         bf16 = bool(cuda and torch.cuda.is_bf16_supported())
