@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import re
 import uuid
 from collections.abc import Callable
@@ -42,6 +41,7 @@ from swe_rl.service.server_kit import (
     Metrics,
     ServiceError,
     endpoint,
+    load_object,
     read_body,
     validate,
 )
@@ -191,10 +191,8 @@ class RolloutHandlers:
 
     async def run(self, request: Request) -> RunResponse | dict[str, Any]:
         body = await read_body(request, MAX_BODY)
-        gym = None
-        with contextlib.suppress(ValueError):  # not JSON: RunRequest's validation says so
-            if gym_agent.is_gym_body(json.loads(body or b"{}")):
-                gym = validate(gym_agent.GymRunRequest, body)
+        # which request it is, parsed as every server parses (server_kit.validate): malformed is a 400
+        gym = validate(gym_agent.GymRunRequest, body) if gym_agent.is_gym_body(load_object(body)) else None
         if gym is not None:
             req = gym_agent.rollout_request(gym, self.gym_tokenizer, self.node.executor.tasks)
         else:

@@ -13,7 +13,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel, TypeAdapter, ValidationError
 from starlette.requests import Request
 from starlette.responses import JSONResponse, PlainTextResponse, Response
 
@@ -131,13 +131,34 @@ async def parse(request: Request, model: type[M], cap: int | None = None) -> M:
 
 
 def validate(model: type[M], body: bytes | bytearray) -> M:
-    """A body already read, as ``model``; invalid is ``bad_request``."""
+    """A body already read, as ``model``; invalid is ``bad_request``.
+
+    Every body of every server (exec, pool, rollout) is parsed here, by pydantic's JSON parser, never by
+    ``json.loads``: it refuses what is not JSON, not UTF-8, nested deeper than its limit (a few hundred
+    levels: 50,000 nested arrays made ``json.loads`` raise RecursionError, a 500) or a number out of range,
+    each as a ``json_invalid`` error, so a malformed body is a 400 with the structured error body."""
     try:
         return model.model_validate_json(body or b"{}")
     except ValidationError as exc:
-        first = exc.errors()[0]
-        where = ".".join(str(p) for p in first["loc"]) or "body"
-        raise ServiceError("bad_request", f"{where}: {first['msg']}") from None
+        raise _bad_request(exc) from None
+
+
+_OBJECT: TypeAdapter[dict[str, Any]] = TypeAdapter(dict[str, Any])
+
+
+def load_object(body: bytes | bytearray) -> dict[str, Any]:
+    """A body already read, as a JSON object of any fields (to tell which request it is before validating
+    it as that one): parsed as :func:`validate` parses, the same errors."""
+    try:
+        return _OBJECT.validate_json(body or b"{}")
+    except ValidationError as exc:
+        raise _bad_request(exc) from None
+
+
+def _bad_request(exc: ValidationError) -> ServiceError:
+    first = exc.errors()[0]
+    where = ".".join(str(p) for p in first["loc"]) or "body"
+    return ServiceError("bad_request", f"{where}: {first['msg']}")
 
 
 class Idempotency:
