@@ -75,7 +75,6 @@ class NsSandbox:
         self.generation = 0  # resets so far (in place or not)
         self.restart_reason: str | None = None  # why the last reset restarted bwrap (None: it was in place)
         self._layer = 0  # the testbed overlay's number (reset.layer_dirs)
-        self._old_layer: asyncio.Task[None] | None = None  # removing the previous one's directories
         self._lower: str | None = None  # the overlay's testbed when not the one bwrap bound (reset(env=...))
 
     @property
@@ -135,10 +134,6 @@ class NsSandbox:
             self._stderr_tail = (self._stderr_tail + chunk)[-4096:]
 
     async def _teardown(self, *, keep_cgroup: bool = False) -> None:
-        if self._old_layer is not None:
-            with contextlib.suppress(Exception):
-                await self._old_layer
-            self._old_layer = None
         proc, self._proc = self._proc, None
         if self._ctl is not None:
             os.close(self._ctl)
@@ -193,15 +188,16 @@ class NsSandbox:
             return misread
         if proc is None or cgroup is None or not proc.alive:
             return "bwrap had exited"
-        if self._old_layer is not None:
-            with contextlib.suppress(Exception):
-                await self._old_layer
-            self._old_layer = None
         try:
             layer = self.generation  # new in this tmpfs: a reset restarting bwrap starts again from 0
             await reset_in_place(cgroup, proc, self.env.workdir, layer, keep, lower)  # no thread hop
             previous, self._layer = self._layer, layer
-            self._old_layer = asyncio.ensure_future(asyncio.to_thread(remove_layer, proc.pid, previous))
+            # before the sandbox is handed back: the old layer shares the tmpfs (disk_mb, inodes) with the
+            # new one and /tmp, and removed in the background it left the next use the previous one's
+            # usage (its first df, and a write of most of the capacity failed with ENOSPC). A thread: the
+            # walk costs ~10 us a file, and the event loop serves other sandboxes meanwhile
+            if left := await asyncio.to_thread(remove_layer, proc.pid, previous):
+                return f"the old layer's directories could not be removed: {left}"
         except (OSError, SandboxError) as exc:
             return f"in-place reset failed: {exc}"
         return None

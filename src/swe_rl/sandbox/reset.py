@@ -27,8 +27,11 @@ have changed goes:
      writable as in the official images: numba's and matplotlib's caches go there) without crossing a mount
      under them (an env's venv may be bound below ``/tmp`` or ``/root``), and gives them back their mode and
      owner;
-3. the old layer's directories are removed afterwards, off the hot path (ns.py), once the worker has let
-   the old overlay go (it holds it until it has answered).
+3. the old layer's directories are removed (ns.py, in a thread) before the reset returns: they are on the
+   same tmpfs as the new layer and ``/tmp``, so removed in the background they left the sandbox's next use
+   the previous use's bytes and inodes (its first ``df`` showed them, and a write of most of the capacity
+   could fail with ENOSPC). The worker tears the old overlay down before it answers: while it lived, its
+   dentries held the upper layer's inodes, and removing their names freed nothing.
 
 The shell itself is left alone: no command runs during a reset (the sandbox's lock), and its state is
 out of the commands' reach: each command runs in a subshell, and the shell's memory and pipes are
@@ -41,7 +44,6 @@ restarts bubblewrap instead.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import ctypes
 import functools
 import os
@@ -108,17 +110,18 @@ def lowerdir_misread(path: str) -> str | None:
     return None
 
 
-def remove_layer(bwrap_pid: int, layer: int) -> None:
-    """Step 3: the directories of a detached overlay, seen through bwrap's mount namespace (again while the
-    overlay is not gone yet: the worker lets it go just after it answers)."""
+def remove_layer(bwrap_pid: int, layer: int) -> str | None:
+    """Step 3: the directories of a detached overlay, seen through bwrap's mount namespace, removed before the
+    reset returns (the worker has torn the overlay down before it answered). None when they are gone; else
+    what is left (the caller restarts bubblewrap, whose new tmpfs is empty)."""
     paths = [f"/proc/{bwrap_pid}/root{MOUNTPOINT}/{name}" for name in layer_dirs(layer)]
-    for _ in range(100):
-        for path in paths:
-            with contextlib.suppress(OSError):
-                remove_tree(path)  # however deep (tree.py)
-        if not any(os.path.lexists(path) for path in paths):
-            return
-        time.sleep(0.01)
+    error = None
+    for path in paths:
+        try:
+            remove_tree(path)  # however deep (tree.py)
+        except OSError as exc:
+            error = f"{path}: {exc}"
+    return error
 
 
 def host_pids(cgroup: SandboxCgroup, inner: Collection[int]) -> set[int]:

@@ -70,11 +70,14 @@ def serve_reset(conn, req, home):
         error = None
     except BaseException as exc:
         error, prebuilt, old = repr(exc) or "failed", False, None
+    if old is not None:
+        # the old overlay's last reference: it is torn down now, before the answer, so that the caller can
+        # remove its layer's directories (and so free the tmpfs they take) before the sandbox's next use;
+        # while the overlay lived, its dentries held the upper layer's inodes (and their pages)
+        os.close(old)
+        fds.remove(old)
     stranded = not go_home(home)
     conn.sendall(json.dumps({"error": error, "stranded": stranded, "prebuilt": prebuilt}).encode() + b"\n")
-    if old is not None:
-        os.close(old)  # the old overlay's last reference: it is torn down now, after the answer
-        fds.remove(old)
     if not error and not stranded and req.get("next"):
         build_ahead(req, fds[0])
         stranded = not go_home(home)
@@ -122,7 +125,7 @@ def reset_in_sandbox(req, fds):
     check(libc.setns(inner, CLONE_NEWNS), "setns(sandbox mnt)")
     os.fchdir(root)
     os.chroot(".")
-    # held until after the answer: its teardown (the last reference's) is off the caller's path
+    # held until the swap is done: closed (its teardown) by serve_reset before it answers
     fds.append(os.open(workdir, os.O_PATH | os.O_CLOEXEC))
     old = fds[-1]
     check(libc.umount2(workdir.encode(), MNT_DETACH), f"unmounting {workdir}")
