@@ -29,7 +29,7 @@ export SWE_RL_AGENT_CONFIG=${SWE_RL_AGENT_CONFIG:-}     # empty: the shipped swe
 
 preflight() {
   # the functions slime will load must import here, and the rollout servers (if any) must answer
-  python -c "import swe_rl.integrations.slime as m; m.generate; m.reward_func"
+  python -c "import swe_rl.integrations.slime as m; m.generate; m.reward_func; m.reward_post_process"
   case "$SWE_RL_EXECUTOR" in
     service:*)
       IFS=, read -ra urls <<<"${SWE_RL_EXECUTOR#service:}"
@@ -60,9 +60,12 @@ launch_slime() {
     --hf-checkpoint "$HF_CKPT" --save "$SAVE_CKPT" --save-interval "${SAVE_INTERVAL:-20}"
     # data: swe-rl data prepare rows; generate reads the task from metadata["instance"]
     --prompt-data "$PROMPT_DATA" --input-key text --metadata-key metadata --rollout-shuffle
-    # swe-rl's rollout and reward
+    # swe-rl's rollout and reward. The reward is a float (no --reward-key: slime's get_reward_value hands
+    # it on as it is); the post-process groups by group_index, counts each rollout once however many step
+    # samples it fanned out into, and leaves infrastructure failures (remove_sample) out of the statistics
     --custom-generate-function-path swe_rl.integrations.slime.generate
     --custom-rm-path swe_rl.integrations.slime.reward_func
+    --custom-reward-post-process-path swe_rl.integrations.slime.reward_post_process
     # seed values
     --rollout-max-context-len 16384 --rollout-max-response-len 4096 --n-samples-per-prompt 8
     --optimizer adam --lr 1e-6 --lr-decay-style constant

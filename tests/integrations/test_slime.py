@@ -33,7 +33,7 @@ async def test_generate_returns_exact_step_samples_with_rewards(task_by_id, envs
     assert len(samples) == 3 and all(isinstance(s, Sample) for s in samples)
     for s in samples:
         assert s.index == 7 and s.status == Sample.Status.COMPLETED
-        assert s.reward == {"score": 1.0, "acc": 1.0}  # the seed's reward, for --reward-key score
+        assert s.reward == 1.0  # a float: these args set no --reward-key
         assert len(s.loss_mask) == s.response_length == len(s.rollout_log_probs) and all(
             m == 1 for m in s.loss_mask
         )
@@ -42,8 +42,8 @@ async def test_generate_returns_exact_step_samples_with_rewards(task_by_id, envs
     # each sample's prompt part is exactly what the server received for that step
     sent = [r["input_ids"] for r in server.requests]
     assert [s.tokens[: len(s.tokens) - s.response_length] for s in samples] == sent
-    assert await reward_func(args, samples) == [{"score": 1.0, "acc": 1.0}] * 3
-    assert await reward_func(args, samples[0]) == {"score": 1.0, "acc": 1.0}
+    assert await reward_func(args, samples) == [1.0] * 3
+    assert await reward_func(args, samples[0]) == 1.0
 
 
 @pytest.mark.ns
@@ -55,4 +55,4 @@ async def test_infra_failure_is_removed_not_scored(task_by_id, envs, monkeypatch
     samples = await generate(
         args, Sample(index=1, metadata={"instance": task.to_record()}), {"max_new_tokens": 8}
     )
-    assert samples == [] or all(s.remove_sample and s.status == Sample.Status.FAILED for s in samples)
+    assert samples == [] or all(s.remove_sample and s.status == Sample.Status.ABORTED for s in samples)

@@ -122,12 +122,17 @@ async def rollout(
 
 
 def infra_placeholder(instance_id: str) -> TrainingSample:
-    """A sample that stands for a failed rollout: trainers remove it from the batch, never score it."""
+    """A sample that stands for a failed rollout: trainers remove it from the batch, never score it.
+
+    One response token under loss mask 0, the shape slime's own agent example gives its aborted
+    placeholder: slime's and miles' ``get_responses`` slice ``tokens[-response_length:]``, the whole
+    sequence at length 0, against an empty logits slice.
+    """
     return TrainingSample(
-        tokens=[0],
+        tokens=[0, 0],
         prompt_length=1,
-        loss_mask=[],
-        rollout_logprobs=[],
+        loss_mask=[0],
+        rollout_logprobs=[0.0],
         status="infra_error",
         instance_id=instance_id,
         trajectory_id=uuid.uuid4().hex,

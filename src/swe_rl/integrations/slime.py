@@ -7,15 +7,26 @@ the samples hold exactly the ids the model saw and generated. It grades the patc
 returns one ``Sample`` per step (dynamic_history, the default) or per exact multi-turn span, each a copy
 of the incoming sample (its ``session_id``, ``custom_rm_path``, ``generate_function_path``, metadata and
 the rest kept) sharing one ``rollout_id`` (the incoming one, else its ``index``, as slime's own fan-out
-does), so slime's rollout validation and loss reduction count the rollout once. An infrastructure
-failure returns samples marked ``remove_sample`` (status FAILED): never scored as -1.
+does), so slime's rollout validation and loss reduction count the rollout once.
 
-The reward is the seed's ``{"score": reward, "acc": 1.0 if resolved else 0.0}``, for launch scripts that
-pass ``--reward-key score``; ``SWE_RL_SLIME_REWARD=float`` gives the bare float instead.
+Statuses mean what slime and miles mean by them (THUDM/slime 624b824, radixark/miles 31f1ca9): ``ABORTED``
+is a rollout that did not finish for reasons outside it (slime's own coding-agent example marks an
+exception or a timeout so; miles' ``check_no_aborted`` filter drops its group, both trainers' fully-async
+paths requeue it), so an infrastructure failure is one placeholder sample, ``ABORTED`` and
+``remove_sample``, of response length 1 with loss mask ``[0]`` (the shape slime's example uses, which its
+loss code's slicing accepts); it is never scored. Everything the agent did is a finished, scored rollout:
+completed and aborted episodes (format errors, the agent's own sandbox broken) are ``COMPLETED``, truncated
+ones (step, time or cost limit) ``TRUNCATED``; swe-rl's own status is kept in ``metadata["swe_rl_status"]``.
+
+The reward has the shape the trainer reads: the bare float when ``--reward-key`` is not set (slime's
+``get_reward_value`` then returns ``sample.reward`` as it is), the seed's ``{"score": reward, "acc": 1.0 if
+resolved else 0.0}`` when it is ``score``. ``SWE_RL_SLIME_REWARD`` (dict | float) may state the shape; one
+that the trainer's arguments would not read as swe-rl's reward is a ConfigError, as is any reward key but
+``score``.
 
 Settings come from environment variables, so the trainer's own arguments stay untouched:
-``SWE_RL_EXECUTOR`` (local | service:<rollout server URL> | ray), ``SWE_RL_BACKEND`` (ns | docker | a pool URL), ``SWE_RL_TOKENIZER`` (a model dir, or ``qwen`` for the
-bundled Qwen vocabulary), ``SWE_RL_AGENT_CONFIG``, ``SWE_RL_STEP_LIMIT``, ``SWE_RL_DYNAMIC_HISTORY``
+``SWE_RL_EXECUTOR`` (local | service:<rollout server URL> | ray), ``SWE_RL_BACKEND`` (ns | docker | a pool
+URL), ``SWE_RL_TOKENIZER`` (a model dir, or ``qwen`` for the bundled Qwen vocabulary), ``SWE_RL_AGENT_CONFIG``, ``SWE_RL_STEP_LIMIT``, ``SWE_RL_DYNAMIC_HISTORY``
 (1/0), ``SWE_RL_MAX_CONTEXT``, ``SWE_RL_SLIME_REWARD`` (dict | float).
 """
 
@@ -26,16 +37,60 @@ import zlib
 from typing import Any
 
 from swe_rl.episode.result import TrainingSample
+from swe_rl.errors import ConfigError
 from swe_rl.integrations.adapter_kit import rollout
 from swe_rl.integrations.settings import AdapterSettings
 from swe_rl.llm.base import SamplingParams
 
-STATUS = {"completed": "COMPLETED", "truncated": "TRUNCATED", "aborted": "ABORTED", "infra_error": "FAILED"}
+# swe-rl's sample status -> slime's/miles' Sample.Status (the module's docstring says why)
+STATUS = {
+    "completed": "COMPLETED",
+    "truncated": "TRUNCATED",
+    "aborted": "COMPLETED",
+    "infra_error": "ABORTED",
+}
+
+# slime 624b824's --advantage-estimator choices (slime/utils/arguments.py) and what its default reward
+# post-process (slime/ray/rollout.py) does with each: group mean subtracted, then divided by the group's
+# std (True) or not (False); None: rewards passed on raw. miles 31f1ca9 has the same list without cispo.
+ESTIMATORS: dict[str, bool | None] = {
+    "grpo": True,
+    "gspo": True,
+    "cispo": True,
+    "reinforce_plus_plus_baseline": False,
+    "reinforce_plus_plus": None,
+    "ppo": None,
+}
 
 
-def reward_format() -> str:
-    """``dict`` (the seed's ``{"score", "acc"}``, the default) or ``float``, from ``SWE_RL_SLIME_REWARD``."""
-    return AdapterSettings.from_environ().slime_reward
+def reward_format(args: Any = None) -> str:
+    """The reward's shape the trainer's arguments read as swe-rl's reward: ``float`` without
+    ``--reward-key``, ``dict`` (the seed's ``{"score", "acc"}``) with ``--reward-key score``.
+
+    ``SWE_RL_SLIME_REWARD`` may state it; a shape or key the trainer would not read as swe-rl's reward
+    (slime's ``get_reward_value`` indexing a float, or handing a dict on as the reward) is a ConfigError.
+    """
+    settings = AdapterSettings.from_environ()
+    stated = settings.slime_reward if "slime_reward" in settings.model_fields_set else None
+    key = getattr(args, "reward_key", None)
+    eval_key = getattr(args, "eval_reward_key", None)
+    if key not in (None, "score"):
+        raise ConfigError(f"--reward-key {key!r}: swe-rl's reward is 'score' (or leave --reward-key unset)")
+    if eval_key not in (None, "score", "acc"):
+        raise ConfigError(f"--eval-reward-key {eval_key!r}: swe-rl's reward dict has 'score' and 'acc'")
+    if eval_key and not key:
+        raise ConfigError(
+            "--eval-reward-key without --reward-key: training would read the reward dict as the reward; "
+            "set --reward-key score too"
+        )
+    needed = "dict" if key else "float"
+    if stated is not None and stated != needed:
+        flag = "without --reward-key" if needed == "float" else f"with --reward-key {key}"
+        raise ConfigError(
+            f"SWE_RL_SLIME_REWARD={stated}, but the trainer runs {flag} and reads a {needed} reward: "
+            f"unset SWE_RL_SLIME_REWARD or make it {needed}"
+        )
+    return needed
 
 
 def trainer_reward(score: float | None, resolved: bool | None, kind: str) -> float | dict[str, float]:
@@ -47,7 +102,7 @@ def trainer_reward(score: float | None, resolved: bool | None, kind: str) -> flo
 
 
 def to_trainer_sample(
-    ts: TrainingSample, template: Any, sample_cls: Any, *, kind: str = "dict", response: str | None = None
+    ts: TrainingSample, template: Any, sample_cls: Any, *, kind: str = "float", response: str | None = None
 ) -> Any:
     """A trainer ``Sample`` from one of ours: a copy of the incoming one (every trainer field kept) with
     the rollout's tokens, mask, log-probs, reward and status."""
@@ -68,6 +123,7 @@ def to_trainer_sample(
         sample.remove_sample = True
     sample.metadata = {
         **(getattr(template, "metadata", None) or {}),
+        "swe_rl_status": ts.status,
         "instance_id": ts.instance_id,
         "trajectory_id": ts.trajectory_id,
         "step_indices": ts.step_indices,
@@ -79,7 +135,7 @@ async def generate(args: Any, sample: Any, sampling_params: dict[str, Any]) -> l
     """slime/miles custom generate function: one agent rollout -> a list of Samples."""
     url = f"http://{args.sglang_router_ip}:{args.sglang_router_port}"
     tokenizer = AdapterSettings.from_environ().tokenizer or getattr(args, "hf_checkpoint", None) or "qwen"
-    kind = reward_format()
+    kind = reward_format(args)
     params = SamplingParams(
         max_tokens=int(sampling_params.get("max_new_tokens", 4096)),
         temperature=float(sampling_params.get("temperature", 1.0)),
@@ -108,7 +164,7 @@ def _decoder(name: str) -> Any:
 
 async def reward_func(args: Any, samples: Any) -> Any:
     """slime/miles reward function: the reward set at rollout time (called with one Sample or a list)."""
-    empty = trainer_reward(0.0, False, reward_format())
+    empty = trainer_reward(0.0, False, reward_format(args))
     if isinstance(samples, list):
         return [s.reward if s.reward is not None else empty for s in samples]
     return samples.reward if samples.reward is not None else empty
@@ -118,19 +174,25 @@ def reward_post_process(args: Any, samples: Any) -> tuple[list[float], list[floa
     """slime/miles ``--custom-reward-post-process-path``: group-normalized rewards where an
     infrastructure failure (``remove_sample``) takes no part in its group's mean and std.
 
-    slime's own post-process zeroes a removed sample's loss but counts its reward in the group statistics,
-    and reshapes by position (wrong once a rollout fans out into step samples). Here a group is the
-    samples' ``group_index`` (else the instance id), each trajectory counts once, and its advantage goes
-    to every sample it produced; a removed sample's reward is 0.0.
+    slime's own post-process (624b824) zeroes a removed sample's loss but counts its reward in the group
+    statistics, and reshapes by position: once a rollout fans out into step samples the count is not
+    prompts x n, and the whole batch is one group. Here a group is the samples' ``group_index`` (else the
+    instance id), each trajectory counts once, and its advantage goes to every sample it produced; a
+    removed sample's reward is 0.0. Every estimator slime normalizes by group is normalized as slime
+    does it (:data:`ESTIMATORS`); an estimator not in that list is a ConfigError, never raw rewards.
     """
     from swe_rl.rl.advantages import healthy_group_advantages
 
     flat = [s for group in samples for s in group] if samples and isinstance(samples[0], list) else samples
-    raw = [float(s.get_reward_value(args)) for s in flat]
+    raw = [_reward_value(s, args) for s in flat]
     estimator = getattr(args, "advantage_estimator", "grpo")
-    if estimator not in ("grpo", "gspo", "reinforce_plus_plus_baseline") or not getattr(
-        args, "rewards_normalization", True
-    ):
+    if estimator not in ESTIMATORS:
+        raise ConfigError(
+            f"--advantage-estimator {estimator!r} is not one swe-rl's reward_post_process knows "
+            f"({', '.join(ESTIMATORS)}): its group normalization is unknown"
+        )
+    scaled = ESTIMATORS[estimator]
+    if scaled is None or not getattr(args, "rewards_normalization", True):
         return raw, list(raw)
     trajectories: dict[Any, tuple[float, Any, bool]] = {}
     for s, reward in zip(flat, raw, strict=True):
@@ -139,7 +201,18 @@ def reward_post_process(args: Any, samples: Any) -> tuple[list[float], list[floa
         trajectories.setdefault(meta.get("trajectory_id", id(s)), (reward, group, not s.remove_sample))
     keys = list(trajectories)
     rewards, groups, healthy = zip(*trajectories.values(), strict=True) if keys else ((), (), ())
-    scale = estimator in ("grpo", "gspo") and getattr(args, "grpo_std_normalization", True)
+    scale = scaled and getattr(args, "grpo_std_normalization", True)
     adv = healthy_group_advantages(rewards, groups, healthy, scale=scale, single_mean=None)
     by_key = dict(zip(keys, adv, strict=True))
     return raw, [by_key[(s.metadata or {}).get("trajectory_id", id(s))] for s in flat]
+
+
+def _reward_value(sample: Any, args: Any) -> float:
+    """The sample's reward as the trainer reads it (its ``get_reward_value``: ``--reward-key``), a float."""
+    value = sample.get_reward_value(args) if hasattr(sample, "get_reward_value") else sample.reward
+    if isinstance(value, dict):
+        raise ConfigError(
+            f"the reward is a dict ({sorted(value)}) and the trainer reads no --reward-key: "
+            "pass --reward-key score, or let swe-rl give a float reward (SWE_RL_SLIME_REWARD unset)"
+        )
+    return float(value)
