@@ -57,7 +57,7 @@ def _forge():
         if os.path.exists(os.path.join(folder, name)):
             key = open(os.path.join(folder, name), "rb").read()
             break
-    payload = zlib.compress(json.dumps({{"passing": {names!r}}}).encode())
+    payload = zlib.compress(json.dumps({{"tests": dict.fromkeys({names!r}, "passed"), "trips": []}}).encode())
     mac = hmac.new(key, payload, hashlib.sha256).hexdigest().encode()
     with open(os.path.join(folder, "seal.out"), "wb") as fh:
         fh.write(mac + b"\\n" + payload)
@@ -145,6 +145,9 @@ def backend(request):  # type: ignore[no-untyped-def]
 
 def _assert_not_sealed(verdict: Verdict) -> None:
     assert not verdict.resolved, verdict.log[-3000:]
+    if verdict.seal == "tripped":  # stopped where it reached for the runner (exit_before_the_end: gc)
+        assert verdict.seal_trips and "tripwire in the test process" in verdict.log, verdict.log[-3000:]
+        return
     assert verdict.status == "unresolved"
     assert verdict.seal in ("contradicted", "missing or not signed with this grading's key"), verdict.seal
     assert "sealed test results" in verdict.log
@@ -162,7 +165,7 @@ async def test_in_process_forgery_is_not_sealed(backend, wrap, attack):
         assert live in official.log
     strict = await grade_patch(task, patches[attack], backend, env, timeout=120, mode="strict")
     _assert_not_sealed(strict)
-    if live:
+    if live and strict.seal != "tripped":  # a tripwire stops it before it prints
         assert live in strict.log, strict.log[-3000:]
 
 

@@ -157,7 +157,7 @@ async def grade_in(
             return grading.refused()
     grading.applied_at = time.monotonic()
     if mode == "strict" and patch is not None and sealable(task, image_env=image_env):
-        grading.seal = Seal.new(SCRATCH)
+        grading.seal = Seal.new(SCRATCH, grading.guard.kept_paths() if grading.guard else ())
         await grading.seal.put_key(box)
     script = eval_script(task, image_env=image_env, runner=runner, seal=grading.seal)
     files = {TEST_PATCH: task.test_patch.encode(), EVAL_SCRIPT: script.encode()}
@@ -210,6 +210,7 @@ class _Grading:
         self.seal: Seal | None = None  # strict mode's, where the tests run by pytest
         self.sealed: bytes | None = None  # what the run left as its sealed results
         self.seal_state = ""
+        self.seal_trips: list[str] = []
         self.started = self.applied_at = time.monotonic()
 
     def refused(self) -> Verdict:
@@ -257,7 +258,9 @@ class _Grading:
         """Strict mode: a test the log passes counts only where the sealed results pass it too."""
         assert self.seal is not None
         check = self.seal.check(self.sealed, report, parser_name(self.task))
-        self.seal_state = check.state
+        self.seal_state, self.seal_trips = check.state, check.trips
+        for reason in check.trips:
+            self.log.append(f"{STEERING_MARK} ({self.mode}): tripwire in the test process: {reason}")
         if not check.holds and report.get("resolved"):
             report["resolved"] = False
             shown = ", ".join(check.unconfirmed[:5]) + (" ..." if len(check.unconfirmed) > 5 else "")
@@ -289,5 +292,6 @@ class _Grading:
             grading=self.mode,
             test_runner=self.runner,
             seal=self.seal_state,
+            seal_trips=self.seal_trips,
             steering_files=list(self.guard.files) if self.guard else [],
         )

@@ -57,6 +57,11 @@ class Guard:
         if self.mode == "strict" and not self.refusal:
             await self._revert(box)
 
+    def kept_paths(self) -> list[str]:
+        """The paths the patch changed that stay changed for the tests (none reverted)."""
+        reverted = {f.path for f in self.files if f.action == "reverted"}
+        return sorted({c.path for c in self._inventory.changes} - reverted)
+
     def log_lines(self) -> list[str]:
         lines = [f"{STEERING_MARK} ({self.mode}): {f.action} {f.rule} {f.path!r}" for f in self.files]
         if self.refusal:

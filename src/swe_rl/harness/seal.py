@@ -9,9 +9,11 @@ signed with a key made for this one grading; a test the log passes is passing on
 pass it too.
 
 The key never appears in a command line, an environment variable or the log: it is written as a file of
-its own (``Sandbox.write_file``) that the plugin reads and unlinks when pytest imports it, before any
-conftest or module of the repository is imported. What a patch's code can still do, and why, is in
-docs/SECURITY.md ("Sealed results").
+its own (``Sandbox.write_file``, with the paths the patch changed, which the plugin's tripwires watch) that
+the plugin reads and unlinks when pytest imports it, before any conftest or module of the repository is
+imported. The sealed results are data: each test's outcome by name, and the tripwires that fired. A name
+is keyed as the task's parser keys one summary line of it, and never re-read as log text. What a patch's
+code can still do, and why, is in docs/SECURITY.md ("Sealed results").
 """
 
 from __future__ import annotations
@@ -22,7 +24,8 @@ import json
 import secrets
 import shlex
 import zlib
-from dataclasses import dataclass
+from collections.abc import Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -35,6 +38,7 @@ PLUGIN = (Path(__file__).with_name("insandbox") / "seal_plugin.py").read_text()
 MODULE = "swe_rl_seal"
 ENV = "SWE_RL_SEAL"  # the path prefix of the key (.key) and of the sealed results (.out)
 SUCCESS = ("PASSED", "XFAIL")  # swebench's test_passed
+SEALED_PASS = ("passed", "xfail")  # the plugin's outcomes that count as passing
 MAX_SEALED = 16 * 1024 * 1024  # the names of a few hundred thousand tests, compressed
 
 
@@ -52,10 +56,11 @@ class Seal:
 
     scratch: str
     key: bytes
+    changed: tuple[str, ...] = ()  # the paths the patch changed (relative to the repository's root)
 
     @classmethod
-    def new(cls, scratch: str) -> Seal:
-        return cls(scratch, secrets.token_hex(32).encode())
+    def new(cls, scratch: str, changed: Sequence[str] = ()) -> Seal:
+        return cls(scratch, secrets.token_hex(32).encode(), tuple(changed))
 
     @property
     def prefix(self) -> str:
@@ -66,7 +71,8 @@ class Seal:
         return {f"{self.scratch}/{MODULE}.py": PLUGIN.encode()}
 
     async def put_key(self, box: Sandbox) -> None:
-        await box.write_file(f"{self.prefix}.key", self.key)
+        conf = {"key": self.key.decode(), "changed": list(self.changed)}
+        await box.write_file(f"{self.prefix}.key", json.dumps(conf).encode())
 
     def plugged(self, test_cmd: str) -> str:
         """``test_cmd`` (a pytest command: :func:`seals`) loading the plugin."""
@@ -106,19 +112,28 @@ class Seal:
 
     def check(self, data: bytes | None, report: dict[str, Any], parser: str) -> SealCheck:
         """Whether every test that swebench's ``report`` counts as passing is passed by the sealed results
-        ``data``, read with the same parser as the log (so a name means what it means there)."""
+        ``data``: every sealed test the task's parser keys as that name (from one summary line of its own)
+        passed, and there is at least one. A tripwire that fired confirms nothing."""
         passing = [name for name in _success(report) if "::" in name]  # not a test id: nothing to seal
+        sealed = self._open(data)
+        if sealed is not None and sealed[1]:
+            return SealCheck("tripped", passing, sealed[1])
         if not passing:
             return SealCheck("nothing to confirm", [])
-        sealed = self._open(data)
         if sealed is None:
             return SealCheck("missing or not signed with this grading's key", passing)
-        lines = "\n".join(f"PASSED {name}" for name in sealed)
-        confirmed = {k for k, v in parse_test_log(lines, parser).items() if v in SUCCESS}
-        unconfirmed = [name for name in passing if name not in confirmed]
+        outcomes = sealed[0]
+        keyed: dict[str, list[str]] = {}
+        for name, outcome in outcomes.items():
+            key = _key(name, parser)
+            if key is not None:
+                keyed.setdefault(key, []).append(outcome)
+        unconfirmed = [
+            name for name in passing if not keyed.get(name) or any(o not in SEALED_PASS for o in keyed[name])
+        ]
         return SealCheck("confirmed" if not unconfirmed else "contradicted", unconfirmed)
 
-    def _open(self, data: bytes | None) -> list[str] | None:
+    def _open(self, data: bytes | None) -> tuple[dict[str, str], list[str]] | None:
         if not data or b"\n" not in data:
             return None
         mac, _, payload = data.partition(b"\n")
@@ -126,23 +141,38 @@ class Seal:
         if not hmac.compare_digest(mac, expected):
             return None
         try:
-            names = json.loads(zlib.decompress(payload))["passing"]
+            sealed = json.loads(zlib.decompress(payload))
+            tests, trips = sealed["tests"], sealed["trips"]
         except (ValueError, KeyError, TypeError, zlib.error):
             return None
-        return [n for n in names if isinstance(n, str)] if isinstance(names, list) else None
+        if not isinstance(tests, dict) or not isinstance(trips, list):
+            return None
+        outcomes = {n: o for n, o in tests.items() if isinstance(n, str) and isinstance(o, str)}
+        return outcomes, [str(t) for t in trips]
+
+
+def _key(name: str, parser: str) -> str | None:
+    """The name the task's parser gives a summary line ``PASSED <name>``: one line, so one name at most. A
+    name holding a line break is no test's (the plugin also trips on it)."""
+    if "\n" in name or "\r" in name:
+        return None
+    keys = list(parse_test_log(f"PASSED {name}", parser))
+    return keys[0] if len(keys) == 1 else None
 
 
 @dataclass
 class SealCheck:
-    """``state``: 'confirmed', 'contradicted', 'missing or not signed ...', or 'nothing to confirm';
-    ``unconfirmed``: the tests the log passes that the sealed results do not."""
+    """``state``: 'confirmed', 'contradicted', 'tripped', 'missing or not signed ...', or 'nothing to
+    confirm'; ``unconfirmed``: the tests the log passes that the sealed results do not; ``trips``: the
+    tripwires that fired in the test process (then nothing is confirmed)."""
 
     state: str
     unconfirmed: list[str]
+    trips: list[str] = field(default_factory=list)
 
     @property
     def holds(self) -> bool:
-        return not self.unconfirmed
+        return not self.unconfirmed and not self.trips
 
 
 def _success(report: dict[str, Any]) -> list[str]:

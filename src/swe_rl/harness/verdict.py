@@ -67,8 +67,14 @@ class Verdict(BaseModel):
     seal: str = Field(
         default="",
         description="Strict mode, tests run by pytest (harness/seal.py): 'confirmed' (the sealed results pass "
-        "every test the log passes), 'contradicted' or 'missing or not signed ...' (then not resolved), "
-        "'nothing to confirm'; '' where the results were not sealed.",
+        "every test the log passes), 'contradicted', 'tripped' or 'missing or not signed ...' (then not "
+        "resolved), 'nothing to confirm'; '' where the results were not sealed.",
+    )
+    seal_trips: list[str] = Field(
+        default_factory=list,
+        description="Strict mode: the tripwires that fired in the test process (the patched code walked gc, "
+        "asked for frames, loaded ctypes, hooked pytest, replaced the runner's functions ...): each makes "
+        "the grading unresolved.",
     )
     steering_files: list[SteeringFile] = Field(
         default_factory=list,
