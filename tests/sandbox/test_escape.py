@@ -193,8 +193,9 @@ async def test_writes_stay_in_the_overlay(iso_factory, textkit_env):
 
 
 # Where writes are size-limited. Docker's writable layer (overlay2 on ext4 here) can only be limited with
-# XFS project quotas (`--storage-opt size=`), which this machine lacks: docs/SECURITY.md says so.
-LIMITED_PATHS = {"ns": ["/testbed", "/tmp"], "docker": ["/tmp"]}
+# XFS project quotas (`--storage-opt size=`), which this machine lacks: its testbed is a tmpfs volume of its
+# own (sandbox/docker.py; docs/SECURITY.md says so).
+LIMITED_PATHS = {"ns": ["/testbed", "/tmp"], "docker": ["/testbed", "/tmp"]}
 
 
 async def test_disk_fill_stops_at_the_limit(iso_factory, textkit_env):

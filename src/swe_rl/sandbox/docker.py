@@ -6,7 +6,17 @@ Containers run an official evaluation image when the env names one (``EnvSpec.im
 read-only, as in the ns backend) with the testbed copied in. Every container is labelled, limited
 (memory, pids, CPU, no network, all capabilities dropped, no-new-privileges, a size-limited /tmp, the
 seccomp profile of :func:`.seccomp.docker_profile` in place of the engine's default), and always
-removed; a reaper removes leftovers of dead owners at start-up. A failed call asks the engine whether it
+removed; a reaper removes leftovers of dead owners at start-up (containers and testbed volumes).
+
+The testbed is bounded like the ns backend's writable layer, in bytes and in inodes: the container's own
+writable layer (overlay2 on the engine's disk) has no inode bound without XFS project quotas, and a
+command made 140,000 files there. So the workdir is a volume of its own, a tmpfs (the local driver's)
+of the testbed's own size and file count plus ``Limits.disk_mb`` and ``Limits.inodes`` for what the
+commands write (:func:`_bounded_testbed`), filled when the container has started: with the env's testbed
+(``put_archive``), or with the image's (the engine copies an image's content into an empty volume when
+a container using it is created: a second container, created and removed, does it while the volume is
+mounted, since a copy into an unmounted tmpfs volume is lost). An image's testbed size is read once per
+image (its tar, streamed). A failed call asks the engine whether it
 still answers: if not, BackendLostError (the engine is gone); if so, SandboxError (this
 container failed, e.g. its commands stopped it).
 """
@@ -22,6 +32,7 @@ import socket
 import tarfile
 import time
 import uuid
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Self
 
@@ -106,18 +117,83 @@ def reap_leftovers(client: Any) -> int:
 
 
 _SHM = f"size=64m,nr_inodes={Limits(disk_mb=64).inodes}"
+_PAGE = 4096
+
+
+def reap_volumes(client: Any) -> int:
+    """Remove labelled testbed volumes whose owning process on this host is gone (after their containers)."""
+    host = socket.gethostname()
+    removed = 0
+    for volume in client.volumes.list(filters={"label": LABEL}):
+        name, _, pid = (volume.attrs.get("Labels") or {}).get(OWNER_LABEL, "").partition(":")
+        if name == host and pid.isdigit() and Path(f"/proc/{pid}").exists() and int(pid) != 0:
+            continue
+        with contextlib.suppress(Exception):
+            volume.remove(force=True)
+            removed += 1
+    return removed
+
+
+def tar_usage(tar: tarfile.TarFile) -> tuple[int, int]:
+    """What the files of ``tar`` take on a tmpfs: bytes (each file's whole pages; a symlink longer than
+    fits in its inode, one page) and inodes (hard links share one)."""
+    size = inodes = 0
+    for member in tar:
+        if member.islnk():
+            continue
+        inodes += 1
+        if member.isfile():
+            size += -(-member.size // _PAGE) * _PAGE
+        elif member.issym() and len(member.linkname) >= 128:
+            size += _PAGE
+    return size, inodes
+
+
+class _Chunks(io.RawIOBase):
+    """A stream of byte chunks (the engine's archive) as a file, for tarfile's streaming mode."""
+
+    def __init__(self, chunks: Any) -> None:
+        self._chunks, self._left = iter(chunks), b""
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: Any) -> int:
+        while not self._left:
+            self._left = next(self._chunks, b"")
+            if not self._left:
+                return 0
+        n = min(len(buffer), len(self._left))
+        buffer[:n], self._left = self._left[:n], self._left[n:]
+        return n
+
+
+def _bounded_testbed(usage: tuple[int, int], limits: Limits) -> dict[str, str]:
+    """The local driver's options of a testbed tmpfs: the testbed's own ``usage`` (bytes, inodes; a tmpfs
+    directory takes no page) plus the limits' disk and inodes, what the commands may add, as on ns."""
+    size = usage[0] + limits.disk_mb * 1024 * 1024
+    inodes = usage[1] + limits.inodes
+    return {"type": "tmpfs", "device": "tmpfs", "o": f"size={size},nr_inodes={inodes},nosuid,nodev"}
 
 
 class DockerSandbox(ShellFileOps):
     """A container serving the Sandbox protocol. Each exec is a ``docker exec`` of ``bash -c``."""
 
-    def __init__(self, client: Any, env: EnvSpec, limits: Limits) -> None:
+    def __init__(
+        self,
+        client: Any,
+        env: EnvSpec,
+        limits: Limits,
+        usage_of_image: Callable[[str, str], tuple[int, int]] | None = None,
+    ) -> None:
         self.id = f"docker-{uuid.uuid4().hex[:12]}"
         self.env = env
         self.limits = limits
         self._client = client
         self._container: Any = None
+        self._volume: Any = None  # the testbed's tmpfs (module docstring)
         self._closed = False
+        self._usage_of_image = usage_of_image
 
     async def _start(self) -> None:
         try:
@@ -129,9 +205,24 @@ class DockerSandbox(ShellFileOps):
             raise await self._failure(f"cannot start container for {self.id}", exc) from exc
 
     def _create(self) -> Any:
+        import docker.types
+
         env, limits = self.env, self.limits
         binds: dict[str, dict[str, str]] = {}
         image = env.image
+        testbed = None
+        if image is None:
+            testbed = _testbed_tar(env.testbed, env.workdir)
+            with tarfile.open(fileobj=io.BytesIO(testbed)) as tar:
+                usage = tar_usage(tar)
+        else:
+            usage = (self._usage_of_image or image_testbed_usage(self._client))(image, env.workdir)
+        self._volume = self._client.volumes.create(
+            driver="local",
+            driver_opts=_bounded_testbed(usage, limits),
+            labels={LABEL: "1", OWNER_LABEL: _owner()},
+        )
+        testbed_mount = docker.types.Mount(env.workdir, self._volume.name, type="volume")
         if image is None:
             image = BASE_IMAGE
             binds["/usr"] = {"bind": "/usr", "mode": "ro"}
@@ -152,6 +243,7 @@ class DockerSandbox(ShellFileOps):
             working_dir=env.workdir,
             environment=base_environment(env, home="/root"),
             volumes=binds,
+            mounts=[testbed_mount],
             network_mode="bridge" if limits.network else "none",
             mem_limit=f"{limits.memory_mb}m",
             memswap_limit=f"{limits.memory_mb}m",
@@ -165,16 +257,30 @@ class DockerSandbox(ShellFileOps):
             tmpfs={"/tmp": f"size={limits.disk_mb}m,nr_inodes={limits.inodes},exec", "/dev/shm": _SHM},
         )
         self._container = container
-        if env.image is None:
-            container.put_archive("/", _testbed_tar(env.testbed, env.workdir))
-        container.start()
+        container.start()  # its testbed volume is mounted (on the engine's host) from now until it is removed
+        if testbed is not None:
+            if not container.put_archive("/", testbed):
+                raise OSError(f"the engine did not copy the testbed into {self.id}")  # removed (_start)
+        else:  # the engine copies the image's testbed into the empty, mounted volume as it creates this one
+            filler = self._client.containers.create(
+                image,
+                command=["true"],
+                labels={LABEL: "1", OWNER_LABEL: _owner()},
+                mounts=[testbed_mount],
+                network_mode="none",
+            )
+            filler.remove(force=True)
         return container
 
     async def _remove(self) -> None:
         container, self._container = self._container, None
+        volume, self._volume = self._volume, None
         if container is not None:
             with contextlib.suppress(Exception):
                 await asyncio.to_thread(container.remove, force=True)
+        if volume is not None:  # after its container: a volume in use cannot be removed
+            with contextlib.suppress(Exception):
+                await asyncio.to_thread(volume.remove, force=True)
 
     async def _failure(self, what: str, exc: Exception) -> SandboxError:
         """Where a failed engine call failed: the engine (it no longer answers) or this container."""
@@ -307,6 +413,28 @@ def _pid_ns(pid: int) -> str | None:
         return None
 
 
+def image_testbed_usage(client: Any) -> Callable[[str, str], tuple[int, int]]:
+    """A function giving what an image's testbed (at ``workdir``) takes on a tmpfs (:func:`tar_usage`), read
+    from its tar (streamed from a container created for it, never started), once per image and workdir."""
+    known: dict[tuple[str, str], tuple[int, int]] = {}
+
+    def usage(image: str, workdir: str) -> tuple[int, int]:
+        key = (client.images.get(image).id, workdir)
+        if key not in known:
+            probe = client.containers.create(
+                image, command=["true"], labels={LABEL: "1", OWNER_LABEL: _owner()}, network_mode="none"
+            )
+            try:
+                chunks, _ = client.api.get_archive(probe.id, workdir)
+                with tarfile.open(fileobj=io.BufferedReader(_Chunks(chunks)), mode="r|") as tar:
+                    known[key] = tar_usage(tar)
+            finally:
+                probe.remove(force=True)
+        return known[key]
+
+    return usage
+
+
 def _testbed_tar(testbed: Path, workdir: str) -> bytes:
     """The testbed as root's files (the cached copy belongs to the ns backend's sandbox uid)."""
 
@@ -329,7 +457,9 @@ class DockerFactory:
     def __init__(self) -> None:
         self._client = _client()
         reap_leftovers(self._client)
+        reap_volumes(self._client)
         self._ensure_base_image()
+        self._usage_of_image = image_testbed_usage(self._client)
 
     def _ensure_base_image(self) -> None:
         import docker.errors
@@ -341,6 +471,6 @@ class DockerFactory:
             self._client.api.import_image_from_data(_base_image_tar(), repository=repo, tag=tag)
 
     async def create(self, env: EnvSpec, limits: Limits | None = None) -> DockerSandbox:
-        box = DockerSandbox(self._client, env, limits or Limits())
+        box = DockerSandbox(self._client, env, limits or Limits(), self._usage_of_image)
         await box._start()
         return box
