@@ -4,8 +4,9 @@
 What they run, as slime wrote it: ``Sample`` and ``get_reward_value`` (slime/utils/types.py), the
 ``--advantage-estimator`` choices and the reward arguments' defaults (slime/utils/arguments.py), the default
 reward post-process ``RolloutManager._post_process_rewards`` (slime/ray/rollout.py), the loss's response
-slicing ``get_responses`` (slime/backends/megatron_utils/loss.py) and the fully-async worker's done callback
-that requeues ABORTED groups (slime/rollout/fully_async_rollout.py). The same checks against miles'
+slicing ``get_responses`` (slime/backends/megatron_utils/loss.py), the placeholder of slime's coding-agent
+example (``_abort_result``, examples/coding_agent_rl/generate.py) and the fully-async worker's done
+callback that requeues ABORTED groups (slime/rollout/fully_async_rollout.py). The same checks against miles'
 installed code run in CI (test_slime_trainer_reward.py).
 """
 
@@ -130,7 +131,7 @@ def test_slimes_reward_read_gets_the_float_and_the_dict_only_with_its_key(monkey
 
 
 def test_slimes_loss_slicing_takes_the_placeholder_and_not_a_zero_length_one(monkeypatch):
-    slime_src(monkeypatch)
+    root = slime_src(monkeypatch)
     loss = pytest.importorskip("slime.backends.megatron_utils.loss")
     from slime.utils.types import Sample
 
@@ -153,6 +154,24 @@ def test_slimes_loss_slicing_takes_the_placeholder_and_not_a_zero_length_one(mon
         ]
 
     assert sliced([placeholder]) == [(1, 1)]
+    # the shape of slime's own coding-agent example's placeholder (examples/coding_agent_rl/generate.py)
+    abort_result = load_method(
+        root / "examples" / "coding_agent_rl" / "generate.py",
+        None,
+        "_abort_result",
+        {"Sample": Sample, "logger": logging.getLogger("slime-test")},
+    )
+    [theirs] = abort_result(Sample(index=3), "exception:X", "x")
+    shape = (
+        "tokens",
+        "response_length",
+        "loss_mask",
+        "rollout_log_probs",
+        "reward",
+        "remove_sample",
+        "status",
+    )
+    assert [getattr(placeholder, f) for f in shape] == [getattr(theirs, f) for f in shape]
     # control: tokens [0] with response length 0 (the placeholder before): tokens[-0:] is all of it
     assert sliced([Sample(tokens=[0], response_length=0)]) == [(0, 1)]
 
