@@ -185,7 +185,7 @@ def _state(prefix, conf):
         return caller if caller is not None and code_kind(caller.f_code) == "tainted" else None
 
     def where(frame):
-        return "%s:%d" % (os.path.relpath(frame.f_code.co_filename, root), frame.f_lineno)
+        return f"{os.path.relpath(frame.f_code.co_filename, root)}:{frame.f_lineno}"
 
     def stop(event, frame):
         trip(f"{event} by the patched code at {where(frame)}")
