@@ -3,7 +3,9 @@
 
 What they run, as slime wrote it: ``Sample`` and ``get_reward_value`` (slime/utils/types.py), the
 ``--advantage-estimator`` choices and the reward arguments' defaults (slime/utils/arguments.py), the default
-reward post-process ``RolloutManager._post_process_rewards`` (slime/ray/rollout.py), the loss's response
+reward post-process ``RolloutManager._post_process_rewards`` and the conversion to train data
+``_convert_samples_to_train_data`` (slime/ray/rollout.py; real rollouts through it, with
+``validate_rollout_id_annotated`` of slime/observability/rollout_data_utils.py), the loss's response
 slicing ``get_responses`` (slime/backends/megatron_utils/loss.py), the placeholder of slime's coding-agent
 example (``_abort_result``, examples/coding_agent_rl/generate.py) and the fully-async worker's done
 callback that requeues ABORTED groups (slime/rollout/fully_async_rollout.py). The same checks against miles'
@@ -12,6 +14,7 @@ installed code run in CI (test_slime_trainer_reward.py).
 
 from __future__ import annotations
 
+import copy
 import logging
 import queue
 from types import SimpleNamespace
@@ -215,3 +218,83 @@ def test_slimes_fully_async_requeue_never_takes_an_agents_failure(monkeypatch):
     # failure is never trained on (the resolved rollout beside it is run again)
     failure[0].status = Sample.Status.ABORTED
     assert route([resolved[0], failure[0]]) == "requeued"
+
+
+@pytest.mark.ns
+async def test_slimes_train_data_holds_swe_rls_reward_for_real_rollouts(
+    monkeypatch, task_by_id, envs, shared_executors
+):
+    """Real rollouts (ns sandboxes, grading, a token-level server; only the model is scripted) with slime's
+    ``Sample`` as the template, through slime's ``validate_rollout_id_annotated`` and its
+    ``_convert_samples_to_train_data`` with the post-process the invocation names."""
+    root = slime_src(monkeypatch)
+    from slime.observability.rollout_data_utils import (
+        validate_rollout_id_annotated,
+        validate_rollout_routed_experts_for_replay,
+    )
+    from slime.utils.data import get_source
+    from slime.utils.types import Sample
+
+    from swe_rl.integrations.slime import generate
+    from swe_rl.llm.fake_server import FakeLLMServer
+    from swe_rl.llm.oracle import oracle_policy
+    from swe_rl.rl.tokenizer import qwen_tokenizer
+
+    monkeypatch.setenv("SWE_RL_TOKENIZER", "qwen")
+    monkeypatch.setenv("SWE_RL_BACKEND", "ns")
+    monkeypatch.setenv("SWE_RL_STEP_LIMIT", "4")
+    task = task_by_id["swe-rl-builtin__textkit-3"]
+    envs.ensure(task)
+    args = _args(
+        n_samples_per_prompt=3, rollout_batch_size=1, rollout_top_p=1.0, use_rollout_routing_replay=False
+    )
+
+    async def one(policy: Any, index: int) -> list[Any]:
+        incoming = Sample(
+            index=index, group_index=0, prompt=task.problem_statement, metadata={"instance": task.to_record()}
+        )
+        if policy is None:  # nothing listens on port 1: an infrastructure failure
+            run = SimpleNamespace(**vars(args), sglang_router_ip="127.0.0.1", sglang_router_port=1)
+            return await generate(run, incoming, {"max_new_tokens": 8})
+        async with FakeLLMServer(policy, tokenizer=qwen_tokenizer()) as server:
+            run = SimpleNamespace(**vars(args), sglang_router_ip="127.0.0.1", sglang_router_port=server.port)
+            return await generate(run, incoming, {"max_new_tokens": 256})
+
+    group = [
+        await one(oracle_policy([task]), 0),
+        await one(lambda _: "I will think about it, without any command.", 1),
+        await one(None, 2),
+    ]
+    validate_rollout_id_annotated([group])  # prompts x rollouts x samples, as slime's rollout returns it
+    samples = [s for rollout in group for s in rollout]
+    convert = load_method(
+        root / "slime" / "ray" / "rollout.py",
+        "RolloutManager",
+        "_convert_samples_to_train_data",
+        {
+            "torch": torch,
+            "Sample": Sample,
+            "get_source": get_source,
+            "validate_rollout_routed_experts_for_replay": validate_rollout_routed_experts_for_replay,
+        },
+    )
+    slime_post = slime_default_post_process(root)
+
+    def train_data(post: Any) -> dict[str, Any]:
+        manager = SimpleNamespace(args=args, custom_convert_samples_to_train_data_func=None)
+        manager._post_process_rewards = lambda batch: post(args, batch)
+        return convert(manager, [copy.deepcopy(s) for s in samples])  # type: ignore[no-any-return]
+
+    data = train_data(reward_post_process)
+    firsts = [samples.index(rollout[0]) for rollout in group]
+    assert [data["raw_reward"][i] for i in firsts] == [1.0, -1.0, 0.0]
+    # GRPO over the two healthy rollouts (+-1/sqrt(2)); the infrastructure failure 0, its loss mask 0
+    assert [data["rewards"][i] for i in firsts] == pytest.approx([2**-0.5, -(2**-0.5), 0.0], abs=1e-5)
+    assert data["loss_masks"][firsts[2]] == [0] and len(set(data["rollout_ids"])) == 3
+    for rollout in group:  # every step sample of a rollout carries its rollout's advantage
+        first = samples.index(rollout[0])
+        assert {data["rewards"][samples.index(s)] for s in rollout} == {data["rewards"][first]}
+    # control: slime's default post-process on the same batch counts the placeholder's 0.0 and, the
+    # count not being prompts x n, normalizes the whole batch as one group: other advantages
+    default = train_data(slime_post)
+    assert [default["rewards"][i] for i in firsts] != pytest.approx([2**-0.5, -(2**-0.5), 0.0], abs=1e-3)
