@@ -27,12 +27,13 @@ from collections.abc import Iterable, Mapping
 from pydantic import BaseModel, Field
 
 from swe_rl.harness.evalscript import SCRATCH
-from swe_rl.harness.screen_rules import RULES, Finding, findings
+from swe_rl.harness.screen_rules import BY_PRESENCE, RULES, Finding, findings
 from swe_rl.harness.steering import path_rule
 from swe_rl.sandbox.base import Sandbox
 from swe_rl.tasks.model import Task
 
 MAX_SOURCE_BYTES = 8 * 1024 * 1024  # a file larger than this is flagged unscreened, never skipped
+RUNNER_PACKAGES = frozenset({"_pytest", "pytest", "pluggy"})
 _PARSE_BUDGET = 40  # fragment parsing reads at most this many times the text's size
 _HUNK = re.compile(r"^@@ -(\d+)(?:,\d+)? \+(\d+)(?:,\d+)? @@")
 
@@ -87,9 +88,18 @@ def _fragments(lines: list[str], offset: int, budget: list[int]) -> list[tuple[a
     return out
 
 
-def file_findings(text: str) -> list[Finding]:
+def runner_file(path: str) -> bool:
+    """A module of the runner's own packages (pytest's repository): the runner's machinery is its own."""
+    parts = path.split("/")
+    if parts[0] in ("src", "lib") and len(parts) > 1:
+        parts = parts[1:]
+    return len(parts) > 1 and parts[0] in RUNNER_PACKAGES
+
+
+def file_findings(text: str, path: str = "") -> list[Finding]:
     """The findings of one file's text: of its AST, or of its fragments where it does not parse whole."""
-    return [f for tree, offset in parse_fragments(text) for f in findings(tree, offset)]
+    runner = runner_file(path)
+    return [f for tree, offset in parse_fragments(text) for f in findings(tree, offset, runner=runner)]
 
 
 def _parses(text: str) -> bool:
@@ -102,7 +112,8 @@ def _parses(text: str) -> bool:
 
 def added(before: list[Finding], after: list[Finding], changed: set[int]) -> list[Finding]:
     """The findings of ``after`` whose key occurs more often than in ``before``: for each such key, that
-    many of its places, those on lines the patch changed first."""
+    many of its places, those on lines the patch changed first (for a ``BY_PRESENCE`` rule, a key that
+    ``before`` had at all adds none)."""
     counts = Counter(f.key for f in before)
     out: list[Finding] = []
     by_key: dict[tuple[str, str], list[Finding]] = {}
@@ -110,6 +121,8 @@ def added(before: list[Finding], after: list[Finding], changed: set[int]) -> lis
         by_key.setdefault(f.key, []).append(f)
     for key, places in by_key.items():
         extra = len(places) - counts.get(key, 0)
+        if key[0] in BY_PRESENCE:
+            extra = 0 if counts.get(key) else len(places)
         if extra > 0:
             places.sort(key=lambda f: (f.line not in changed, -f.line))
             out.extend(places[:extra])
@@ -130,7 +143,8 @@ def screen_file(path: str, before: str | None, after: str) -> list[ScreenFlag]:
     if not _parses(after):
         return []
     before = before or ""
-    new = added(file_findings(before), file_findings(after), _changed_lines(before, after))
+    found = file_findings(before, path), file_findings(after, path)
+    new = added(*found, _changed_lines(before, after))
     return [ScreenFlag(path=path, line=f.line, rule=f.rule, reason=f.reason) for f in new]
 
 
@@ -184,8 +198,8 @@ def screen_patch(patch: str, test_files: Iterable[str] = ()) -> list[ScreenFlag]
     for path, (olds, news) in sorted(patch_images(patch).items()):
         if not screened(path, tests):
             continue
-        before = [f for text, at in olds for f in _image_findings(text, at)]
-        after = [f for text, at in news for f in _image_findings(text, at)]
+        before = [f for text, at in olds for f in _image_findings(text, at, path)]
+        after = [f for text, at in news for f in _image_findings(text, at, path)]
         changed = _hunk_changed_lines(patch, path)
         out.extend(
             ScreenFlag(path=path, line=f.line, rule=f.rule, reason=f.reason)
@@ -194,7 +208,7 @@ def screen_patch(patch: str, test_files: Iterable[str] = ()) -> list[ScreenFlag]
     return out
 
 
-def _image_findings(text: str, offset: int) -> list[Finding]:
+def _image_findings(text: str, offset: int, path: str) -> list[Finding]:
     """A hunk image's findings, less comparisons whose function reaches the image's last line: the hunk
     may cut that function short, so its other returns are unseen."""
     last = offset + len(text.splitlines())
@@ -205,7 +219,12 @@ def _image_findings(text: str, offset: int) -> list[Finding]:
             for n in ast.walk(tree)
             if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef) and (n.end_lineno or 0) + at >= last
         }
-        found.extend(f for f in findings(tree, at) if not (f.rule == "constant_comparison" and f.line in cut))
+        runner = runner_file(path)
+        found.extend(
+            f
+            for f in findings(tree, at, runner=runner)
+            if not (f.rule == "constant_comparison" and f.line in cut)
+        )
     return found
 
 

@@ -30,6 +30,10 @@ RULES = {
     "namespace_write": "a write to globals(), locals(), vars() or a module's __dict__",
     "module_patch": "an attribute of a standard-library or runner module assigned (operator.eq = ...)",
 }
+# What a module of the runner itself (pytest's own source) does as its work: not flagged there.
+RUNNER_OWN = frozenset({"runner_machinery", "introspection", "frame_walk", "computed_name"})
+# Counted by presence, not number: repeating an expression the file already had adds nothing new.
+BY_PRESENCE = frozenset({"computed_name"})
 # Dotted names (and everything under them) and the rule each belongs to.
 MACHINERY = {
     **dict.fromkeys(
@@ -37,7 +41,17 @@ MACHINERY = {
         "runner_machinery",
     ),
     **dict.fromkeys(
-        ("sympy.testing.runtests", "sympy.utilities.runtests", "django.test"), "runner_machinery"
+        (
+            "sympy.testing.runtests",
+            "sympy.utilities.runtests",
+            "django.test.runner",
+            "django.test.testcases",
+            "django.test.utils",
+            *(f"django.test.{c}" for c in ("TestCase", "SimpleTestCase", "TransactionTestCase", "runner")),
+            "swe_rl",
+            "swe_rl_seal",
+        ),
+        "runner_machinery",
     ),
     **dict.fromkeys(
         (
@@ -94,6 +108,11 @@ BUILTIN_NAMES = frozenset(
     {"exec", "eval", "compile", "__import__", "getattr", "setattr", "delattr", "globals", "locals", "vars"}
 )
 _STDLIB = frozenset(sys.stdlib_module_names) | {"builtins"}
+# Every name a machinery reach can go through: modules, their attributes, frame and code attributes.
+_MACHINERY_NAMES = frozenset(
+    {*MACHINERY, *(p for k in MACHINERY for p in k.split(".")), *FRAME_ATTRS, *READ_TAMPER, *WRITE_TAMPER}
+    | {*BUILTIN_NAMES, "__builtins__", "modules", "get_objects", "get_referrers", "get_referents"}
+)
 
 
 @dataclass(frozen=True)
@@ -144,15 +163,17 @@ class _Resolver:
             elif isinstance(node, ast.arg):
                 bound.add(node.arg)
         self.builtins = {n for n in BUILTIN_NAMES if n not in bound and n not in self.aliases}
-        for node in ast.walk(tree):  # ``m = sys``: the alias names what its value names
+        for node in ast.walk(tree):  # ``m = sys``, ``m = __import__(...)``: the alias names that module
             if (
                 isinstance(node, ast.Assign)
                 and len(node.targets) == 1
                 and isinstance(node.targets[0], ast.Name)
+                and isinstance(node.value, ast.Name | ast.Call | ast.Subscript)
+                and node.targets[0].id not in self.aliases
+                and (dotted := self.resolve(node.value))
+                and not dotted.startswith("builtins.")
             ):
-                target = node.targets[0].id
-                if target not in self.aliases and (dotted := self.resolve(node.value)):
-                    self.aliases[target] = dotted
+                self.aliases[node.targets[0].id] = dotted
 
     def resolve(self, node: ast.expr, depth: int = 0) -> str | None:
         if depth > 20:
@@ -169,6 +190,9 @@ class _Resolver:
         if isinstance(node, ast.Call) and node.args:
             func = self.resolve(node.func, depth + 1)
             if func in IMPORTERS:
+                name = fold_string(node.args[0])
+                return name if isinstance(name, str) else None
+            if func == "sys.modules.get":
                 name = fold_string(node.args[0])
                 return name if isinstance(name, str) else None
             if func == "builtins.getattr" and len(node.args) >= 2:
@@ -210,14 +234,41 @@ def is_module_like(dotted: str | None) -> bool:
     return dotted.split(".")[0] in _STDLIB or machinery_rule(dotted) is not None
 
 
-def findings(tree: ast.Module, line_offset: int = 0) -> list[Finding]:
-    """Every finding of one module (or fragment; its lines shifted by ``line_offset``)."""
+def findings(tree: ast.Module, line_offset: int = 0, *, runner: bool = False) -> list[Finding]:
+    """Every finding of one module (or fragment; its lines shifted by ``line_offset``). ``runner``: the
+    file is the runner's own (a module of pytest's repository): its use of the runner is not flagged."""
     resolver = _Resolver(tree)
+    lookups = _named_lookups(tree)
     found: list[Finding] = []
     for node in ast.walk(tree):
-        found.extend(_node_findings(node, resolver))
+        if id(node) not in lookups:
+            found.extend(_node_findings(node, resolver))
+    if runner:
+        found = [f for f in found if f.rule not in RUNNER_OWN]
     found.extend(comparison_findings(tree, resolver.resolve))
     return [Finding(f.rule, f.detail, f.line + line_offset, f.reason) for f in _one_per_line(found)]
+
+
+def _named_lookups(tree: ast.Module) -> set[int]:
+    """``sys.modules`` nodes that only look one module up (``sys.modules["x"]``, ``sys.modules.get(x)``):
+    a constant name names that module, which is judged instead, and a computed one is ``computed_name``;
+    a walk or a write is still ``sys.modules`` itself."""
+    skip: set[int] = set()
+    for node in ast.walk(tree):
+        target = None
+        if isinstance(node, ast.Subscript) and isinstance(node.ctx, ast.Load):
+            target = node.value
+        elif (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Attribute)
+            and node.func.attr == "get"
+            and node.args
+        ):
+            target = node.func.value
+            skip.add(id(node.func))
+        if isinstance(target, ast.Attribute) and target.attr == "modules":
+            skip.add(id(target))
+    return skip
 
 
 def _one_per_line(found: list[Finding]) -> list[Finding]:
@@ -299,9 +350,34 @@ def _name_argument(arg: ast.expr, what: str, func: str, line: int, *, always: bo
         return [
             Finding("obfuscated_name", folded, line, f"{func} of {what} named {folded!r} by a computation")
         ]
-    if always:
-        return [Finding("computed_name", func, line, f"{func} of {what} named at run time")]
+    if always and not _harmless_prefix(arg):
+        shown = f"{func}({ast.unparse(arg)[:80]})"
+        return [Finding("computed_name", shown, line, f"{func} of {what} named at run time: {shown}")]
     return []
+
+
+def _harmless_prefix(arg: ast.expr) -> bool:
+    """A computed name that starts with a constant no machinery name starts with (``f"_parse_{fmt}"``,
+    ``"sympy.printing." + name``) names only what that prefix allows: the module's own names."""
+    prefix = _constant_prefix(arg)
+    if len(prefix) < 2 or prefix.startswith("__"):
+        return False
+    return not any(name.startswith(prefix) for name in _MACHINERY_NAMES)
+
+
+def _constant_prefix(arg: ast.expr) -> str:
+    if isinstance(arg, ast.JoinedStr) and arg.values and isinstance(arg.values[0], ast.Constant):
+        return str(arg.values[0].value)
+    if isinstance(arg, ast.BinOp) and isinstance(arg.op, ast.Add):
+        return _constant_prefix(arg.left) or (
+            str(arg.left.value) if isinstance(arg.left, ast.Constant) else ""
+        )
+    template = arg.left if isinstance(arg, ast.BinOp) and isinstance(arg.op, ast.Mod) else None
+    if isinstance(arg, ast.Call) and isinstance(arg.func, ast.Attribute) and arg.func.attr == "format":
+        template = arg.func.value
+    if isinstance(template, ast.Constant) and isinstance(template.value, str):
+        return template.value.split("%")[0].split("{")[0]
+    return ""
 
 
 def _subscript_findings(node: ast.Subscript, r: _Resolver) -> list[Finding]:
