@@ -64,6 +64,7 @@ def test_the_seed_values_reach_slime():
     for arg in (
         "--custom-generate-function-path swe_rl.integrations.slime.generate",
         "--custom-rm-path swe_rl.integrations.slime.reward_func",
+        "--custom-reward-post-process-path swe_rl.integrations.slime.reward_post_process",
         "--rollout-max-context-len 16384",
         "--rollout-max-response-len 4096",
         "--n-samples-per-prompt 8",
