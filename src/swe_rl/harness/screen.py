@@ -99,7 +99,13 @@ def runner_file(path: str) -> bool:
 def file_findings(text: str, path: str = "") -> list[Finding]:
     """The findings of one file's text: of its AST, or of its fragments where it does not parse whole."""
     runner = runner_file(path)
-    return [f for tree, offset in parse_fragments(text) for f in findings(tree, offset, runner=runner)]
+    parts = parse_fragments(text)
+    imports = _imports(parts) if len(parts) > 1 else []
+    return [f for tree, at in parts for f in findings(tree, at, runner=runner, imports=imports)]
+
+
+def _imports(parts: list[tuple[ast.Module, int]]) -> list[ast.stmt]:
+    return [n for tree, _ in parts for n in ast.walk(tree) if isinstance(n, ast.Import | ast.ImportFrom)]
 
 
 def _parses(text: str) -> bool:
@@ -198,8 +204,7 @@ def screen_patch(patch: str, test_files: Iterable[str] = ()) -> list[ScreenFlag]
     for path, (olds, news) in sorted(patch_images(patch).items()):
         if not screened(path, tests):
             continue
-        before = [f for text, at in olds for f in _image_findings(text, at, path)]
-        after = [f for text, at in news for f in _image_findings(text, at, path)]
+        before, after = _side_findings(olds, path), _side_findings(news, path)
         changed = _hunk_changed_lines(patch, path)
         out.extend(
             ScreenFlag(path=path, line=f.line, rule=f.rule, reason=f.reason)
@@ -208,24 +213,30 @@ def screen_patch(patch: str, test_files: Iterable[str] = ()) -> list[ScreenFlag]
     return out
 
 
-def _image_findings(text: str, offset: int, path: str) -> list[Finding]:
-    """A hunk image's findings, less comparisons whose function reaches the image's last line: the hunk
-    may cut that function short, so its other returns are unseen."""
-    last = offset + len(text.splitlines())
+def _side_findings(images: list[tuple[str, int]], path: str) -> list[Finding]:
+    """The findings of one side's hunk images, each knowing the imports any of them shows."""
+    parsed = [(offset + len(text.splitlines()), parse_fragments(text, offset)) for text, offset in images]
+    imports = [n for _, parts in parsed for n in _imports(parts)]
+    runner = runner_file(path)
     found: list[Finding] = []
-    for tree, at in parse_fragments(text, offset):
-        cut = {
-            n.lineno + at
-            for n in ast.walk(tree)
-            if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef) and (n.end_lineno or 0) + at >= last
-        }
-        runner = runner_file(path)
-        found.extend(
-            f
-            for f in findings(tree, at, runner=runner)
-            if not (f.rule == "constant_comparison" and f.line in cut)
-        )
+    for last, parts in parsed:
+        for tree, at in parts:
+            found.extend(_image_findings(tree, at, last, runner, imports))
     return found
+
+
+def _image_findings(
+    tree: ast.Module, at: int, last: int, runner: bool, imports: list[ast.stmt]
+) -> list[Finding]:
+    """A fragment's findings, less comparisons whose function reaches its image's ``last`` line: the hunk
+    may cut that function short, so its other returns are unseen."""
+    cut = {
+        n.lineno + at
+        for n in ast.walk(tree)
+        if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef) and (n.end_lineno or 0) + at >= last
+    }
+    found = findings(tree, at, runner=runner, imports=imports)
+    return [f for f in found if not (f.rule == "constant_comparison" and f.line in cut)]
 
 
 def _hunk_changed_lines(patch: str, path: str) -> set[int]:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import ast
 import sys
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from swe_rl.harness.screen_compare import comparison_findings
@@ -104,6 +105,13 @@ IMPORTERS = frozenset({"builtins.__import__", "importlib.import_module", "import
 NAME_TAKERS = frozenset({"builtins.getattr", "builtins.setattr", "builtins.delattr"})
 NAMESPACES = frozenset({"builtins.globals", "builtins.locals", "builtins.vars"})
 # Builtins the screen follows by name (when the file does not bind the name itself).
+# Names a fragment may use without showing their import; not ``gc`` (matplotlib's graphics contexts).
+IMPLIED_MODULES = frozenset(
+    {"sys", "inspect", "ctypes", "atexit", "builtins", "importlib", "pytest", "pluggy"}
+)
+FRAME_GETTERS = frozenset({"sys._getframe", "inspect.currentframe"})
+# What a frame says about where it is, read and dropped at once: a name, a file, a line (no values).
+FRAME_IDENTITY = frozenset({"co_name", "co_qualname", "co_filename", "co_firstlineno"})
 BUILTIN_NAMES = frozenset(
     {"exec", "eval", "compile", "__import__", "getattr", "setattr", "delattr", "globals", "locals", "vars"}
 )
@@ -144,10 +152,10 @@ def machinery_rule(dotted: str) -> str | None:
 class _Resolver:
     """What module or attribute an expression names, as far as imports and simple aliases say."""
 
-    def __init__(self, tree: ast.Module) -> None:
+    def __init__(self, tree: ast.Module, imports: Sequence[ast.stmt] = ()) -> None:
         self.aliases: dict[str, str] = {}
         bound: set[str] = set()
-        for node in ast.walk(tree):
+        for node in [*imports, *ast.walk(tree)]:
             if isinstance(node, ast.Import):
                 for a in node.names:
                     self.aliases[a.asname or a.name.split(".")[0]] = (
@@ -163,6 +171,10 @@ class _Resolver:
             elif isinstance(node, ast.arg):
                 bound.add(node.arg)
         self.builtins = {n for n in BUILTIN_NAMES if n not in bound and n not in self.aliases}
+        # A fragment (a hunk's lines) may use ``sys`` without its import: a name nothing binds can only be
+        # that module (or a NameError).
+        for name in IMPLIED_MODULES - bound - set(self.aliases):
+            self.aliases[name] = name
         for node in ast.walk(tree):  # ``m = sys``, ``m = __import__(...)``: the alias names that module
             if (
                 isinstance(node, ast.Assign)
@@ -234,11 +246,14 @@ def is_module_like(dotted: str | None) -> bool:
     return dotted.split(".")[0] in _STDLIB or machinery_rule(dotted) is not None
 
 
-def findings(tree: ast.Module, line_offset: int = 0, *, runner: bool = False) -> list[Finding]:
+def findings(
+    tree: ast.Module, line_offset: int = 0, *, runner: bool = False, imports: Sequence[ast.stmt] = ()
+) -> list[Finding]:
     """Every finding of one module (or fragment; its lines shifted by ``line_offset``). ``runner``: the
-    file is the runner's own (a module of pytest's repository): its use of the runner is not flagged."""
-    resolver = _Resolver(tree)
-    lookups = _named_lookups(tree)
+    file is the runner's own (a module of pytest's repository): its use of the runner is not flagged.
+    ``imports``: import statements of the file's other fragments, which name modules here too."""
+    resolver = _Resolver(tree, imports)
+    lookups = _named_lookups(tree) | _identity_reads(tree, resolver)
     found: list[Finding] = []
     for node in ast.walk(tree):
         if id(node) not in lookups:
@@ -268,6 +283,31 @@ def _named_lookups(tree: ast.Module) -> set[int]:
             skip.add(id(node.func))
         if isinstance(target, ast.Attribute) and target.attr == "modules":
             skip.add(id(target))
+    return skip
+
+
+def _identity_reads(tree: ast.Module, r: _Resolver) -> set[int]:
+    """Frames got and read at once for where they are (``sys._getframe(1).f_code.co_name``, through any
+    ``f_back``, or ``.f_lineno``): the frame never escapes and no value of it is read, so none of the
+    chain is a finding. pyvista's gold patch (pyvista__pyvista-432) names its caller in an error so."""
+    skip: set[int] = set()
+    for node in ast.walk(tree):
+        chain: list[ast.AST] = []
+        cur: ast.AST = node
+        if isinstance(cur, ast.Attribute) and cur.attr in FRAME_IDENTITY:
+            chain.append(cur)
+            cur = cur.value
+            if not (isinstance(cur, ast.Attribute) and cur.attr == "f_code"):
+                continue
+        elif not (isinstance(cur, ast.Attribute) and cur.attr == "f_lineno"):
+            continue
+        chain.append(cur)
+        cur = cur.value
+        while isinstance(cur, ast.Attribute) and cur.attr == "f_back":
+            chain.append(cur)
+            cur = cur.value
+        if isinstance(cur, ast.Call) and r.resolve(cur.func) in FRAME_GETTERS:
+            skip.update(id(n) for n in [*chain, cur, cur.func])
     return skip
 
 
