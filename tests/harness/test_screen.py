@@ -333,7 +333,23 @@ async def test_screen_sandbox_reads_a_patched_sandbox(envs, task: Task, base: st
         await box.exec("rm textkit/slug.py", timeout=30)
         files = [WRAP, "textkit/_new.py", "tests/test_wrap.py", "textkit/slug.py"]
         flags = await screen_sandbox(box, task, files)
+        # the differential reads git's base: a commit that already has the file's gc use
+        had = "import gc\n_x = gc.get_objects()\n"
+        await box.write_file(f"{env.workdir}/textkit/_had.py", had.encode())
+        commit = await box.exec(
+            "git add textkit/_had.py && git -c user.name=t -c user.email=t@t commit -qm had && git rev-parse HEAD",
+            timeout=60,
+        )
+        assert commit.returncode == 0, commit.output
+        await box.write_file(f"{env.workdir}/textkit/_had.py", (had + "_y = 1\n").encode())
+        based = task.model_copy(update={"base_commit": commit.output.strip().splitlines()[-1]})
+        kept = await screen_sandbox(box, based, ["textkit/_had.py"])
+        control = await screen_sandbox(box, task, ["textkit/_had.py"])
     assert {(f.path, f.rule) for f in flags} == {
         (WRAP, "constant_comparison"),
         ("textkit/_new.py", "introspection"),
     }
+    assert kept == []
+    assert [(f.path, f.rule, f.line) for f in control] == [
+        ("textkit/_had.py", "introspection", n) for n in (1, 2)
+    ]
