@@ -71,13 +71,13 @@ async def test_reused_sandboxes_grade_every_builtin_task_as_fresh_ones(tasks, en
     finally:
         await grader.close()
     # the builtin envs (3 testbeds) share one runtime, so one sandbox grades them all, reset to each env in
-    # turn: the first grading runs cold in a fresh sandbox, the runner starts when it is reused
+    # turn; every grading, the first one in the new sandbox too, has a runner of its own, forked
     assert len({envs.ensure(t).runtime() for t in tasks}) == 1 and len(set(env_keys)) == 3
-    assert runners.count("") == 1 and runners.count("forked") == 2 * len(tasks) - 1
+    assert runners == ["forked"] * (2 * len(tasks))
     assert grader.stats["created"] == 1 and grader.stats["reused"] == 2 * len(tasks) - 1
     switches = sum(a != b for a, b in itertools.pairwise(env_keys))
     assert grader.stats["switched"] == switches > 0
-    assert grader.stats["runners"] == 1 and grader.stats["cold"] == 0
+    assert grader.stats["runners"] == 2 * len(tasks) and grader.stats["cold"] == 0
 
 
 async def test_one_grading_cannot_reach_the_next(task_by_id, envs):
@@ -102,22 +102,22 @@ async def test_one_grading_cannot_reach_the_next(task_by_id, envs):
 
     grader = Grader(factory, idle=1)
     try:
-        first = await grader.grade(task, task.patch, env, timeout=120)  # the sandbox's runner starts after it
-        assert first.resolved and first.test_runner == ""
+        first = await grader.grade(task, task.patch, env, timeout=120)
+        assert first.resolved and first.test_runner == "forked"
         attacked = await grader.grade(task, attack, env, timeout=120)
         assert attacked.test_runner == "forked"
         await asyncio.sleep(2)
         after = await grader.grade(task, readme, env, timeout=120)
         assert not after.resolved and after.status == "unresolved", after.test_output[-2000:]
-        assert after.test_runner == "forked", "the runner is kept, its scheduling and limits put back"
+        assert after.test_runner == "forked", "a new runner, with the sandbox's scheduling and limits"
         probed = await grader.grade(task, probe, env, timeout=120)
         fresh = await grade_patch(task, probe, factory, env, timeout=120)
         (seen,) = [line for line in probed.test_output.splitlines() if line.startswith("PROBE")]
         (expected,) = [line for line in fresh.test_output.splitlines() if line.startswith("PROBE")]
         assert seen == expected, "the shell's and the runner's limits and priority are the sandbox's again"
         assert grader.stats["created"] == 1 and grader.stats["reused"] == 3
-        # the attack lowered the runner's limits: it was ended at the reset, and a new one started
-        assert grader.stats["runners"] == 2
+        # each grading had a runner of its own (the one the attack lowered ended with its grading)
+        assert grader.stats["runners"] == 4
     finally:
         await grader.close()
 

@@ -3,6 +3,7 @@ could differ, or a server a test run tampered with, falls back to the cold comma
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import copy
 import os
@@ -45,18 +46,23 @@ def _textkit_box(task_by_id, envs):  # type: ignore[no-untyped-def]
 
 
 async def _started(box, **options) -> tuple[warm.WarmRunner, str]:  # type: ignore[no-untyped-def]
-    """A runner started in ``box`` and the client command that stands for `python -m pytest`."""
+    """A runner started in ``box`` (armed for its one run) and the client command that stands for
+    `python -m pytest` in that run."""
     runner = await warm.start(box, box.env.workdir, **options)
     assert runner is not None, "the env's Python imports pytest: the server starts"
-    return runner, await _armed(runner)
-
-
-async def _armed(runner: warm.WarmRunner) -> str:
-    """The client command that stands for `python -m pytest`, for one run: the server armed for it."""
-    assert await runner.arm(), "armed for the coming run"
+    assert runner.address, "armed for its one run"
     command = warm.hook("python -m pytest", runner)
     assert command
-    return command
+    return runner, command
+
+
+async def _gone(box: Sandbox, runner: warm.WarmRunner) -> bool:
+    """Whether ``runner``'s server has left (waited for while it is still on its way out)."""
+    for _ in range(600):
+        if not await runner.alive(box):
+            return True
+        await asyncio.sleep(0.05)
+    return False
 
 
 @contextlib.asynccontextmanager
@@ -80,7 +86,6 @@ async def _both(task: Task, patch: str | None, envs, *, timeout: float = 120) ->
     async with await factory.create(env) as box:
         runner = await warm.start(box, box.env.workdir)
         assert runner is not None, "the env's Python imports pytest: the server starts"
-        assert await runner.arm()
         hot = await grade_in(box, task, patch, timeout=timeout, runner=runner)
     return cold, hot
 
@@ -131,13 +136,46 @@ async def test_a_patch_that_shadows_a_preloaded_module_runs_cold(task_by_id, env
 async def test_another_start_up_setting_runs_cold(task_by_id, envs):
     """PYTHONHASHSEED (like every PYTHON*, LC_* and LANG variable) acts when an interpreter starts."""
     async with await _textkit_box(task_by_id, envs) as box:
-        runner, command = await _started(box)
+        _, command = await _started(box)
         probe = "-q -p no:cacheprovider tests >/dev/null; cat $swe_rl_runner_note"
         same = await box.exec(f"swe_rl_runner_note=/tmp/n; {command} {probe}", timeout=120)
         assert same.output.strip() == "forked", same.output
-        command = await _armed(runner)
+        _, command = await _started(box)  # a runner serves one run: the next one has its own
         other = await box.exec(f"swe_rl_runner_note=/tmp/n; PYTHONHASHSEED=7 {command} {probe}", timeout=120)
         assert other.output.strip() == "cold start-up setting PYTHONHASHSEED differs", other.output
+
+
+HASH_PRINT = """def test_print_hash():
+    print("HASH", hash("swe-rl-hash-probe"))
+"""
+
+
+async def test_a_runner_serves_one_run_and_each_run_draws_its_own_hash_secret(task_by_id, envs):
+    """The string-hash secret is drawn when an interpreter starts and a forked child keeps it: a server that
+    forked every run would give them all one secret. Each run gets a new server (grade_many.py launches
+    one after each reset), which serves it and leaves."""
+    async with _with_tests(task_by_id, envs, "test_hash.py", HASH_PRINT) as (box, runner, command):
+        # the positive control: a forked process hashes as its parent does
+        fork = (
+            "import os; h = hash('swe-rl-hash-probe'); pid = os.fork()\n"
+            "if pid == 0: print('same' if hash('swe-rl-hash-probe') == h else 'other')\n"
+            "else: os.waitpid(pid, 0)"
+        )
+        forked = await box.exec(f"python -c {shlex.quote(fork)}", timeout=60)
+        assert forked.output.strip() == "same", forked.output
+        run = "-s -p no:cacheprovider tests/test_hash.py; cat /tmp/n"
+        values = []
+        for turn in range(3):
+            if turn:
+                runner, command = await _started(box)
+            result = await box.exec(f"swe_rl_runner_note=/tmp/n; {command} {run}", timeout=120)
+            assert result.output.rstrip().endswith("forked"), result.output
+            values += re.findall(r"HASH (-?\d+)", result.output)
+            # its one run over, the server has left: its address serves nothing again
+            assert await _gone(box, runner)
+            again = await box.exec(f"swe_rl_runner_note=/tmp/n; {command} {run}", timeout=120)
+            assert "cold (no server:" in again.output, again.output
+        assert len(values) == 3 and len(set(values)) == 3, values
 
 
 # Test files a patch's test run could use against the server that outlives it.
@@ -182,7 +220,7 @@ async def test_a_test_run_cannot_read_or_trace_the_server(task_by_id, envs):
             "tests/test_tamper.py::test_read_its_environment": "FAILED",
         }, result.output
         assert result.output.count("PermissionError") >= 2, result.output
-        assert await runner.alive(box)
+        assert await _gone(box, runner), "the server served its run and left, untouched"
         # the positive control: the same tests against a dumpable process of the sandbox succeed
         await box.exec("sleep 300 & echo $! > /tmp/target", timeout=10)
         result = await box.exec("python -m pytest -rA -p no:cacheprovider tests/test_tamper.py", timeout=120)
@@ -232,6 +270,7 @@ async def test_a_killed_or_impersonated_server_means_cold_runs(task_by_id, envs)
 async def test_a_stopped_server_is_not_alive_and_the_host_reads_what_the_sandbox_reads(task_by_id, envs):
     async with await _textkit_box(task_by_id, envs) as box:
         runner, _ = await _started(box)
+        assert await runner.ready(), "its imports done: it waits (S) for its one connection"
         for signal_name, alive in (("STOP", False), ("CONT", True)):
             sent = await box.exec(f"kill -{signal_name} {runner.pid}; sleep 0.2", timeout=10)
             assert sent.returncode == 0, sent.output
@@ -244,7 +283,7 @@ async def test_a_stopped_server_is_not_alive_and_the_host_reads_what_the_sandbox
         assert await warm.process_state(box, 99999) is None
 
 
-async def test_a_timed_out_run_is_killed_and_the_server_serves_on(task_by_id, envs):
+async def test_a_timed_out_run_is_killed_and_the_next_runner_forks(task_by_id, envs):
     async with await _textkit_box(task_by_id, envs) as box:
         runner, command = await _started(box)
         await box.write_file("tests/test_hang.py", b"import time\n\ndef test_hang():\n    time.sleep(600)\n")
@@ -254,10 +293,10 @@ async def test_a_timed_out_run_is_killed_and_the_server_serves_on(task_by_id, en
         assert hung.timed_out
         left = await box.exec("ps -eo pid,args | grep test_hang | grep -v grep || true", timeout=10)
         assert left.output.strip() == "", left.output
-        assert await runner.alive(box)
+        assert await _gone(box, runner), "its use over, the server left"
         await box.exec("rm tests/test_hang.py", timeout=10)
-        assert await runner.arm(), "the server let go of the killed run's connection"
         task = task_by_id["swe-rl-builtin__textkit-3"]
+        runner, _ = await _started(box)
         verdict = await grade_in(box, task, None, timeout=120, runner=runner)
         assert verdict.test_runner == "forked" and verdict.status == "unresolved"
 
@@ -339,17 +378,22 @@ def test_lower_its_limits():
 
 
 @pytest.mark.parametrize("attack", ["test_lower_its_priority", "test_lower_its_limits"])
-async def test_a_server_whose_limits_a_run_changed_runs_the_next_tests_cold(attack, task_by_id, envs):
-    """A run may lower the server's niceness or limits (same uid); forked children would inherit them."""
-    async with _with_tests(task_by_id, envs, "test_tamper.py", TAMPER) as (box, runner, command):
+async def test_a_server_whose_limits_a_command_changed_runs_the_tests_cold(attack, task_by_id, envs):
+    """A command of the grading (an eval script's step before pytest) may lower the server's niceness or limits
+    (same uid) before the test run comes; a forked child would inherit them, a cold run would not."""
+    async with _with_tests(task_by_id, envs, "test_tamper.py", TAMPER) as (box, _runner, command):
         await box.write_file("tests/test_lower.py", LOWER.encode())
-        run = f"-rA -p no:cacheprovider tests/test_lower.py::{attack}; cat /tmp/n"
-        first = await box.exec(f"swe_rl_runner_note=/tmp/n; {command} {run}", timeout=120)
-        assert first.output.rstrip().endswith("forked")
-        assert parse_test_log(first.output) == {f"tests/test_lower.py::{attack}": "PASSED"}, first.output
-        command = await _armed(runner)
-        second = await box.exec(f"swe_rl_runner_note=/tmp/n; {command} {run}", timeout=120)
-        assert second.output.rstrip().endswith("cold the server's limits or scheduling were changed")
+        # the attack, run cold beside the armed server: it finds the server and lowers it (live: passes)
+        lowered = await box.exec(
+            f"python -m pytest -rA -p no:cacheprovider tests/test_lower.py::{attack}", timeout=120
+        )
+        assert parse_test_log(lowered.output) == {f"tests/test_lower.py::{attack}": "PASSED"}, lowered.output
+        run = "-rA -p no:cacheprovider tests/test_words.py; cat /tmp/n"
+        after = await box.exec(f"swe_rl_runner_note=/tmp/n; {command} {run}", timeout=120)
+        assert after.output.rstrip().endswith("cold the server's limits or scheduling were changed"), (
+            after.output
+        )
+        assert parse_test_log(after.output), "the tests ran, cold"
 
 
 async def test_a_server_that_imported_the_repositorys_own_code_runs_everything_cold(task_by_id, envs):
@@ -369,7 +413,7 @@ async def test_a_server_that_imported_the_repositorys_own_code_runs_everything_c
         )
         assert stale.returncode == 0 and "patched" not in stale.output, stale.output
         runner = await warm.start(box, box.env.workdir, preload=["textkit"], env=on_path)
-        assert runner is not None and await runner.arm()
+        assert runner is not None and runner.address
         command = warm.hook("python -m pytest", runner)
         result = await box.exec(
             f"swe_rl_runner_note=/tmp/n; {command} -q -p no:cacheprovider tests >/dev/null; cat /tmp/n",
@@ -379,7 +423,7 @@ async def test_a_server_that_imported_the_repositorys_own_code_runs_everything_c
         assert result.output.strip() == "cold the repository's own module textkit is preloaded", result.output
         # and without it, the same server start forks
         clean = await warm.start(box, box.env.workdir, env=on_path)
-        assert clean is not None and await clean.arm()
+        assert clean is not None and clean.address
         command = warm.hook("python -m pytest", clean)
         result = await box.exec(
             f"swe_rl_runner_note=/tmp/n; {command} -q -p no:cacheprovider tests >/dev/null; cat /tmp/n",

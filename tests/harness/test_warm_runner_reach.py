@@ -106,7 +106,7 @@ async def test_requests_queued_on_the_runner_in_one_use_are_not_served_in_the_ne
     try:
         assert (
             await grader.grade(task, task.patch, env, timeout=60, mode=mode)
-        ).resolved  # cold; runner next
+        ).resolved  # forked, its runner launched with the sandbox
         async with grader.sandbox(env) as slot:  # armed for this use: the attack runs while it listens
             assert slot.runner is not None and slot.runner.address
             await slot.box.write_file("/tmp/attack.py", _attack("queue"))
@@ -129,10 +129,10 @@ async def test_requests_queued_on_the_runner_in_one_use_are_not_served_in_the_ne
         assert (after.status, after.tests_status) == (fresh.status, fresh.tests_status), after.test_output[
             -2000:
         ]
-        assert after.test_runner == "forked", "the same runner, kept and armed again"
+        assert after.test_runner == "forked", "a runner of its own, launched after the reset"
         gold = await grader.grade(task, task.patch, env, timeout=60, mode=mode)
         assert gold.resolved and gold.test_runner == "forked"
-        assert grader.stats["created"] == 1 and grader.stats["runners"] == 1
+        assert grader.stats["created"] == 1 and grader.stats["runners"] == 4  # one per use
     finally:
         await grader.close()
 
@@ -153,7 +153,7 @@ async def test_a_wedged_runner_is_let_go_before_the_next_use(task_by_id, envs):
             assert held.resolved and held.test_runner.startswith("cold"), held.test_runner
         gold = await grader.grade(task, task.patch, env, timeout=60)
         assert gold.status == "resolved" and gold.test_runner == "forked", gold.test_runner
-        assert grader.stats["runners"] == 1, "the runner let go of the wedge and was kept"
+        assert grader.stats["runners"] == 3, "one per use: the wedged one ended with its use"
     finally:
         await grader.close()
 

@@ -1,21 +1,23 @@
-"""Grading many patches: pristine sandboxes reused through a reset in place, each with a warm test runner.
+"""Grading many patches: pristine sandboxes reused through a reset in place, each grading with a warm test runner.
 
 :func:`.grade_patch.grade_patch` creates a sandbox for one grading and closes it. A :class:`Grader` keeps the
 sandboxes it graded in, per runtime (an env's venv, interpreter and root: :meth:`.EnvSpec.runtime`), and
 resets each in place before its next grading (the same pristine state as a fresh one: sandbox/reset.py),
-keeping only the sandbox's warm test runner alive (:mod:`.warm`: pytest imported once, forked per run).
-A kept sandbox of another env of the same runtime is reset to the env asked for (its testbed becomes the
-new overlay's), so the tasks synthesized from one library, each with its own testbed, share sandboxes and
-runners. Where the backend cannot reset in place while keeping a process, it grades as
-:func:`.grade_patch.grade_patch` does. The agents' sandboxes are reused the same way, on a shelf of their own
-(:meth:`Grader.agent_sandbox`): an agent's run pays a reset (~2 ms) instead of a create (~20 ms).
+keeping no process. Each grading has a warm test runner of its own (:mod:`.warm`: a new interpreter that
+imports pytest beside the grading and forks the test run): it is launched right after the reset that ended
+the sandbox's previous grading (or with the sandbox), so it imports while the sandbox waits on the shelf and
+while the next grading applies its patch, and it serves that one grading only. A kept sandbox of another env
+of the same runtime is reset to the env asked for (its testbed becomes the new overlay's), so the tasks
+synthesized from one library, each with its own testbed, share sandboxes. Where the backend cannot reset in
+place, it grades as :func:`.grade_patch.grade_patch` does. The agents' sandboxes are reused the same way, on
+a shelf of their own (:meth:`Grader.agent_sandbox`): an agent's run pays a reset (~2 ms) instead of a create
+(~20 ms).
 
-What a grading leaves behind cannot reach the next one: the runner is armed for each grading with an
-address of its own and disarmed before the reset (:mod:`.warm`: it then holds nothing the grading gave it
-and serves nothing until the next arm), the reset ends every other process and drops every file change
-(:class:`.base.KeepsProcesses`); the runner is not dumpable (no ptrace, no ``/proc/<pid>/mem``), checks
-its own limits and scheduling before each fork and runs the test cold when a command changed them, and is
-not kept when it was killed or stopped (:meth:`.warm.WarmRunner.alive`) or missed an exchange's deadline.
+What a grading leaves behind cannot reach the next one: its runner ends with it (closed before the reset,
+which ends every process of the sandbox and drops every file change: :class:`.base.KeepsProcesses`), and the
+next grading's runner is a new interpreter, with a string-hash secret of its own as a cold run's, started
+when nothing of a grading runs; the runner is not dumpable (no ptrace, no ``/proc/<pid>/mem``), checks its
+own limits and scheduling before its fork and runs the test cold when a command changed them.
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ from collections.abc import AsyncIterator
 from typing import Literal
 
 from swe_rl.harness import inventory, warm
+from swe_rl.harness.evalscript import composed_test_cmd
 from swe_rl.harness.grade_patch import DEFAULT_TEST_TIMEOUT, grade_in, grade_patch
 from swe_rl.harness.verdict import GradingMode, Verdict
 from swe_rl.sandbox.base import EnvSpec, KeepsProcesses, Limits, Sandbox, SandboxFactory
@@ -35,20 +38,32 @@ from swe_rl.tasks.model import Task
 
 
 class Slot:
-    """A pristine sandbox of the env ``env_key`` and its warm test runner (None: the tests run cold)."""
+    """A pristine sandbox of the env ``env_key`` and the warm test runner of its coming grading (None: the
+    tests run cold), or the launch of that runner under way (:meth:`settle`)."""
 
-    def __init__(self, box: Sandbox, runner: warm.WarmRunner | None, env_key: str) -> None:
+    def __init__(self, box: Sandbox, runner: warm.WarmRunner | None, env_key: str, workdir: str = "") -> None:
         self.box = box
         self.runner = runner
         self.env_key = env_key
+        self.workdir = workdir
+        self.launch: asyncio.Future[warm.WarmRunner | None] | None = None
+        self.wants_runner = False  # whether its last use's test command was one a runner serves
         self.cold_runs = 0
 
     def ran(self, test_runner: str) -> None:
-        """Note how a test run went (``Verdict.test_runner``): after a cold one, whatever its reason, the
-        runner is not kept (the next use starts a new one)."""
+        """Note how a test run went (``Verdict.test_runner``)."""
         if test_runner.startswith("cold"):
             self.cold_runs += 1
-            self.drop_runner()
+
+    async def settle(self) -> None:
+        """Wait for the runner's launch, where one is under way: its runner, or none when it failed."""
+        launch, self.launch = self.launch, None
+        if launch is None:
+            return
+        try:
+            self.runner = await launch
+        except Exception:  # the sandbox broke: the grading finds out, and runs cold or fails as it would
+            self.runner = None
 
     def drop_runner(self) -> None:
         """Not to be used again: its channel closed (it leaves; the next reset ends it in any case)."""
@@ -103,13 +118,13 @@ class _Shelf:
 
 
 class Grader:
-    """Grades patches with ``factory``'s sandboxes, reusing them (see the module's docstring). A sandbox's
-    first grading runs its tests cold; its runner starts when it is used again. It also lends the agents'
-    sandboxes (:meth:`agent_sandbox`), reused the same way but kept apart: never one with a runner, never
-    one a grading had.
+    """Grades patches with ``factory``'s sandboxes, reusing them (see the module's docstring). Every grading
+    gets a runner of its own, launched with the sandbox or right after the reset that ended the previous
+    one. It also lends the agents' sandboxes (:meth:`agent_sandbox`), reused the same way but kept apart:
+    never one with a runner, never one a grading had.
 
     ``idle``: sandboxes kept between gradings, over all environments (the least recently used go first;
-    each costs its runner's memory, ~30 MiB), and as many between agents' runs.
+    each costs its next runner's memory, ~30 MiB), and as many between agents' runs.
     ``reuse=False``: every grading in a fresh sandbox, cold, as :func:`.grade_patch.grade_patch`, and every
     agent's run in a fresh one.
     """
@@ -139,7 +154,9 @@ class Grader:
                 task, patch, self.factory, env, timeout=timeout, limits=limits, mode=mode
             )
         started = time.monotonic()
-        async with self.sandbox(env, limits) as slot:
+        test_cmd = composed_test_cmd(task, image_env=env.rootfs is not None)
+        hooked = test_cmd is not None and warm.PYTEST_COMMAND.match(test_cmd) is not None
+        async with self.sandbox(env, limits, runner=hooked) as slot:
             sandbox_s = time.monotonic() - started
             if env.key not in self._modules and (names := await inventory.installed_modules(slot.box)):
                 self._modules[env.key] = names  # none listed: each grading lists them, as grade_patch does
@@ -172,14 +189,15 @@ class Grader:
 
     @contextlib.asynccontextmanager
     async def sandbox(
-        self, env: EnvSpec, limits: Limits | None = None, *, use: Use = "grading"
+        self, env: EnvSpec, limits: Limits | None = None, *, use: Use = "grading", runner: bool = True
     ) -> AsyncIterator[Slot]:
-        """A pristine sandbox of ``env`` and its runner (None: its tests run cold), given back afterwards:
-        reset in place and kept, or closed when the body raised or the backend cannot keep processes.
-        The body calls :meth:`Slot.ran` with what the runner said (a cold run gets a new runner).
-        ``use="agent"``: one of the agents' sandboxes, which have no runner."""
+        """A pristine sandbox of ``env`` and its runner for this one use (None: its tests run cold), given
+        back afterwards: reset in place and kept, or closed when the body raised or the backend cannot keep
+        processes. The body calls :meth:`Slot.ran` with what the runner said. ``runner=False``: the use's test
+        command is not one a runner serves (no runner is launched for it, nor after it). ``use="agent"``: one
+        of the agents' sandboxes, which have no runner."""
         key = (repr(env.runtime()), limits.model_dump_json() if limits else "")
-        slot = await self._acquire(key, env, limits, use)
+        slot = await self._acquire(key, env, limits, use, runner and use == "grading")
         try:
             yield slot
         except BaseException:
@@ -187,65 +205,65 @@ class Grader:
             raise
         await self._release(key, slot, use)
 
-    async def _acquire(self, key: Key, env: EnvSpec, limits: Limits | None, use: Use) -> Slot:
+    async def _acquire(self, key: Key, env: EnvSpec, limits: Limits | None, use: Use, runner: bool) -> Slot:
         prefix = "agent_" if use == "agent" else ""
         slot = await self._kept(self._shelves[use].take(key, env.key), env)
         if slot is not None:
-            self.stats[prefix + "reused"] += 1  # its runner was alive at the reset, and no command ran since
-            wants_runner = use == "grading" and slot.runner is None and env.key not in self._no_runner
-            if wants_runner and isinstance(slot.box, KeepsProcesses):
-                # started on a sandbox's second use: an env graded once never pays pytest's import twice
-                slot.runner = await warm.start(slot.box, env.workdir)
-                self.stats["runners"] += slot.runner is not None
-                if slot.runner is None:  # e.g. no pytest in the env: its tests run cold, no second try
-                    self._no_runner.add(env.key)
-            if slot.runner is not None and not await slot.runner.arm():  # this grading's address, or none
-                slot.drop_runner()
+            self.stats[prefix + "reused"] += 1  # nothing of its last use is left, and no command ran since
         else:
-            slot = Slot(await self.factory.create(env, limits), None, env.key)
+            slot = Slot(await self.factory.create(env, limits), None, env.key, env.workdir)
             self.stats[prefix + "created"] += 1
+        try:
+            await slot.settle()  # its runner was launched at the reset; it may still be importing
+            slot.wants_runner = runner
+            if not runner:
+                slot.drop_runner()  # a test command no runner serves
+            elif slot.runner is None:  # a new sandbox, or another env's
+                slot.runner = await self._launch(slot)
+            self.stats["runners"] += slot.runner is not None  # gradings with a runner of their own
+        except BaseException:  # cancelled (a rollout's deadline): nobody keeps it
+            await _close(slot)
+            raise
         return slot
+
+    async def _launch(self, slot: Slot) -> warm.WarmRunner | None:
+        """A runner for ``slot``'s coming grading, launched now (nothing of a grading runs there); None where
+        its env cannot have one (no pytest: its tests run cold, no second try) or the backend keeps no
+        processes."""
+        if not isinstance(slot.box, KeepsProcesses) or slot.env_key in self._no_runner:
+            return None
+        runner = await warm.start(slot.box, slot.workdir)
+        if runner is None:
+            self._no_runner.add(slot.env_key)
+        return runner
 
     async def _kept(self, slot: Slot | None, env: EnvSpec) -> Slot | None:
         """``slot`` (a kept sandbox of ``env``'s runtime) ready for ``env``: reset to it when it is another
-        env's. None when there is none, or the reset failed (the sandbox is closed)."""
+        env's (the runner launched for the old env let go: the next is launched in the new one). None when
+        there is none, or the reset failed (the sandbox is closed)."""
         if slot is None or slot.env_key == env.key:
             return slot
-        # kept sandboxes keep processes; the runner was alive and disarmed at the last reset, and no command
-        # ran since
-        keep = [slot.runner.pid] if slot.runner is not None else []
-        if not await _reset_or_close(slot, keep=keep, env=env):
+        await slot.settle()
+        slot.drop_runner()
+        if not await _reset_or_close(slot, env=env):
             return None
-        assert isinstance(slot.box, KeepsProcesses)
-        if slot.box.restart_reason is not None:  # bwrap restarted: nothing was kept
-            slot.drop_runner()
-        slot.env_key = env.key
+        slot.env_key, slot.workdir = env.key, env.workdir
         self.stats["switched"] += 1
         return slot
 
     async def _release(self, key: Key, slot: Slot, use: Use) -> None:
-        """Reset ``slot`` in place (keeping its runner, disarmed first) and keep it, or close it."""
+        """Reset ``slot`` in place, its runner let go first (it served its one grading), and keep it, with the
+        next grading's runner launching; or close it."""
         self.stats["cold"] += slot.cold_runs
         slot.cold_runs = 0
-        box, runner = slot.box, slot.runner
-        if not isinstance(box, KeepsProcesses):
+        slot.drop_runner()
+        if not isinstance(slot.box, KeepsProcesses):
             await _close(slot)
             return
-        try:  # a runner that is not alive, or does not let go of this use in time, is not kept
-            keep = (
-                [runner.pid]
-                if runner is not None and await runner.alive(box) and await runner.disarm()
-                else []
-            )
-        except BaseException:  # cancelled (a rollout's deadline): nobody keeps it
-            await _close(slot)
-            raise
-        if not keep:
-            slot.drop_runner()
-        if not await _reset_or_close(slot, keep=keep):
+        if not await _reset_or_close(slot):
             return
-        if box.restart_reason is not None:  # bwrap restarted: nothing was kept
-            slot.drop_runner()
+        if slot.wants_runner:  # for the next grading, likely of the same kind; the sandbox is pristine
+            slot.launch = asyncio.ensure_future(self._launch(slot))
         for evicted in self._shelves[use].put(key, slot):
             await _close(evicted)
 
@@ -254,13 +272,13 @@ class Grader:
         await asyncio.gather(*(_close(s) for s in slots))
 
 
-async def _reset_or_close(slot: Slot, *, keep: list[int], env: EnvSpec | None = None) -> bool:
-    """Reset ``slot``'s sandbox (one that keeps processes) in place; False when it failed (the slot is
-    closed). One cancelled midway (a rollout's deadline) leaves the sandbox in no known state and nobody
-    keeping it: closed too, and the cancellation goes on."""
+async def _reset_or_close(slot: Slot, *, env: EnvSpec | None = None) -> bool:
+    """Reset ``slot``'s sandbox (one that keeps processes) in place, keeping none; False when it failed (the
+    slot is closed). One cancelled midway (a rollout's deadline) leaves the sandbox in no known state and
+    nobody keeping it: closed too, and the cancellation goes on."""
     assert isinstance(slot.box, KeepsProcesses)
     try:
-        await slot.box.reset(keep=keep, env=env)
+        await slot.box.reset(env=env)
     except Exception:
         await _close(slot)
         return False
@@ -271,6 +289,14 @@ async def _reset_or_close(slot: Slot, *, keep: list[int], env: EnvSpec | None = 
 
 
 async def _close(slot: Slot) -> None:
-    slot.drop_runner()
-    with contextlib.suppress(Exception):
-        await slot.box.close()
+    launch, slot.launch = slot.launch, None
+    try:
+        if launch is not None:  # a launch under way is stopped; one that finished gave a runner to let go
+            launch.cancel()
+            await asyncio.wait([launch])
+            if not launch.cancelled() and launch.exception() is None:
+                slot.runner = launch.result()
+    finally:
+        slot.drop_runner()
+        with contextlib.suppress(Exception):
+            await slot.box.close()

@@ -4,7 +4,7 @@ Never imported by swe-rl: the eval script runs this file's text with ``python -I
 NOTE MODE WORD -- ARGS...``. It asks the server (``warm_server.py``, the process PID listening on the
 abstract socket ADDRESS, which the host armed it with for this one grading) to fork a run of pytest with this process's stdin, stdout, stderr, directory,
 environment and umask, waits for it and exits as it did (a signal's death included). Where the server
-is absent, is not PID (checked by the socket's peer credentials), does not answer within ANSWER_SECONDS
+is absent, is not PID (checked by the socket's peer credentials), does not listen or answer within ANSWER_SECONDS
 or refuses, it replaces itself with
 the cold command, unchanged: ``WORD ARGS`` (MODE ``script``) or ``WORD -m pytest ARGS`` (``module``).
 Which of the two ran is written to the file NOTE.
@@ -20,6 +20,7 @@ import _signal
 import _socket
 import os
 import sys
+import time
 
 ADDRESS, SERVER, NOTE, MODE, WORD = sys.argv[1:6]
 PID, _, START = SERVER.partition(":")  # the server's pid and start time (a pid can be handed out again)
@@ -51,20 +52,33 @@ def which(name):
 
 
 def connect():
-    conn = _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM)
-    conn.settimeout(ANSWER_SECONDS)
-    conn.connect("\0" + ADDRESS)
+    """The server's one connection of this use. A server launched moments ago may not listen yet (it does
+    within milliseconds of its start, before its imports): while it runs, the client tries again."""
+    deadline = time.monotonic() + ANSWER_SECONDS
+    while True:
+        conn = _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM)
+        conn.settimeout(ANSWER_SECONDS)
+        try:
+            conn.connect("\0" + ADDRESS)
+            break
+        except ConnectionRefusedError:
+            conn.close()
+            state, start = status(PID)
+            if state not in ("R", "S", "D") or start != START or time.monotonic() >= deadline:
+                raise
+            time.sleep(0.005)
     creds = conn.getsockopt(_socket.SOL_SOCKET, _socket.SO_PEERCRED, 12)
-    if int.from_bytes(creds[:4], sys.byteorder) != int(PID) or started(PID) != START:
+    if int.from_bytes(creds[:4], sys.byteorder) != int(PID) or status(PID)[1] != START:
         raise OSError("the socket is not the server's")
     return conn
 
 
-def started(pid):
-    """When ``pid`` started (clock ticks since boot): a process that got the pid after the server died did
-    not start when the server did."""
+def status(pid):
+    """``pid``'s state letter and when it started (clock ticks since boot): a process that got the pid after
+    the server died did not start when the server did."""
     with open("/proc/" + pid + "/stat") as fh:
-        return fh.read().rsplit(")", 1)[1].split()[19]
+        fields = fh.read().rsplit(")", 1)[1].split()
+    return fields[0], fields[19]
 
 
 def request():

@@ -1,12 +1,14 @@
 """The warm test runner's server: runs *inside* a sandbox, with the env's Python (3.6 or later).
 
 Never imported by swe-rl: :mod:`swe_rl.harness.warm` ships this file's text and starts it with
-``python -c``. It imports pytest and its builtin plugins once, then forks one child per test run
-that a client (``warm_client.py``) asks for, with the client's stdin, stdout and stderr, working
-directory, environment, umask and arguments; the child runs pytest's own entry point
-(``runpy``, as ``python -m pytest`` or the ``pytest`` script would) and leaves as the interpreter's
-shutdown does, less its teardown of every module (:func:`leave`). A cold run pays interpreter start-up
-and ``import pytest``; a child starts where they ended.
+``python -c``. One server serves one use (a grading) and then leaves: it is started right after the reset
+that ends the previous use (or with the sandbox), so its interpreter draws its own string-hash secret, as a
+cold one does, and holds no state of any earlier use. It imports pytest and its builtin plugins while the
+host gets the grading ready, then forks one child for the one test run a client (``warm_client.py``) asks
+for, with the client's stdin, stdout and stderr, working directory, environment, umask and arguments; the
+child runs pytest's own entry point (``runpy``, as ``python -m pytest`` or the ``pytest`` script would) and
+leaves as the interpreter's shutdown does, less its teardown of every module (:func:`leave`). A cold run pays
+interpreter start-up and ``import pytest`` on the grading's path; here they were paid beside it.
 
 A run is refused (the client then runs the command cold, unchanged) when it could differ from a cold
 one: another interpreter, another ``PYTHON*``/locale/``TZ`` setting than the server started with (they
@@ -18,17 +20,17 @@ scheduling changed since it started, or it imported any module from the reposito
 repository: a fork would test the unpatched code). The server is not dumpable, so a test run cannot
 ptrace or rewrite it.
 
-Reach. The server listens only while the host has armed it for one use (a grading), on an address
-the host chose for that use, and serves exactly one connection per arm: it closes the listener as soon as
-it has accepted one, before anything of the patch runs. The host arms and disarms it through a private
-channel (``SWE_RL_WARM_CHANNEL``: two FIFOs of the sandbox's ctl directory, which no command can list,
-unlinked once the server has opened them): ``arm GEN ADDRESS`` and ``disarm GEN``, each answered
-``armed GEN`` / ``disarmed GEN``. Either ends whatever the server holds first (its listener, its
-connection, the fds a request passed, the child forked for it, killed and reaped), so after the host's
-``disarm`` (which precedes the reset's kill loop) the server holds nothing a test run made and forks
-nothing until the next arm. A connection that has not sent its whole request within REQUEST_SECONDS is
-dropped; a request with more than three fds or over MAX_REQUEST bytes too. When the host's end closes,
-the server exits.
+Reach. The server listens on one address the host chose for its one use, given through a private channel
+(``SWE_RL_WARM_CHANNEL``: two FIFOs of the sandbox's ctl directory, which no command can list, unlinked once
+the server has opened them; the host writes ``arm 1 ADDRESS`` there before the server starts, and the server
+answers ``armed 1`` once it listens, before it imports anything), and it accepts exactly one connection: it
+closes the listener as soon as it has accepted one, before anything of the patch runs. When that
+connection's run is over, or it was dropped, or the host sends ``disarm GEN`` (answered ``disarmed GEN``) or
+closes its end, the server ends whatever it holds (its listener, its connection, the fds a request passed,
+the child forked for it, killed and reaped) and exits: it never serves twice, and the reset that ends the
+use ends whatever is left. A connection that has not sent its whole request within REQUEST_SECONDS is
+dropped; a request with more than three fds or over MAX_REQUEST bytes too. Once imported, the server says
+``ready SECONDS`` (how long the imports took) on the channel.
 
 Protocol (an abstract unix socket of the sandbox's network namespace): the client sends a 4-byte
 length and its NUL-separated request (``warm_client.py`` says its fields) with its fds 0-2 attached; the server answers ``cold <reason>`` or
@@ -39,21 +41,71 @@ import sys
 
 del sys.path[0]  # `python -c` put the working directory first: nothing is imported from it
 
+import os  # noqa: E402
+import time  # noqa: E402
+
+STARTED = time.monotonic()
+
+
+def launch():
+    """Fork at once: the launching command (the host's exec) returns as soon as the child has opened the host's
+    channel, printing the child's pid and start time (nothing, where the env cannot import pytest); the child
+    goes on alone: it listens on its address, then imports pytest. Returns the channel's fds (in the child)."""
+    import importlib.util
+
+    if importlib.util.find_spec("pytest") is None:  # a path scan, no import
+        sys.stdout.write("no server: no pytest\n")
+        sys.stdout.flush()
+        os._exit(0)
+    commands, answers = os.environ["SWE_RL_WARM_CHANNEL"].split(":")
+    ready_r, ready_w = os.pipe()
+    pid = os.fork()
+    if pid:
+        os.close(ready_w)
+        if os.read(ready_r, 1) == b"1":  # the pid, and its start time: a pid alone can be handed out again
+            sys.stdout.write(f"{pid} {start_ticks(pid)}\n")
+            sys.stdout.flush()
+        os._exit(0)
+    os.close(ready_r)
+    try:  # before the host unlinks the names (it does once the launcher has returned)
+        fds = (os.open(commands, os.O_RDONLY | os.O_NONBLOCK), os.open(answers, os.O_WRONLY | os.O_NONBLOCK))
+    except OSError:
+        os._exit(0)
+    os.write(ready_w, b"1")
+    os.close(ready_w)
+    return fds
+
+
+def start_ticks(pid):
+    """When ``pid`` started, in clock ticks since boot (field 22 of /proc/<pid>/stat)."""
+    with open(f"/proc/{pid}/stat") as fh:
+        return int(fh.read().rsplit(")", 1)[1].split()[19])
+
+
+FIFOS = launch()
 import atexit  # noqa: E402
 import ctypes  # noqa: E402
 import gc  # noqa: E402
 import importlib  # noqa: E402
-import os  # noqa: E402
 import random  # noqa: E402
 import resource  # noqa: E402
 import runpy  # noqa: E402
 import signal  # noqa: E402
-import time  # noqa: E402
 
-STARTED = time.monotonic()
-CHANNEL = os.environ.pop("SWE_RL_WARM_CHANNEL")  # the host's FIFOs: "COMMANDS:ANSWERS"
-EXE = os.environ.pop("SWE_RL_WARM_EXE")  # the interpreter as the test command finds it on PATH
-SCRIPT = os.environ.pop("SWE_RL_WARM_SCRIPT", "")  # the pytest script, where the command runs it
+os.environ.pop("SWE_RL_WARM_CHANNEL")  # the host's FIFOs ("COMMANDS:ANSWERS"), opened by launch()
+
+
+def which(name):
+    """Where the test command finds ``name`` on PATH (as the client finds it)."""
+    for folder in os.environ.get("PATH", "").split(":"):
+        path = os.path.join(folder, name)
+        if os.path.isfile(path) and os.access(path, os.X_OK):
+            return path
+    return ""
+
+
+EXE = which("python")  # the interpreter as the test command finds it on PATH
+SCRIPT = which("pytest")  # the pytest script, where the command runs it
 REPO = os.path.realpath(os.environ.pop("SWE_RL_WARM_REPO"))  # the repository a patch changes
 EXTRA = [n for n in os.environ.pop("SWE_RL_WARM_PRELOAD", "").split(",") if n]  # the env's own dependencies
 os.environ.pop("SWE_RL_WARM_SERVER", None)
@@ -61,6 +113,59 @@ SERVING = os.environ.pop("SWE_RL_WARM_SERVING")
 START_ENV = dict(os.environ)
 # with every PYTHON* and LC_* variable: read at start-up, or cached by a module the server imported
 STARTUP_KEYS = ("LANG", "TZ", "TMPDIR", "HOME")
+ARM_SECONDS = 10.0  # the host wrote the address before it launched the server: it is there at once
+
+# The serving loop (insandbox/warm_serving.py: Use, Channel, serve), shipped beside this text in
+# SWE_RL_WARM_SERVING: its definitions join this namespace.
+exec(compile(SERVING, "warm_serving.py", "exec"))
+del SERVING
+
+
+def own_limits():
+    """What a command of the sandbox could change in this process and every child would inherit: resource
+    limits (``prlimit``), niceness, scheduling policy and CPU affinity. Taken when the server starts (right
+    after the reset, or with the sandbox: the sandbox's own), checked before the fork."""
+    limits = tuple(
+        resource.getrlimit(getattr(resource, n)) for n in sorted(dir(resource)) if n.startswith("RLIMIT_")
+    )
+    return (
+        limits,
+        os.getpriority(os.PRIO_PROCESS, 0),
+        os.sched_getscheduler(0),
+        sorted(os.sched_getaffinity(0)),
+    )
+
+
+def begin():
+    """In the child, before any import of pytest's: a session of its own, not dumpable, the one address read
+    from the host's channel and listened on. Returns the use, the channel and the wake-up pipe's read end."""
+    os.setsid()
+    ctypes.CDLL(None).prctl(4, 0, 0, 0, 0)  # PR_SET_DUMPABLE 0: no ptrace, no /proc/<pid>/mem, no fds
+    null = os.open(os.devnull, os.O_RDWR)
+    for fd in (0, 1, 2):
+        os.dup2(null, fd)
+    os.close(null)
+    os.chdir("/")
+    channel = Channel(*FIFOS)  # noqa: F821  # warm_serving.py's
+    use = Use()  # noqa: F821  # warm_serving.py's
+    parts = (channel.first(ARM_SECONDS) or "").split()
+    try:
+        if len(parts) != 3 or parts[0] != "arm":
+            raise ValueError("no address from the host")
+        use.listen(parts[2])
+    except (OSError, ValueError) as exc:  # the address is taken: the run's client finds no server, runs cold
+        channel.say("failed " + (parts[1:2] or ["0"])[0] + " " + str(exc).replace("\n", " "))
+        os._exit(0)
+    channel.say("armed " + parts[1])
+    wake_r, wake_w = os.pipe()
+    os.set_blocking(wake_w, False)
+    signal.set_wakeup_fd(wake_w)
+    signal.signal(signal.SIGCHLD, lambda *_: None)
+    return use, channel, wake_r
+
+
+LIMITS = own_limits()  # inherited from the launching command: the sandbox's
+USE, HOST, WAKE = begin()
 
 
 class Missing:
@@ -114,20 +219,6 @@ OWN = sorted(
         REPO + os.sep
     )
 )
-
-
-def own_limits():
-    """What a command of the sandbox could change in this process and every child would inherit: resource
-    limits (``prlimit``), niceness, scheduling policy and CPU affinity. Checked before each fork."""
-    limits = tuple(
-        resource.getrlimit(getattr(resource, n)) for n in sorted(dir(resource)) if n.startswith("RLIMIT_")
-    )
-    return (
-        limits,
-        os.getpriority(os.PRIO_PROCESS, 0),
-        os.sched_getscheduler(0),
-        sorted(os.sched_getaffinity(0)),
-    )
 
 
 def startup_setting(key):
@@ -241,12 +332,6 @@ def leave(code):
     os._exit(code)
 
 
-def start_ticks(pid):
-    """When ``pid`` started, in clock ticks since boot (field 22 of /proc/<pid>/stat)."""
-    with open(f"/proc/{pid}/stat") as fh:
-        return int(fh.read().rsplit(")", 1)[1].split()[19])
-
-
 def freeze():
     """Move every object the server made into the collector's permanent generation (Python 3.7+): a child's
     collections (pytest runs two at its end) then skip them, and do not write to, and so copy, the pages
@@ -274,43 +359,7 @@ def see_all_objects():
         setattr(gc, name, thawed)
 
 
-# The serving loop (insandbox/warm_serving.py: Use, Channel, serve), shipped beside this text in
-# SWE_RL_WARM_SERVING: its definitions join this namespace.
-exec(compile(SERVING, "warm_serving.py", "exec"))
-del SERVING
-
-
-def main():
-    seconds = time.monotonic() - STARTED
-    ready_r, ready_w = os.pipe()
-    pid = os.fork()
-    if pid:  # the launching command returns once the server listens, with its pid
-        os.close(ready_w)
-        if os.read(ready_r, 1) == b"1":  # the pid, and its start time: a pid alone can be handed out again
-            sys.stdout.write(f"{pid} {seconds:.3f} {start_ticks(pid)}\n")
-            sys.stdout.flush()
-        os._exit(0)
-    os.close(ready_r)
-    os.setsid()
-    ctypes.CDLL(None).prctl(4, 0, 0, 0, 0)  # PR_SET_DUMPABLE 0: no ptrace, no /proc/<pid>/mem, no fds
-    channel = Channel(CHANNEL)  # noqa: F821  # warm_serving.py's; before the host unlinks the names
-    wake_r, wake_w = os.pipe()
-    os.set_blocking(wake_w, False)
-    signal.set_wakeup_fd(wake_w)
-    signal.signal(signal.SIGCHLD, lambda *_: None)
-    null = os.open(os.devnull, os.O_RDWR)
-    for fd in (0, 1, 2):
-        os.dup2(null, fd)
-    os.close(null)
-    os.chdir("/")
-    global LIMITS
-    LIMITS = own_limits()
-    freeze()
-    os.write(ready_w, b"1")
-    os.close(ready_w)
-    return serve(channel, wake_r, refusal, Run)  # noqa: F821  # warm_serving.py's
-
-
-LIMITS = None
-RUN = main()
+freeze()
+HOST.say(f"ready {time.monotonic() - STARTED:.3f}")
+RUN = serve(HOST, WAKE, refusal, Run, USE)  # noqa: F821  # warm_serving.py's; returns in the forked child
 RUN.start()

@@ -1,9 +1,9 @@
 """The warm test runner's serving loop: part of the server (``warm_server.py``), which runs this text in its
 own namespace; runs *inside* a sandbox, with the env's Python (3.6 or later): no newer syntax.
 
-What the server holds for one use (:class:`Use`), the host's private channel (:class:`Channel`) and the
-loop that obeys the one and answers the other (:func:`serve`); ``warm_server.py``'s docstring says the
-protocol and why it is safe to keep the server across uses.
+What the server holds for its one use (:class:`Use`), the host's private channel (:class:`Channel`) and the
+loop that serves the use's one connection and obeys the host (:func:`serve`); ``warm_server.py``'s docstring
+says the protocol and why a server serves one use and then leaves.
 """
 
 import contextlib
@@ -92,10 +92,9 @@ class Use:
 class Channel:
     """The host's private channel: commands in, one answer each out."""
 
-    def __init__(self, paths):
-        commands, answers = paths.split(":")
-        self.commands = os.open(commands, os.O_RDONLY | os.O_NONBLOCK)
-        self.answers = os.open(answers, os.O_WRONLY | os.O_NONBLOCK)
+    def __init__(self, commands, answers):
+        self.commands = commands  # fds of the two FIFOs, opened (non-blocking) by the server's launch
+        self.answers = answers
         self.buffer = b""
 
     def lines(self):
@@ -110,6 +109,21 @@ class Channel:
         *whole, self.buffer = self.buffer.split(b"\n")
         return [line.decode() for line in whole]
 
+    def first(self, timeout):
+        """The first whole command, waiting up to ``timeout`` seconds for it; None when none came."""
+        deadline = time.monotonic() + timeout
+        while True:
+            commands = self.lines()
+            if commands is None:
+                return None
+            if commands:
+                rest = b"".join(c.encode() + b"\n" for c in commands[1:])
+                self.buffer = rest + self.buffer
+                return commands[0]
+            left = deadline - time.monotonic()
+            if left <= 0 or not select.select([self.commands], [], [], left)[0]:
+                return None
+
     def say(self, text):
         with contextlib.suppress(OSError):
             os.write(self.answers, text.encode() + b"\n")
@@ -119,26 +133,12 @@ class Channel:
         os.close(self.answers)
 
 
-def obey(use, channel, command):
-    use.end()
-    verb, _, rest = command.partition(" ")
-    if verb == "arm":
-        generation, address = rest.split()
-        try:
-            use.listen(address)
-        except OSError as exc:  # the address is taken: the host runs the tests cold
-            channel.say("failed " + generation + " " + str(exc).replace("\n", " "))
-            return
-        channel.say("armed " + generation)
-    elif verb == "disarm":
-        channel.say("disarmed " + rest)
-
-
-def serve(channel, wake, refusal, Run):
-    """Obey the host and answer the one request of each arm, until one is forked: in that child, return
-    its ``Run(request, fds)`` (the server never returns). ``refusal(request)``: why a run could differ from
-    a cold one (None: it cannot)."""
-    use = Use()
+def serve(channel, wake, refusal, Run, use):
+    """Serve ``use``'s one connection (its listener open already) and obey the host, until the run is forked:
+    in that child, return its ``Run(request, fds)``. The server itself never returns: once the use is over
+    (its run done and answered, its connection refused or dropped, the host's ``disarm`` or the host gone) it
+    lets go of everything and exits. ``refusal(request)``: why a run could differ from a cold one (None: it
+    cannot)."""
     while True:
         watch = [channel.commands, wake] + [s for s in (use.listener, use.conn) if s is not None]
         left = None if use.deadline is None else max(0.0, use.deadline - time.monotonic())
@@ -152,16 +152,18 @@ def serve(channel, wake, refusal, Run):
                 use.child = None
                 with contextlib.suppress(OSError):
                     use.answer(f"exit {status}\n")
-                use.end()
-                continue
+                finish(use)
         if channel.commands in ready:
             commands = channel.lines()
             if commands is None:  # the host let the server go
-                use.end()
-                os._exit(0)
+                finish(use)
             for command in commands:
-                obey(use, channel, command)
-            continue
+                verb, _, generation = command.partition(" ")
+                if verb == "disarm":
+                    use.end()
+                    channel.say("disarmed " + generation)
+                    finish(use)
+            continue  # anything else (another "arm" among them) is not obeyed: a server serves one use
         if use.listener is not None and use.listener in ready:
             use.accept()
         elif use.conn is not None and use.conn in ready:
@@ -170,6 +172,14 @@ def serve(channel, wake, refusal, Run):
                 return run
         if use.child is None and use.deadline is not None and time.monotonic() >= use.deadline:
             use.end()  # a request that did not come whole in time (a trickle of bytes included)
+        if use.listener is None and use.conn is None and use.child is None:
+            finish(use)  # the one connection was refused or dropped: nothing is left to serve
+
+
+def finish(use):
+    """The use is over: let go of everything and exit (the reset that ends the use ends what is left)."""
+    use.end()
+    os._exit(0)
 
 
 def step(use, channel, wake, refusal, Run):
