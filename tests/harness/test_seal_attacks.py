@@ -279,3 +279,38 @@ async def test_attacks_through_a_reused_grader(attacks):
             assert after.test_runner == "forked", (attack, after.test_runner)
     finally:
         await grader.close()
+
+
+@pytest.mark.ns
+async def test_a_run_no_seal_covers_is_unverifiable_in_strict_mode(attacks, task_by_id):
+    """A row's own eval script (here: the script swe-rl would compose, run as the row's) is run as written,
+    so no seal joins it: its log is the code under test's to write. The forged log resolves in official mode
+    (the control) and, before, in strict mode; now strict calls it unverifiable, and the gold patch too,
+    while a patch that fails stays an ordinary unresolved."""
+    from swe_rl.harness.evalscript import eval_script
+    from swe_rl.harness.seal import seals
+
+    task, env, _ = attacks
+    own = task.model_copy(update={"eval_script": eval_script(task)})
+    forged = await _forged_log_patch(own, env)
+    factory = available_factory("ns")
+    official = await grade_patch(own, forged, factory, env, timeout=120, mode="official")
+    _control(official)
+    assert official.seal == ""  # no seal in either mode: the script runs as written
+    strict = await grade_patch(own, forged, factory, env, timeout=120, mode="strict")
+    assert (strict.resolved, strict.status, strict.seal) == (False, "unverifiable", ""), strict.log[-2000:]
+    assert "unverifiable" in strict.log
+    gold = await grade_patch(own, own.patch, factory, env, timeout=120, mode="strict")
+    assert (gold.resolved, gold.status) == (False, "unverifiable")
+    wrong = task_by_id["swe-rl-builtin__textkit-1"].patch  # a real fix of another bug: F2P still fails
+    missed = await grade_patch(own, wrong, factory, env, timeout=120, mode="strict")
+    assert (missed.resolved, missed.status) == (False, "unresolved"), missed.log[-2000:]
+    assert not seals(own.eval_script or "")
+
+
+async def _forged_log_patch(task: Task, env) -> str:  # type: ignore[no-untyped-def]
+    with tempfile.TemporaryDirectory(prefix="swe-rl-seal-attack-") as root:
+        scratch = Scratch(task, env, Path(root))
+        code = FORGE_AT_EXIT.format(marker="LIVE-forged", lines=forged_lines(task))
+        scratch.write("textkit/__init__.py", scratch.read("textkit/__init__.py") + code)
+        return scratch.patch()

@@ -27,6 +27,11 @@ class RunSummary(BaseModel):
     resolve_rate: float = Field(description="resolved / completed (0.0 when nothing was graded).")
     errors: int = Field(description="Infrastructure failures: not graded, not scored.")
     no_patch: int = Field(description="Graded episodes that left no patch.")
+    unverifiable: int = Field(
+        default=0,
+        description="Graded episodes whose strict grading ran tests no seal covers and whose log resolved "
+        "(Verdict status 'unverifiable'): not resolved.",
+    )
     exit_statuses: dict[str, int]
     avg_steps: float
     format_error_rate: float = Field(description="Graded episodes with at least one malformed reply.")
@@ -51,6 +56,7 @@ def summarize(records: Sequence[EpisodeRecord], *, pass_at: Sequence[int] = ()) 
         resolve_rate=_mean([float(r.resolved) for r in graded]),
         errors=len(records) - len(graded),
         no_patch=sum(1 for r in graded if r.patch_source == "none"),
+        unverifiable=sum(1 for r in graded if r.grade_status == "unverifiable"),
         exit_statuses=dict(Counter(r.exit_status for r in records)),
         avg_steps=_mean([r.n_steps for r in graded]),
         format_error_rate=_mean([float(r.format_errors > 0) for r in graded]),

@@ -242,9 +242,12 @@ class _Grading:
             report = official_report(self.task, self.patch if self.patch is not None else "", str(log_path))
         if self.seal is not None and self.method is not None:
             self._confirm(report)
+        unverifiable = self._unverifiable(report)
         resolved = bool(report.get("resolved"))
         status: GradeStatus
-        if self.method is None and self.patch is not None:
+        if unverifiable:
+            status = "unverifiable"
+        elif self.method is None and self.patch is not None:
             status = "apply_failed"
         elif timeout_hit and not resolved:
             status = "test_timeout"
@@ -253,6 +256,20 @@ class _Grading:
         else:
             status = "resolved" if resolved else "unresolved"
         return self._make(status, resolved, report, test_output)
+
+    def _unverifiable(self, report: dict[str, Any]) -> bool:
+        """Strict mode, a run no seal covers (django's or sympy's runner, a row's own script): its log alone
+        cannot make a pass, since the patched code writes it; a log that resolves is not trusted."""
+        if self.mode != "strict" or self.patch is None or self.method is None or self.seal is not None:
+            return False
+        if not report.get("resolved"):
+            return False
+        report["resolved"] = False
+        self.log.append(
+            f"{STEERING_MARK} ({self.mode}): not resolved: unverifiable: the tests ran by a command the seal "
+            "does not cover (not pytest), and the log alone is written by the code under test"
+        )
+        return True
 
     def _confirm(self, report: dict[str, Any]) -> None:
         """Strict mode: a test the log passes counts only where the sealed results pass it too."""

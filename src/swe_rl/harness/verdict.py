@@ -26,11 +26,15 @@ GradeStatus = Literal[
     "test_timeout",
     "refused",
     "sandbox_broken",
+    "unverifiable",
 ]
 """``unparseable_log``: the tests ran but their log parses to no test at all (e.g. a pytest too old to print
 the ``-rA`` summary): not resolved, and said so rather than shown as an ordinary failure.
 ``sandbox_broken``: the patched code's tests broke the grading sandbox (killed its init or shell): not
-resolved, and scored, never an infrastructure error."""
+resolved, and scored, never an infrastructure error.
+``unverifiable``: strict mode, tests run by a command the seal does not cover (django's or sympy's runner, a
+row's own eval script) whose log resolves: not resolved, since the code under test writes that log; counted
+apart (``RunSummary.unverifiable``)."""
 GradingMode = Literal["official", "strict"]
 
 
