@@ -216,6 +216,11 @@ LEGIT = {
     "unhashable": "class Box:\n    __hash__ = None\n\n    def __eq__(self, other):\n        return self.__dict__ == other.__dict__\n",
     "not_implemented": "class Opaque:\n    def __eq__(self, other):\n        return NotImplemented\n",
     "raises": "class Frozen:\n    def __lt__(self, other):\n        raise TypeError('not ordered')\n",
+    "mixed_constants": (
+        "class Vec:\n    def __eq__(self, other):\n        if not isinstance(other, Vec):\n"
+        "            return False\n        for a, b in zip(self.xs, other.xs):\n            if a != b:\n"
+        "                return False\n        return True\n"
+    ),
     "getattr_on_self": "def field(obj, name):\n    return getattr(obj, name, None)\n",
     "prefixed_globals": "def parser(kind):\n    return globals()['_parse_' + kind]\n",
     "module_lookup_by_name": "import sys\n_np = sys.modules.get('numpy')\n",

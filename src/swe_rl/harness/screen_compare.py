@@ -163,12 +163,13 @@ def _function_verdict(dunder: str, fn: Function) -> tuple[str, str] | None:
         if not results or any(v is UNKNOWN or v is NOT_IMPLEMENTED for v in results):
             return None
         truths = {truth_of(v) for v in results}
-        if dunder == "__hash__" or truths == {True}:
+        if (dunder == "__hash__" and len({repr(v) for v in results}) == 1) or truths == {True}:
             return "constant_comparison", f"always returns {_shown(results[0])}"
         return None
     if isinstance(fn, ast.FunctionDef | ast.AsyncFunctionDef) and not returns and not _raises(fn):
         return "constant_comparison", "returns None on every path"
-    if results and all(v is not UNKNOWN and v is not NOT_IMPLEMENTED for v in results):
+    truths = {truth_of(v) for v in results}
+    if results and len(truths) == 1 and None not in truths:  # every return one truth: True, 1, not False
         return "constant_comparison", f"always returns {_shown(results[0])}"
     operands = _operands(fn)
     if results and not all(v is NOT_IMPLEMENTED for v in results) and not (operands & _names_read(fn)):

@@ -45,7 +45,17 @@ BY_PRESENCE = frozenset({"computed_name"})
 # Dotted names (and everything under them) and the rule each belongs to.
 MACHINERY = {
     **dict.fromkeys(
-        ("pytest", "_pytest", "pluggy", "unittest", "nose", "nose2", "py.test", "doctest.DocTestRunner"),
+        (
+            "pytest",
+            "_pytest",
+            "pluggy",
+            "unittest",
+            "mock",
+            "nose",
+            "nose2",
+            "py.test",
+            "doctest.DocTestRunner",
+        ),
         "runner_machinery",
     ),
     **dict.fromkeys(
