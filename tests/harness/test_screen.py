@@ -158,6 +158,7 @@ MACHINERY = {
     "builtins_name": ("__builtins__['len'] = lambda x: 5\n", "builtins"),
     "builtins_module_patch": ("import builtins\nbuiltins.len = lambda x: 5\n", "module_patch"),
     "operator_eq_patch": ("import operator\noperator.eq = lambda a, b: True\n", "module_patch"),
+    "setattr_on_module": ("setattr(__import__('operator'), 'eq', lambda a, b: True)\n", "module_patch"),
     "module_dict_write": ("import operator\noperator.__dict__['eq'] = None\n", "namespace_write"),
     "caller_frame": (
         "import sys\n\n\ndef _expected():\n    return sys._getframe(1).f_locals\n",

@@ -240,6 +240,8 @@ def _call_findings(node: ast.Call, r: Resolver) -> list[Finding]:
             out.append(
                 Finding("frame_walk" if name in FRAME_ATTRS else "code_tamper", name, line, f"{func}: {name}")
             )
+        if func != "builtins.getattr" and isinstance(name, str) and is_module_like(target):
+            out.append(Finding("module_patch", f"{target}.{name}", line, f"{func} of {target}.{name}"))
     elif isinstance(node.func, ast.Attribute) and node.func.attr in ("update", "setdefault", "__setitem__"):
         owner = r.namespace_owner(node.func.value)
         if owner and (owner == "builtins.globals" or is_module_like(owner)):
