@@ -106,8 +106,8 @@ async def test_a_deep_tree_is_removed_by_a_reset_in_place(textkit_env, name):
         assert made.returncode == 0 and made.output.split() == ["1501"], (
             made.output
         )  # the control: it is there
-        old = _tmpfs(box) / f"upper.{box.generation}"
-        assert (old / name).is_dir()
+        old = _tmpfs(box) / f"layer.{box.generation}"
+        assert (old / "upper" / name).is_dir()
         await box.reset()
         assert box.restart_reason is None
         left = await box.exec(f"ls -d /tmp/{name} /testbed/{name}; git status --porcelain", timeout=30)
@@ -115,7 +115,7 @@ async def test_a_deep_tree_is_removed_by_a_reset_in_place(textkit_env, name):
             f"ls: cannot access '{top}/{name}': No such file or directory\n" for top in ("/tmp", "/testbed")
         )
         assert left.output == gone, left.output
-        assert not old.exists(), "the old layer's directories are removed (before the reset returned)"
+        assert not old.exists(), "the old layer's tmpfs is let go, its directory removed"
 
 
 def _tmpfs(box: NsSandbox) -> Path:

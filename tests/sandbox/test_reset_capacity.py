@@ -1,11 +1,13 @@
 """A reset in place hands the next use the pristine capacity of the sandbox's writable space (issue 58, item
-7): the bytes and inodes the previous use took are free when ``reset()`` returns, not once the old testbed
-layer has been removed in the background.
+7): the bytes and inodes the previous use took are free when ``reset()`` returns. The old testbed layer
+used to be removed in the background after the reset, from the tmpfs the new one was on, and the next use's
+first ``df`` showed the previous use's usage; each use's upper layer is now a tmpfs of its own, dropped
+whole (sandbox/reset.py).
 
-Use N fills the sandbox's tmpfs (a small ``Limits.disk_mb``, so the fill is quick) through the testbed, in
-bytes and in files, and is shown to be full (the positive control: the same write fails there); after the
-reset, use N+1's very first command sees the capacity a fresh sandbox has (``df`` and ``df -i``) and makes
-the same write again."""
+Use N fills the testbed (a small ``Limits.disk_mb``, so the fill is quick) in bytes and in files, and is
+shown to be full (the positive control: the same fill fails there); after the reset, use N+1's very first
+command sees the capacity a fresh sandbox has (``df`` and ``df -i``, of the testbed and of ``/tmp``) and
+makes the same fill again."""
 
 from __future__ import annotations
 
@@ -21,17 +23,27 @@ LIMITS = Limits(disk_mb=32)  # 2,048 inodes
 FILES = LIMITS.inodes - 300  # most of the inodes, as empty files
 MIB = 24  # most of the bytes
 # bytes used and free, inodes used and free, of the testbed's filesystem (the upper layer's: overlayfs
-# reports its statfs)
-DF = "df -B1 --output=used,avail /testbed | tail -1; df --output=iused,iavail /testbed | tail -1"
-FILL = (
-    f"mkdir -p /testbed/fill && cd /testbed/fill && seq {FILES} | xargs touch && "
-    f"head -c {MIB}M /dev/zero > /testbed/fill/big && echo filled"
+# reports its statfs), then of /tmp's
+DF = " ".join(
+    f"df -B1 --output=used,avail {top} | tail -1; df --output=iused,iavail {top} | tail -1;"
+    for top in ("/testbed", "/tmp")
 )
 
 
-def _figures(output: str) -> tuple[int, int, int, int]:
-    used, avail, iused, iavail = (int(word) for word in output.split())
-    return used, avail, iused, iavail
+def _fill(top: str) -> str:
+    return (
+        f"mkdir -p {top}/fill && cd {top}/fill && seq {FILES} | xargs touch && "
+        f"head -c {MIB}M /dev/zero > {top}/fill/big && echo filled"
+    )
+
+
+FILL = _fill("/testbed")
+
+
+def _figures(output: str) -> list[tuple[int, int, int, int]]:
+    """(bytes used, free, inodes used, free) of the testbed, then of /tmp."""
+    words = [int(word) for word in output.split()]
+    return [(words[0], words[1], words[2], words[3]), (words[4], words[5], words[6], words[7])]
 
 
 async def test_the_next_use_gets_the_pristine_capacity_at_once(textkit_env):
@@ -41,14 +53,14 @@ async def test_the_next_use_gets_the_pristine_capacity_at_once(textkit_env):
         assert isinstance(box, NsSandbox)
         bwrap = box.bwrap_pid
         pristine = _figures((await box.exec(DF, timeout=10)).output)
-        assert pristine[1] > MIB << 20 and pristine[3] > FILES, pristine
+        assert all(free > MIB << 20 and ifree > FILES for _, free, _, ifree in pristine), pristine
 
         filled = await box.exec(FILL, timeout=60)
-        assert filled.output.endswith("filled\n"), filled.output
+        assert filled.output == "filled\n", filled.output
         full = _figures((await box.exec(DF, timeout=10)).output)
         # control: the fill is real, and a second fill of the same size does not fit beside it
-        assert full[0] - pristine[0] >= MIB << 20 and full[2] - pristine[2] >= FILES, (pristine, full)
-        again = await box.exec(FILL.replace("/testbed/fill", "/testbed/fill2"), timeout=60)
+        assert full[0][0] - pristine[0][0] >= MIB << 20 and full[0][2] - pristine[0][2] >= FILES, full
+        again = await box.exec(_fill("/testbed").replace("/fill", "/fill2"), timeout=60)
         assert "No space left on device" in again.output, again.output
         await box.exec("rm -rf /testbed/fill2", timeout=30)
 
@@ -57,6 +69,7 @@ async def test_the_next_use_gets_the_pristine_capacity_at_once(textkit_env):
 
         # the first command of the next use: the capacity a fresh sandbox has, bytes and inodes
         first = _figures((await box.exec(DF, timeout=10)).output)
-        assert first[1] >= pristine[1] - (1 << 20) and first[3] >= pristine[3] - 16, (pristine, full, first)
+        for before, now in zip(pristine, first, strict=True):
+            assert now[1] >= before[1] - (1 << 20) and now[3] >= before[3] - 16, (pristine, full, first)
         refill = await box.exec(FILL, timeout=60)
-        assert refill.output.endswith("filled\n"), refill.output
+        assert refill.output == "filled\n", refill.output

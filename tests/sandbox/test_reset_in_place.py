@@ -60,10 +60,10 @@ def _tmpfs(box: NsSandbox) -> Path:
 
 
 async def _built_ahead(tmpfs: Path, layer: int) -> None:
-    """Until the reset worker has built overlay ``layer`` ahead (its directories exist, empty)."""
+    """Until the reset worker has built overlay ``layer`` ahead (its tmpfs's directories exist, empty)."""
     for _ in range(500):
-        if all((tmpfs / f"{name}.{layer}").is_dir() for name in ("upper", "work")):
-            assert os.listdir(tmpfs / f"upper.{layer}") == []
+        if all((tmpfs / f"layer.{layer}" / name).is_dir() for name in ("upper", "work")):
+            assert os.listdir(tmpfs / f"layer.{layer}" / "upper") == []
             return
         await asyncio.sleep(0.01)
     raise AssertionError(f"overlay {layer} was not built ahead: {sorted(os.listdir(tmpfs))}")
@@ -95,8 +95,9 @@ async def _until_holds(expected: int) -> int:
 
 
 async def test_the_next_overlay_is_built_ahead_then_taken_dropped_or_let_go(textkit_env, envs, task_by_id):
-    """Which layer directory is which: tmpfs inode numbers are not reused, so a layer dropped and built
-    again under the same name has another."""
+    """Which layer is which: each layer's upper is a tmpfs of its own, and the host marks the one built ahead
+    (a file beside its upper and work directories, which the sandbox never sees): a layer dropped and built
+    again under the same name has no mark."""
     other = envs.ensure(task_by_id["swe-rl-builtin__statkit-2"])
     box = _ns(await available_factory("ns").create(textkit_env))
     try:
@@ -104,24 +105,26 @@ async def test_the_next_overlay_is_built_ahead_then_taken_dropped_or_let_go(text
         tmpfs = _tmpfs(box)
         await _built_ahead(tmpfs, 2)
         await asyncio.sleep(0.1)  # the worker has closed the reset's own handles
-        held, ahead = _worker_holds(), (tmpfs / "upper.2").stat().st_ino
+        held = _worker_holds()
+        assert (tmpfs / "layer.2").stat().st_dev != tmpfs.stat().st_dev, "a tmpfs of its own"
+        (tmpfs / "layer.2" / "mark").write_text("built ahead")
         # no path in the sandbox leads to the layers (the host sees them: the control)
-        found = await box.exec("find / -name 'upper.[0-9]*' -o -name 'work.[0-9]*' 2>/dev/null", timeout=60)
-        assert found.output.strip() == "" and (tmpfs / "upper.2").is_dir()
+        found = await box.exec("find / -name 'layer.[0-9]*' 2>/dev/null", timeout=60)
+        assert found.output.strip() == "" and (tmpfs / "layer.2" / "upper").is_dir()
 
         await box.exec("echo junk >> README.md; echo t > /tmp/t", timeout=10)
         await box.reset()  # takes it
-        assert box.restart_reason is None and (tmpfs / "upper.2").stat().st_ino == ahead
+        assert box.restart_reason is None and (tmpfs / "layer.2" / "mark").exists()
         assert await box.diff() == "" and (await box.exec("test -e /tmp/t", timeout=10)).returncode != 0
         assert (
-            f"upperdir={MOUNTPOINT}/upper.2,"
+            f"upperdir={MOUNTPOINT}/layer.2/upper,"
             in (await box.exec("cat /proc/self/mountinfo", timeout=10)).output
         )
 
         await _built_ahead(tmpfs, 3)
-        ahead = (tmpfs / "upper.3").stat().st_ino
+        (tmpfs / "layer.3" / "mark").write_text("built ahead")
         await box.reset(env=other)  # built ahead for textkit's testbed: dropped, and statkit's built
-        assert box.restart_reason is None and (tmpfs / "upper.3").stat().st_ino != ahead
+        assert box.restart_reason is None and not (tmpfs / "layer.3" / "mark").exists()
         assert (await box.exec("ls -d statkit", timeout=10)).returncode == 0
         await _built_ahead(tmpfs, 4)
         assert await _until_holds(held) == held, "one overlay ahead for the sandbox, whatever happened before"
@@ -157,19 +160,9 @@ async def test_reset_in_place_leaves_nothing_behind(textkit_env):
         assert (box.generation, box.restart_reason, box.bwrap_pid) == (1, None, bwrap), "reset in place"
         # the new upper layer holds nothing (git writes its index at the first status), the old one is removed
         tmpfs = _tmpfs(box)
-        assert os.listdir(tmpfs / "upper.1") == []
+        assert os.listdir(tmpfs / "layer.1" / "upper") == []
         await _built_ahead(tmpfs, 2)  # the next reset's layer (reset_worker.py)
-        assert sorted(os.listdir(tmpfs)) == [
-            "b",
-            "ctl",
-            "home",
-            "shm",
-            "tmp",
-            "upper.1",
-            "upper.2",
-            "work.1",
-            "work.2",
-        ]
+        assert sorted(os.listdir(tmpfs)) == ["b", "ctl", "home", "layer.1", "layer.2", "shm", "tmp"]
         assert (await box.exec(LEFT, timeout=10)).output == pristine
         assert (await box.exec(STATE, timeout=10)).output == fresh_state
         assert await box.diff() == ""
@@ -238,7 +231,7 @@ async def test_a_testbed_path_overlayfs_would_misread_is_reset_to_by_a_restart(t
         assert "README.md" in pristine and "DECOY" not in pristine
         proc, cgroup = box._proc, box._cgroup
         assert proc is not None and cgroup is not None
-        await reset_in_place(cgroup, proc, textkit_env.workdir, 99, (), str(copy))
+        await reset_in_place(cgroup, proc, textkit_env.workdir, 99, (), str(copy), old=0, limits=box.limits)
         assert (await box.exec(listing, timeout=10)).output.split() == ["DECOY"]  # the control
 
         bwrap = box.bwrap_pid
@@ -310,7 +303,7 @@ async def test_reset_falls_back_to_a_restart_when_in_place_fails(textkit_env):
         bwrap = box.bwrap_pid
         await box.exec("echo junk > junk.txt; echo t > /tmp/t; sleep 1000 >/dev/null 2>&1 &", timeout=10)
         # something in the way of the next layer's directory: the in-place reset cannot build it
-        (_tmpfs(box) / "upper.1").write_text("in the way")
+        (_tmpfs(box) / "layer.1").write_text("in the way")
         await box.reset()
         assert box.restart_reason is not None and "File exists" in box.restart_reason, box.restart_reason
         assert box.bwrap_pid != bwrap and box.generation == 1
@@ -367,13 +360,8 @@ async def test_many_resets_in_place_stay_pristine(textkit_env, rounds):
         assert (await box.exec(check, timeout=10)).output == pristine
         assert await box.diff() == ""
         await _built_ahead(_tmpfs(box), rounds + 1)
-        layers = [name for name in os.listdir(_tmpfs(box)) if name.startswith(("upper", "work"))]
-        assert sorted(layers) == [
-            f"upper.{rounds}",
-            f"upper.{rounds + 1}",
-            f"work.{rounds}",
-            f"work.{rounds + 1}",
-        ]
+        layers = [name for name in os.listdir(_tmpfs(box)) if name.startswith("layer")]
+        assert sorted(layers) == [f"layer.{rounds}", f"layer.{rounds + 1}"]
 
 
 def test_resets_from_loops_in_two_threads_share_the_worker(textkit_env):

@@ -21,6 +21,8 @@ from swe_rl.sandbox.shell import base_environment
 from swe_rl.sandbox.spawner import spawner
 
 MOUNTPOINT = Path("/tmp/.swe-rl-ns")  # an empty host dir; each sandbox mounts its tmpfs here privately
+# where, on that tmpfs, the first testbed overlay's upper layer has a tmpfs of its own (reset.layer_dir)
+FIRST_LAYER = "layer"
 _PROC_READ_ONLY = ("/proc/sys", "/proc/sysrq-trigger", "/proc/irq", "/proc/bus", "/proc/fs")
 
 # The persistent shell. A request is the name of the command's output file on one line, then the
@@ -81,7 +83,8 @@ def start_bwrap(
             [in_r, out_w, err_w, bpf_r],
             cgroup_procs=[p.decode() for p in cgroup_procs],
             mountpoint=str(MOUNTPOINT),
-            tmpfs_opts=f"size={limits.disk_mb}m,nr_inodes={limits.inodes},mode=0755",
+            tmpfs_opts=layer_tmpfs_options(limits),
+            layer_tmpfs_opts=layer_tmpfs_options(limits),
             ctl_tmpfs_opts=f"size={CTL_BYTES},mode=0711",
             uid=SANDBOX_UID,
             binds=binds,
@@ -95,6 +98,12 @@ def start_bwrap(
         for fd in (in_r, out_w, err_w, bpf_r, bpf_w):
             os.close(fd)
     return pid, in_w, out_r, err_r
+
+
+def layer_tmpfs_options(limits: Limits) -> str:
+    """The options of the sandbox's tmpfs (``/tmp``, ``/dev/shm``, ``$HOME``) and of each testbed layer's own (its
+    upper layer, a new one for each use: reset.py): the limits' disk and inodes, each."""
+    return f"size={limits.disk_mb}m,nr_inodes={limits.inodes},mode=0755"
 
 
 def bwrap_path() -> str | None:
@@ -224,5 +233,6 @@ def _env_mounts(env: EnvSpec, mnt: str) -> list[str]:
     own = Path(__file__).resolve().parents[1]
     if any(own.is_relative_to(b) for b in bound):
         args += ["--tmpfs", str(own)]
-    args += ["--overlay-src", f"{mnt}/b/testbed", "--overlay", f"{mnt}/upper", f"{mnt}/work", env.workdir]
+    layer = f"{mnt}/{FIRST_LAYER}"  # a tmpfs of its own (the spawner's), as each reset's layer is (reset.py)
+    args += ["--overlay-src", f"{mnt}/b/testbed", "--overlay", f"{layer}/upper", f"{layer}/work", env.workdir]
     return args

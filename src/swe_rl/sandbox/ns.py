@@ -13,7 +13,7 @@ Every namespace is unshared (net keeps only loopback unless Limits.network), uid
 unprivileged host uid SANDBOX_UID, all capabilities are dropped, user namespaces are disabled inside, a
 seccomp filter denies the calls in :mod:`.seccomp`, and the root holds only the host's /usr, a minimal
 /etc, the env's venv and interpreter prefix (read-only), and the testbed as an overlay whose upper
-layer lives on the private tmpfs. When bwrap or this process dies, everything goes with it: no mount or
+layer lives on a tmpfs of its own (a new one for each use: reset.py), mounted on the private tmpfs. When bwrap or this process dies, everything goes with it: no mount or
 process outlives it.
 
 The control channel is out of the commands' reach: the shell reads requests on its stdin and answers
@@ -49,7 +49,7 @@ from swe_rl.sandbox.channel import FifoChannel
 from swe_rl.sandbox.ctl_files import CTL, create_ctl_file, read_all, write_all
 from swe_rl.sandbox.identity import own_testbed
 from swe_rl.sandbox.reply import await_status
-from swe_rl.sandbox.reset import lowerdir_misread, process_state, remove_layer, reset_in_place
+from swe_rl.sandbox.reset import lowerdir_misread, process_state, reset_in_place
 from swe_rl.sandbox.shell import DIFF_TOO_LARGE, FILE_CAP, diff_command
 
 START_TIMEOUT = 30.0
@@ -74,7 +74,7 @@ class NsSandbox:
         self._broken: str | None = None
         self.generation = 0  # resets so far (in place or not)
         self.restart_reason: str | None = None  # why the last reset restarted bwrap (None: it was in place)
-        self._layer = 0  # the testbed overlay's number (reset.layer_dirs)
+        self._layer = 0  # the testbed overlay's number (reset.layer_dir)
         self._lower: str | None = None  # the overlay's testbed when not the one bwrap bound (reset(env=...))
 
     @property
@@ -190,14 +190,13 @@ class NsSandbox:
             return "bwrap had exited"
         try:
             layer = self.generation  # new in this tmpfs: a reset restarting bwrap starts again from 0
-            await reset_in_place(cgroup, proc, self.env.workdir, layer, keep, lower)  # no thread hop
-            previous, self._layer = self._layer, layer
-            # before the sandbox is handed back: the old layer shares the tmpfs (disk_mb, inodes) with the
-            # new one and /tmp, and removed in the background it left the next use the previous one's
-            # usage (its first df, and a write of most of the capacity failed with ENOSPC). A thread: the
-            # walk costs ~10 us a file, and the event loop serves other sandboxes meanwhile
-            if left := await asyncio.to_thread(remove_layer, proc.pid, previous):
-                return f"the old layer's directories could not be removed: {left}"
+            # the new layer's upper is a new tmpfs of its own: the old one's capacity is never the next use's
+            # to wait for (reset.py)
+            workdir = self.env.workdir
+            await reset_in_place(
+                cgroup, proc, workdir, layer, keep, lower, old=self._layer, limits=self.limits
+            )
+            self._layer = layer
         except (OSError, SandboxError) as exc:
             return f"in-place reset failed: {exc}"
         return None

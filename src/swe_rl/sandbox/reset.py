@@ -18,20 +18,24 @@ have changed goes:
    - removes every System V IPC object of the sandbox's ipc namespace (POSIX message queues, which would
      survive, cannot be made: seccomp denies ``mq_open``);
    - builds a new overlay of the testbed over a new, empty upper layer in bwrap's mount namespace, where
-     the sandbox's tmpfs is (``fsopen``/``fsconfig``/``fsmount``: a detached mount, nosuid and nodev); the
+     the sandbox's tmpfs is (``fsopen``/``fsconfig``/``fsmount``: a detached mount, nosuid and nodev), the
+     upper layer on a new tmpfs of its own (``disk_mb``, ``Limits.inodes``, as the first one, which the
+     spawner mounts), mounted on a directory of the sandbox's tmpfs outside every path bound in; the
      testbed may be another env's of the same runtime (``NsSandbox.reset(env=...)``: the same venv,
      interpreter and root, so everything else bwrap bound is the same); the overlay was usually built
      ahead, after the previous reset, and is only taken (reset_worker.py);
+   - unmounts the old layer's tmpfs there (lazily: the old overlay holds a private mount of it, as overlayfs
+     does of its upper layer) and removes its directory;
    - in the sandbox's mount namespace, detaches the old overlay and moves the new one into its place;
    - empties ``/tmp``, ``/dev/shm`` and ``/root`` (directories of the sandbox's tmpfs; ``/root`` is $HOME,
      writable as in the official images: numba's and matplotlib's caches go there) without crossing a mount
      under them (an env's venv may be bound below ``/tmp`` or ``/root``), and gives them back their mode and
      owner;
-3. the old layer's directories are removed (ns.py, in a thread) before the reset returns: they are on the
-   same tmpfs as the new layer and ``/tmp``, so removed in the background they left the sandbox's next use
-   the previous use's bytes and inodes (its first ``df`` showed them, and a write of most of the capacity
-   could fail with ENOSPC). The worker tears the old overlay down before it answers: while it lived, its
-   dentries held the upper layer's inodes, and removing their names freed nothing.
+3. after it has answered, the worker drops the old overlay's last reference, and with it the old layer's
+   tmpfs: every file of the previous use goes at once, in the kernel, and nothing the next use can reach
+   waits for it. The layers used to be directories of the sandbox's one tmpfs, shared with ``/tmp``, and
+   removed by a walk in the background after the reset: the next use's first ``df`` showed the previous
+   use's bytes and inodes, and a write of most of the capacity could fail with ENOSPC.
 
 The shell itself is left alone: no command runs during a reset (the sandbox's lock), and its state is
 out of the commands' reach: each command runs in a subshell, and the shell's memory and pipes are
@@ -54,16 +58,17 @@ from pathlib import Path
 
 from swe_rl.errors import SandboxError
 from swe_rl.sandbox._proc import SpawnedProcess, state_and_start
-from swe_rl.sandbox.bwrap import MOUNTPOINT
+from swe_rl.sandbox.base import Limits
+from swe_rl.sandbox.bwrap import FIRST_LAYER, MOUNTPOINT, layer_tmpfs_options
 from swe_rl.sandbox.cgroups import SandboxCgroup
 from swe_rl.sandbox.identity import SANDBOX_UID
 from swe_rl.sandbox.spawner import spawner
-from swe_rl.sandbox.tree import remove_tree
 
 
-def layer_dirs(layer: int) -> tuple[str, str]:
-    """Names of the upper and work directories of overlay number ``layer`` (0: the one bwrap mounted)."""
-    return ("upper", "work") if layer == 0 else (f"upper.{layer}", f"work.{layer}")
+def layer_dir(layer: int) -> str:
+    """The directory of the sandbox's tmpfs where overlay number ``layer``'s own tmpfs (its ``upper`` and
+    ``work`` directories) is mounted (0: the one bwrap mounted, on the spawner's)."""
+    return FIRST_LAYER if layer == 0 else f"{FIRST_LAYER}.{layer}"
 
 
 async def reset_in_place(
@@ -73,8 +78,12 @@ async def reset_in_place(
     layer: int,
     keep: Collection[int] = (),
     lower: str | None = None,
+    *,
+    old: int,
+    limits: Limits,
 ) -> None:
-    """Steps 1 and 2 above, with overlay number ``layer`` (new: its directories must not exist yet).
+    """Steps 1 and 2 above, with overlay number ``layer`` (new: its directory must not exist yet) over a tmpfs of
+    ``limits``, in place of overlay number ``old``.
     ``keep``: pids (as the sandbox sees them) of processes left running besides the shell, treated as the
     shell is. ``lower``: the testbed the new overlay shows, as a host path (None: the one bwrap bound)."""
     keep = host_pids(cgroup, keep) if keep else set()
@@ -86,18 +95,18 @@ async def reset_in_place(
     await cgroup.kill_except({bwrap_pid, shell_pid, *keep})
     for pid in (shell_pid, *keep):  # a command may lower them: its processes run as their uid
         _copy_scheduling(bwrap_pid, pid)
-    upper, work = layer_dirs(layer)
     await spawner().reset(
         bwrap_pid=bwrap_pid,
         shell_pid=shell_pid,
         shell_start=shell_start,
         mountpoint=str(MOUNTPOINT),
         workdir=workdir,
-        upper=upper,
-        work=work,
+        layer=layer_dir(layer),
+        old=layer_dir(old),
         uid=SANDBOX_UID,
         lower=lower,
-        next=layer_dirs(layer + 1),  # built ahead by the worker for the next reset (reset_worker.py)
+        tmpfs_opts=layer_tmpfs_options(limits),
+        next=layer_dir(layer + 1),  # built ahead by the worker for the next reset (reset_worker.py)
     )
     await _wait_reaped(shell_pid, keep)
 
@@ -108,20 +117,6 @@ def lowerdir_misread(path: str) -> str | None:
     if any(c in path for c in ":,\\"):
         return f"the testbed's path {path!r} has a character overlayfs's lowerdir parses"
     return None
-
-
-def remove_layer(bwrap_pid: int, layer: int) -> str | None:
-    """Step 3: the directories of a detached overlay, seen through bwrap's mount namespace, removed before the
-    reset returns (the worker has torn the overlay down before it answered). None when they are gone; else
-    what is left (the caller restarts bubblewrap, whose new tmpfs is empty)."""
-    paths = [f"/proc/{bwrap_pid}/root{MOUNTPOINT}/{name}" for name in layer_dirs(layer)]
-    error = None
-    for path in paths:
-        try:
-            remove_tree(path)  # however deep (tree.py)
-        except OSError as exc:
-            error = f"{path}: {exc}"
-    return error
 
 
 def host_pids(cgroup: SandboxCgroup, inner: Collection[int]) -> set[int]:
@@ -225,4 +220,10 @@ def _ioprio(call: int, pid: int, *value: int) -> int:
     return ret
 
 
-__all__ = ["host_pids", "layer_dirs", "lowerdir_misread", "process_state", "remove_layer", "reset_in_place"]
+__all__ = [
+    "host_pids",
+    "layer_dir",
+    "lowerdir_misread",
+    "process_state",
+    "reset_in_place",
+]

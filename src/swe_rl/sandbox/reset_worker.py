@@ -31,7 +31,7 @@ MSG_INFO, SHM_INFO, SEM_INFO = 12, 14, 19
 SYS_MOVE_MOUNT, SYS_FSOPEN, SYS_FSCONFIG, SYS_FSMOUNT = 429, 430, 431, 432
 libc.syscall.restype = ctypes.c_long
 _OCTAL = re.compile(r"\\([0-7]{3})")
-# bwrap pid -> the next overlay built ahead: (upper, work, lower, its detached mount's fd, a pidfd of bwrap);
+# bwrap pid -> the next overlay built ahead: (layer, lower, its detached mount's fd, a pidfd of bwrap);
 # each pidfd is in WATCHED (bwrap's exit lets its overlay go) from when it is kept until it is taken
 AHEAD = {}
 WATCHED = {}  # pidfd -> bwrap pid
@@ -70,14 +70,14 @@ def serve_reset(conn, req, home):
         error = None
     except BaseException as exc:
         error, prebuilt, old = repr(exc) or "failed", False, None
-    if old is not None:
-        # the old overlay's last reference: it is torn down now, before the answer, so that the caller can
-        # remove its layer's directories (and so free the tmpfs they take) before the sandbox's next use;
-        # while the overlay lived, its dentries held the upper layer's inodes (and their pages)
-        os.close(old)
-        fds.remove(old)
     stranded = not go_home(home)
     conn.sendall(json.dumps({"error": error, "stranded": stranded, "prebuilt": prebuilt}).encode() + b"\n")
+    if old is not None:
+        # the old overlay's last reference: it is torn down now, after the answer, and with it its upper
+        # layer's tmpfs (all of the previous use's files at once). The next use has a tmpfs of its own, so
+        # nothing it can use waits for this
+        os.close(old)
+        fds.remove(old)
     if not error and not stranded and req.get("next"):
         build_ahead(req, fds[0])
         stranded = not go_home(home)
@@ -114,14 +114,17 @@ def reset_in_sandbox(req, fds):
     check(libc.setns(outer, CLONE_NEWNS), "setns(outer mnt)")
     lower = lower_of(req)
     ahead = take_ahead(bwrap)
-    prebuilt = ahead is not None and ahead[:3] == (req["upper"], req["work"], lower) and alive(ahead[4])
+    prebuilt = ahead is not None and ahead[:2] == (req["layer"], lower) and alive(ahead[3])
     if prebuilt:
-        fds.extend(ahead[3:])
-        layer = ahead[3]
+        fds.extend(ahead[2:])
+        layer = ahead[2]
     else:
-        if ahead is not None:  # built for another testbed (or its bwrap is gone): its directories go too
-            drop(ahead, f"{mnt}/" if alive(ahead[4]) else None)
-        layer = new_overlay(mnt, lower, req["upper"], req["work"], req["uid"], fds)
+        if ahead is not None:  # built for another testbed (or its bwrap is gone): its tmpfs goes too
+            drop(ahead, mnt if alive(ahead[3]) else None)
+        layer = new_overlay(mnt, lower, req["layer"], req["uid"], req["tmpfs_opts"], fds)
+    # the old layer's tmpfs, mounted here, is let go: the old overlay holds a private mount of it (overlayfs
+    # clones its upper layer's), so it lives as long as that overlay, whose last reference the caller drops
+    detach(mnt, req["old"])
     check(libc.setns(inner, CLONE_NEWNS), "setns(sandbox mnt)")
     os.fchdir(root)
     os.chroot(".")
@@ -141,7 +144,7 @@ def lower_of(req):
 def build_ahead(req, outer):
     # The overlay of the layer ``req["next"]`` names, detached and kept for the sandbox's next reset, built in
     # the mount namespace of its bwrap (``outer``: the one just reset, opened while it was alive).
-    mnt, (upper, work), bwrap = req["mountpoint"], req["next"], req["bwrap_pid"]
+    mnt, name, bwrap = req["mountpoint"], req["next"], req["bwrap_pid"]
     if len(AHEAD) >= MAX_AHEAD:
         return
     own = []
@@ -150,22 +153,22 @@ def build_ahead(req, outer):
         own.append(os.pidfd_open(bwrap))
         if os.stat(f"/proc/{bwrap}/ns/mnt").st_ino != os.stat("/proc/self/ns/mnt").st_ino:
             raise OSError("its bwrap has exited")  # and the pid is another process's now
-        if any(os.path.lexists(f"{mnt}/{name}") for name in (upper, work)):
-            raise OSError("the next layer's directories exist")
+        if os.path.lexists(f"{mnt}/{name}"):
+            raise OSError("the next layer's directory exists")
     except OSError:
         for fd in own:
             os.close(fd)
         return
     lower = lower_of(req)
     try:
-        layer = new_overlay(mnt, lower, upper, work, req["uid"], own)
-        AHEAD[bwrap] = (upper, work, lower, layer, own[0])
+        layer = new_overlay(mnt, lower, name, req["uid"], req["tmpfs_opts"], own)
+        AHEAD[bwrap] = (name, lower, layer, own[0])
         WATCHED[own[0]] = bwrap
         POLLER.register(own[0], select.POLLIN)
-        own = own[1:-1]  # fsopen's context is closed; the mount and the pidfd are kept
+        own = own[1:-1]  # the fsopen contexts and the tmpfs's fd are closed; the overlay and the pidfd kept
     except OSError:  # the next reset builds its own (and fails where it would have)
-        for name in (upper, work):
-            shutil.rmtree(f"{mnt}/{name}", ignore_errors=True)
+        with contextlib.suppress(OSError):
+            detach(mnt, name)
     for fd in own:
         os.close(fd)
 
@@ -173,8 +176,8 @@ def take_ahead(bwrap):
     # The overlay built ahead for ``bwrap`` (None: none), no longer kept or watched: the caller closes it.
     ahead = AHEAD.pop(bwrap, None)
     if ahead is not None:
-        POLLER.unregister(ahead[4])
-        del WATCHED[ahead[4]]
+        POLLER.unregister(ahead[3])
+        del WATCHED[ahead[3]]
     return ahead
 
 def alive(pidfd):
@@ -182,31 +185,52 @@ def alive(pidfd):
     poller.register(pidfd, select.POLLIN)
     return not poller.poll(0)
 
-def drop(ahead, parent=None):
-    # Close an overlay built ahead; with ``parent`` (its bwrap's tmpfs, seen from its mount namespace), remove
-    # its directories too.
+def drop(ahead, mnt=None):
+    # Close an overlay built ahead; with ``mnt`` (its bwrap's tmpfs, in its mount namespace), let its layer's
+    # tmpfs go there too.
+    os.close(ahead[2])
     os.close(ahead[3])
-    os.close(ahead[4])
-    for name in ahead[:2] if parent else ():
-        shutil.rmtree(parent + name)
+    if mnt is not None:
+        detach(mnt, ahead[0])
+
+def detach(mnt, name):
+    # Unmount (lazily: an overlay may still hold it) the layer's tmpfs at ``{mnt}/{name}`` and remove the
+    # directory it was mounted on; nothing when there is none.
+    top = f"{mnt}/{name}"
+    if not os.path.lexists(top):
+        return
+    if os.path.ismount(top):
+        check(libc.umount2(top.encode(), MNT_DETACH), f"unmounting {top}")
+    os.rmdir(top)
 
 def unescape(path):
     return _OCTAL.sub(lambda m: chr(int(m.group(1), 8)), path) if "\\" in path else path
 
-def new_overlay(mnt, lower, upper, work, uid, fds):
+def new_overlay(mnt, lower, name, uid, tmpfs_opts, fds):
     # A detached overlay of the testbed ``lower`` (the one bwrap bound, or another env's: a host path, which
-    # bwrap's mount namespace still sees) over a new, empty upper layer (fsopen/fsconfig/fsmount).
-    for sub in (upper, work):
-        os.mkdir(f"{mnt}/{sub}", 0o755)
-        os.chown(f"{mnt}/{sub}", uid, uid)
-    fs = check(libc.syscall(SYS_FSOPEN, b"overlay", 0), "fsopen(overlay)")
-    fds.append(fs)
-    options = {"lowerdir": lower, "upperdir": f"{mnt}/{upper}", "workdir": f"{mnt}/{work}",
+    # bwrap's mount namespace still sees) over a new, empty upper layer on a tmpfs of its own (``tmpfs_opts``:
+    # the sandbox's disk_mb and inodes), mounted at ``{mnt}/{name}``, outside every path bound into the
+    # sandbox (fsopen/fsconfig/fsmount).
+    top = f"{mnt}/{name}"
+    os.mkdir(top, 0o755)
+    tmpfs = make_fs(b"tmpfs", [opt.partition("=")[::2] for opt in tmpfs_opts.split(",")], fds)
+    check(libc.syscall(SYS_MOVE_MOUNT, tmpfs, b"", AT_FDCWD, top.encode(), MOVE_MOUNT_F_EMPTY_PATH),
+          f"move_mount onto {top}")
+    for sub in ("upper", "work"):
+        os.mkdir(f"{top}/{sub}", 0o755)
+        os.chown(f"{top}/{sub}", uid, uid)
+    options = {"lowerdir": lower, "upperdir": f"{top}/upper", "workdir": f"{top}/work",
                "redirect_dir": "nofollow", "index": "off", "metacopy": "off"}
+    return make_fs(b"overlay", list(options.items()), fds)
+
+def make_fs(kind, options, fds):
+    # A detached mount (nosuid, nodev) of a new filesystem of ``kind`` with ``options`` (key, value pairs): its fd.
+    fs = check(libc.syscall(SYS_FSOPEN, kind, 0), f"fsopen({kind.decode()})")
+    fds.append(fs)
     try:
-        for key, value in options.items():
+        for key, value in options:
             check(libc.syscall(SYS_FSCONFIG, fs, FSCONFIG_SET_STRING, key.encode(), value.encode(), 0), key)
-        check(libc.syscall(SYS_FSCONFIG, fs, FSCONFIG_CMD_CREATE, None, None, 0), "creating the overlay")
+        check(libc.syscall(SYS_FSCONFIG, fs, FSCONFIG_CMD_CREATE, None, None, 0), f"creating the {kind.decode()}")
         fds.append(check(libc.syscall(SYS_FSMOUNT, fs, 0, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV), "fsmount"))
         return fds[-1]
     except OSError as exc:

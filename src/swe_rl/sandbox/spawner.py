@@ -64,11 +64,19 @@ def child(req, fds):
         if libc.mount(b"swe-rl", mnt.encode(), b"tmpfs", MS_NOSUID | MS_NODEV, req["tmpfs_opts"].encode()) != 0:
             raise OSError(ctypes.get_errno(), "mounting the sandbox tmpfs")
         uid = req["uid"]
-        for sub, mode, owner in (("upper", 0o755, uid), ("work", 0o755, uid), ("tmp", 0o1777, uid),
-                                 ("shm", 0o1777, uid), ("home", 0o700, uid), ("ctl", 0o711, 0), ("b", 0o755, 0)):
+        for sub, mode, owner in (("layer", 0o755, 0), ("tmp", 0o1777, uid), ("shm", 0o1777, uid),
+                                 ("home", 0o700, uid), ("ctl", 0o711, 0), ("b", 0o755, 0)):
             os.mkdir(f"{mnt}/{sub}")
             os.chown(f"{mnt}/{sub}", owner, owner)
             os.chmod(f"{mnt}/{sub}", mode)
+        # the testbed overlay's upper layer has a tmpfs of its own (as each reset's has: reset.py), so that a
+        # use's files go with its layer, at once
+        if libc.mount(b"swe-rl-layer", f"{mnt}/layer".encode(), b"tmpfs", MS_NOSUID | MS_NODEV,
+                      req["layer_tmpfs_opts"].encode()) != 0:
+            raise OSError(ctypes.get_errno(), "mounting the testbed layer's tmpfs")
+        for sub in ("upper", "work"):
+            os.mkdir(f"{mnt}/layer/{sub}", 0o755)
+            os.chown(f"{mnt}/layer/{sub}", uid, uid)
         # the commands' output files get a tmpfs of their own: a full disk must not silence them
         if libc.mount(b"swe-rl-ctl", f"{mnt}/ctl".encode(), b"tmpfs", MS_NOSUID | MS_NODEV,
                       req["ctl_tmpfs_opts"].encode()) != 0:
@@ -158,14 +166,16 @@ class Spawner:
         cgroup_procs: list[str],
         mountpoint: str,
         tmpfs_opts: str,
+        layer_tmpfs_opts: str,
         ctl_tmpfs_opts: str,
         uid: int,
         binds: list[tuple[str, str]],
     ) -> int:
         """Start ``argv`` as ``uid`` with ``fds`` as its stdin, stdout, stderr and fd 3; return its pid.
 
-        In the child's private mount namespace ``mountpoint`` holds a fresh tmpfs with ``upper``,
-        ``work``, ``tmp``, ``shm`` and ``home`` (owned by ``uid``), ``ctl`` (a tmpfs of its own, root's, mode 0711: files in
+        In the child's private mount namespace ``mountpoint`` holds a fresh tmpfs (``tmpfs_opts``) with
+        ``layer`` (a tmpfs of its own, ``layer_tmpfs_opts``, holding ``upper`` and ``work``), ``tmp``, ``shm`` and
+        ``home`` (owned by ``uid``), ``ctl`` (a tmpfs of its own, root's, mode 0711: files in
         it can be opened by name but not listed or created) and ``b/<name>`` for each ``(host path, name)`` of ``binds``.
         """
         reply = self._call(
@@ -174,6 +184,7 @@ class Spawner:
                 "cgroup_procs": cgroup_procs,
                 "mountpoint": mountpoint,
                 "tmpfs_opts": tmpfs_opts,
+                "layer_tmpfs_opts": layer_tmpfs_opts,
                 "ctl_tmpfs_opts": ctl_tmpfs_opts,
                 "uid": uid,
                 "binds": binds,
@@ -189,9 +200,10 @@ class Spawner:
         """Give a live sandbox a new, empty overlay upper layer and empty /tmp, /dev/shm, $HOME and System V IPC.
 
         ``request``: ``bwrap_pid``, ``shell_pid`` and ``shell_start`` (its start time, see _proc.start_ticks),
-        ``mountpoint``, ``workdir``, ``upper`` and ``work`` (the new layer's directory names), ``uid``,
-        ``lower``: the testbed the overlay shows (a host path; None: the one bwrap was started with), and
-        ``next``: the next layer's directory names (its overlay is built ahead). The worker opens the
+        ``mountpoint``, ``workdir``, ``layer`` and ``old`` (the new and the old layer's directory names),
+        ``uid``, ``lower``: the testbed the overlay shows (a host path; None: the one bwrap was started with),
+        ``tmpfs_opts`` (the new layer's tmpfs's) and ``next``: the next layer's directory name (its overlay is
+        built ahead). The worker opens the
         sandbox's namespaces, swaps the new overlay for the old one at ``workdir`` and empties the rest; see
         reset.py and reset_worker.py. Awaited on the caller's event loop (no thread); one reset at a time per
         process, whichever loop or thread asks.
