@@ -1,8 +1,9 @@
 """Whether grading verdicts depend on the string-hash seed (issue #38), on real SWE-bench instances.
 
-A warm runner's forked test runs share the runner's hash secret (docs/SECURITY.md, "One hash seed per
-runner"); a cold run draws its own. A running interpreter cannot be re-seeded (dicts and sets built at
-preload hold hashes of the old secret), so this measures instead whether the seed changes a verdict: each
+Until #58 a warm runner's forked test runs shared the runner's hash secret, where a cold run draws its own
+(each grading now has a runner of its own: docs/SECURITY.md, "One hash secret per grading"). A running
+interpreter cannot be re-seeded (dicts and sets built at preload hold hashes of the old secret), so this
+measured instead whether the seed changes a verdict on benign patches: each
 instance's gold patch, and its base tests (the empty patch), graded cold with fixed ``PYTHONHASHSEED``
 values and with the env's default (no ``PYTHONHASHSEED``: a random secret per run).
 

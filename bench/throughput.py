@@ -8,8 +8,9 @@ tests. Two grading paths, interleaved (the order alternates each round), same ta
 
 - cold: a fresh sandbox for every agent's run and every grading, a fresh interpreter for every test run
   (``swe-rl eval --fresh-grading``);
-- warm: sandboxes reset in place between uses, the agents' and the gradings' kept apart, pytest imported
-  once per grading sandbox (harness/grade_many.py, the default).
+- warm: sandboxes reset in place between uses, the agents' and the gradings' kept apart, each grading's
+  test run forked from a runner of its own that imported pytest beside the grading (launched after the
+  previous reset: its own interpreter and hash secret; harness/grade_many.py, the default).
 
 Task sets: the builtin suite, and ``--synth N`` tasks synthesized from the builtin libraries (seed 3).
 Reports attempts/s per core, the split of an attempt (agent; grading = sandbox + harness + tests) and
