@@ -512,7 +512,7 @@ async def test_reused_grading_sandboxes_are_reset_kept_and_closed_with_the_serve
             status, reply, _ = await _run(server.url, _body(tasks[0].instance_id, policy))
             assert status == 200 and reply["resolved"] is True, reply
         stats = server.get("/healthz")["grading_sandboxes"]
-        assert stats["created"] == 1 and stats["reused"] == 2 and stats["runners"] == 1, stats
+        assert stats["created"] == 1 and stats["reused"] == 2 and stats["runners"] == 3, stats
         kept = _sandboxes_of(server)
         assert kept, "the grading sandbox is kept between rollouts"
         cgroups = _cgroups_of(kept)
