@@ -38,6 +38,7 @@ from swe_rl.harness.official import (
     parse_test_log,
     parser_name,
 )
+from swe_rl.harness.screen import ScreenFlag, screen_sandbox
 from swe_rl.harness.seal import Seal
 from swe_rl.harness.staging import stage
 from swe_rl.harness.verdict import ApplyMethod, GradeStatus, GradingMode, Verdict
@@ -155,6 +156,8 @@ async def grade_in(
             return grading.verdict("", timeout_hit=False)
         if guard.refusal:
             return grading.refused()
+        if mode == "strict":  # before the tests: their code could rewrite the files it reads
+            grading.screen = await screen_sandbox(box, task, guard.kept_paths())
     grading.applied_at = time.monotonic()
     if mode == "strict" and patch is not None and sealable(task, image_env=image_env):
         grading.seal = Seal.new(SCRATCH, grading.guard.kept_paths() if grading.guard else ())
@@ -211,6 +214,7 @@ class _Grading:
         self.sealed: bytes | None = None  # what the run left as its sealed results
         self.seal_state = ""
         self.seal_trips: list[str] = []
+        self.screen: list[ScreenFlag] = []  # strict mode's screen of the patch's source
         self.started = self.applied_at = time.monotonic()
 
     def refused(self) -> Verdict:
@@ -243,6 +247,7 @@ class _Grading:
         if self.seal is not None and self.method is not None:
             self._confirm(report)
         unverifiable = self._unverifiable(report)
+        self._screened(report)
         resolved = bool(report.get("resolved"))
         status: GradeStatus
         if unverifiable:
@@ -256,6 +261,18 @@ class _Grading:
         else:
             status = "resolved" if resolved else "unresolved"
         return self._make(status, resolved, report, test_output)
+
+    def _screened(self, report: dict[str, Any]) -> None:
+        """Strict mode: a patch whose source the screen flags is not resolved, whatever the tests said."""
+        for flag in self.screen:
+            self.log.append(
+                f"{STEERING_MARK} ({self.mode}): screen: {flag.rule} at {flag.path}:{flag.line}: {flag.reason}"
+            )
+        if self.screen and report.get("resolved"):
+            report["resolved"] = False
+            self.log.append(
+                f"{STEERING_MARK} ({self.mode}): not resolved: the screen flagged the patch's source"
+            )
 
     def _unverifiable(self, report: dict[str, Any]) -> bool:
         """Strict mode, a run no seal covers (django's or sympy's runner, a row's own script): its log alone
@@ -310,5 +327,6 @@ class _Grading:
             test_runner=self.runner,
             seal=self.seal_state,
             seal_trips=self.seal_trips,
+            screen_flags=self.screen,
             steering_files=list(self.guard.files) if self.guard else [],
         )

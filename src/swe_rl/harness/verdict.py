@@ -7,6 +7,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field
 
 from swe_rl.harness.official import START_TEST_OUTPUT
+from swe_rl.harness.screen import ScreenFlag
 from swe_rl.harness.steering import SteeringFile
 
 ApplyMethod = Literal[
@@ -79,6 +80,11 @@ class Verdict(BaseModel):
         description="Strict mode: the tripwires that fired in the test process (the patched code walked gc, "
         "asked for frames, loaded ctypes, hooked pytest, replaced the runner's functions ...): each makes "
         "the grading unresolved.",
+    )
+    screen_flags: list[ScreenFlag] = Field(
+        default_factory=list,
+        description="Strict mode: what the screen of the patch's source found (harness/screen.py: comparisons "
+        "that cannot fail, the runner's machinery, introspection): any makes the grading unresolved.",
     )
     steering_files: list[SteeringFile] = Field(
         default_factory=list,
