@@ -14,6 +14,7 @@ import json
 import pytest
 
 from tests.service.servers import Server, exec_server, free_port, pool_server, post
+from tests.service.test_fuzz import EXEC_PATHS, POOL_PATHS
 
 DEPTH = 50_000
 MALFORMED = {
@@ -26,27 +27,6 @@ MALFORMED = {
     "not JSON": b"image=x",
     "a number out of range": b'{"timeout": ' + b"9" * 5000 + b"}",
 }
-EXEC_PATHS = [
-    "/container/create",
-    "/container/exec",
-    "/container/diff",
-    "/container/evaluate",
-    "/container/reset",
-    "/container/read_file",
-    "/container/write_file",
-    "/container/destroy",
-]
-POOL_PATHS = [
-    "/allocate",
-    "/exec",
-    "/diff",
-    "/evaluate",
-    "/reset",
-    "/read_file",
-    "/write_file",
-    "/heartbeat",
-    "/close",
-]
 
 
 @pytest.fixture(scope="module")
