@@ -313,13 +313,13 @@ def _name(item):
 
 def _bound_to(function, nodeid, kind):
     """Whether ``function`` is the test ``nodeid`` names: its code's name is the id's last part (less
-    parameters) and its file is not one the patch changed (through a decorator's wrappers, each the
-    runner's or a library's code)."""
+    parameters) and its file is not one the patch changed (through a decorator's wrappers, none of them
+    the patch's code: the repository's own decorators, as a library's, are kept)."""
     function = getattr(function, "__func__", function)
     seen = 0
     while getattr(function, "__wrapped__", None) is not None and seen < 10:  # a decorator's wrapper
         code = getattr(function, "__code__", None)
-        if code is None or kind(code.co_filename) != "trusted":
+        if code is None or kind(code.co_filename) == "tainted":
             return False
         function, seen = function.__wrapped__, seen + 1
     code = getattr(function, "__code__", None)
