@@ -143,7 +143,7 @@ def mpl_setup(venv: Path, *, local_freetype: bool = False) -> tuple[dict[str, st
     path = venv / MPL_SETUP_NAME
     with path.open("w") as out:
         config.write(out)
-    said = ", ".join(found) if found else "none of system_freetype, system_qhull (pkg-config finds neither)"
+    said = ", ".join(found) if found else f"none of {', '.join(libs)} (pkg-config finds none of them)"
     # the official images' builds downloaded FreeType 2.6.1, the version matplotlib's baseline images were made
     # with: text renders otherwise with the host's, and image comparisons with text fail (matplotlib says so)
     caveat = (
