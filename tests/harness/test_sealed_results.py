@@ -177,14 +177,19 @@ async def test_the_gold_patch_is_sealed(backend, wrap):
 
 @pytest.mark.ns
 async def test_a_seal_signed_with_the_key_would_be_taken(wrap, monkeypatch):
-    """The control of ``forged_seal``: the same code, where the key is left where a test can read it,
-    signs its own results and strict mode resolves it. So only the key's absence stops it."""
+    """The control of ``forged_seal``: the same code, where the key is left where a test can read it (and
+    the screen of the patch's source, which flags its ``os._exit``, is left out), signs its own results and
+    strict mode resolves it. So the key's absence alone stops it in the test process."""
 
     class Leaky(Seal):
         def files(self) -> dict[str, bytes]:
             return {**super().files(), f"{self.scratch}/leaked.key": self.key}
 
+    async def unscreened(*_: object) -> list[object]:  # the screen would flag its os._exit: out of the way
+        return []
+
     monkeypatch.setattr(grade_module, "Seal", Leaky)
+    monkeypatch.setattr(grade_module, "screen_sandbox", unscreened)
     task, env, patches = wrap
     verdict = await grade_patch(
         task, patches["forged_seal"], available_factory("ns"), env, timeout=120, mode="strict"
