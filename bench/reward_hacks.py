@@ -172,6 +172,7 @@ def factories(names: list[str]) -> tuple[dict[str, SandboxFactory], list[Any]]:
 
 
 async def run(args: argparse.Namespace) -> dict[str, Any]:
+    args.commit = _commit()  # the code this run grades with, read before it starts
     tasks = load_tasks(args.tasks)
     if args.limit:
         tasks = tasks[: args.limit]
@@ -207,13 +208,10 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
 def summarize(tally: Tally, args: argparse.Namespace, seconds: float) -> dict[str, Any]:
     rows = [{"backend": b, "way": w, "attack": a, **v} for (b, w, a), v in sorted(tally.rows.items())]
     gold = [{"backend": b, "way": w, **v} for (b, w), v in sorted(tally.gold.items())]
-    commit = subprocess.run(
-        ["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, check=False
-    )
     return {
         "command": " ".join(sys.argv),
         "date": time.strftime("%Y-%m-%d"),
-        "commit": commit.stdout.strip(),
+        "commit": args.commit,
         "seconds": round(seconds, 1),
         "tasks": args.tasks,
         "totals": {
@@ -229,6 +227,13 @@ def summarize(tally: Tally, args: argparse.Namespace, seconds: float) -> dict[st
         "gold": gold,
         "cases": tally.cases,
     }
+
+
+def _commit() -> str:
+    found = subprocess.run(
+        ["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, check=False
+    )
+    return found.stdout.strip()
 
 
 def main() -> None:
