@@ -496,7 +496,9 @@ async def test_slime_generate_through_the_rollout_service(
     # a rollout server that is gone: the samples leave the batch, nothing is scored
     monkeypatch.setenv("SWE_RL_EXECUTOR", f"service:http://127.0.0.1:{_closed_port()}")
     gone = await generate(args, Sample(index=5, metadata={"instance": task.to_record()}), {})
-    assert gone and all(s.remove_sample and s.status == Sample.Status.ABORTED for s in gone)  # as slime means it
+    assert gone and all(
+        s.remove_sample and s.status == Sample.Status.ABORTED for s in gone
+    )  # as slime means it
 
 
 @pytest.mark.ns
