@@ -21,12 +21,9 @@ from __future__ import annotations
 
 import ast
 from collections.abc import Callable, Iterator
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from swe_rl.harness.screen_fold import NOT_IMPLEMENTED, UNKNOWN, fold_result, fold_string, truth_of
-
-if TYPE_CHECKING:
-    from swe_rl.harness.screen_rules import Finding
+from swe_rl.harness.screen_fold import NOT_IMPLEMENTED, UNKNOWN, Finding, fold_result, fold_string, truth_of
 
 BINARY = frozenset(
     {"__eq__", "__ne__", "__lt__", "__le__", "__gt__", "__ge__", "__contains__"}
@@ -69,8 +66,6 @@ def comparison_findings(tree: ast.Module, resolve: Callable[[ast.expr], str | No
 
 
 def _finding(rule: str, detail: str, line: int, reason: str) -> Finding:
-    from swe_rl.harness.screen_rules import Finding
-
     return Finding(rule, detail, line, reason)
 
 

@@ -13,6 +13,7 @@ import ast
 import base64
 import codecs
 import operator
+from dataclasses import dataclass
 from typing import Any
 
 UNKNOWN: Any = object()
@@ -247,3 +248,17 @@ def _fold_builtin_call(node: ast.Call, depth: int) -> Any:
                 return UNKNOWN
             return _apply({"int": int, "float": float, "str": str, "len": len, "abs": abs}[name], inner)
     return _fold(node, depth)
+
+
+@dataclass(frozen=True)
+class Finding:
+    """One place of a file: ``key`` is what the differential counts (the rule and what it names)."""
+
+    rule: str
+    detail: str
+    line: int
+    reason: str
+
+    @property
+    def key(self) -> tuple[str, str]:
+        return (self.rule, self.detail)

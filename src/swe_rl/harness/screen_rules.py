@@ -11,10 +11,9 @@ from __future__ import annotations
 import ast
 import sys
 from collections.abc import Sequence
-from dataclasses import dataclass
 
 from swe_rl.harness.screen_compare import comparison_findings
-from swe_rl.harness.screen_fold import fold_string
+from swe_rl.harness.screen_fold import Finding, fold_string
 from swe_rl.harness.screen_resolve import (
     BUILTIN_NAMES,
     IMPORTERS,
@@ -125,20 +124,6 @@ _MACHINERY_NAMES = frozenset(
     {*MACHINERY, *(p for k in MACHINERY for p in k.split(".")), *FRAME_ATTRS, *READ_TAMPER, *WRITE_TAMPER}
     | {*BUILTIN_NAMES, "__builtins__", "modules", "get_objects", "get_referrers", "get_referents"}
 )
-
-
-@dataclass(frozen=True)
-class Finding:
-    """One place of a file: ``key`` is what the differential counts (the rule and what it names)."""
-
-    rule: str
-    detail: str
-    line: int
-    reason: str
-
-    @property
-    def key(self) -> tuple[str, str]:
-        return (self.rule, self.detail)
 
 
 def machinery_rule(dotted: str) -> str | None:

@@ -35,6 +35,7 @@ from swe_rl.harness.warm import PYTEST_COMMAND
 from swe_rl.sandbox.base import Sandbox
 
 PLUGIN = (Path(__file__).with_name("insandbox") / "seal_plugin.py").read_text()
+CHECKS = (Path(__file__).with_name("insandbox") / "seal_checks.py").read_text()  # the plugin imports it
 MODULE = "swe_rl_seal"
 ENV = "SWE_RL_SEAL"  # the path prefix of the key (.key) and of the sealed results (.out)
 SUCCESS = ("PASSED", "XFAIL")  # swebench's test_passed
@@ -68,7 +69,10 @@ class Seal:
 
     def files(self) -> dict[str, bytes]:
         """The plugin, staged with the eval script (the key goes apart: :meth:`put_key`)."""
-        return {f"{self.scratch}/{MODULE}.py": PLUGIN.encode()}
+        return {
+            f"{self.scratch}/{MODULE}.py": PLUGIN.encode(),
+            f"{self.scratch}/{MODULE}_checks.py": CHECKS.encode(),
+        }
 
     async def put_key(self, box: Sandbox) -> None:
         conf = {"key": self.key.decode(), "changed": list(self.changed)}

@@ -46,6 +46,7 @@ from swe_rl.errors import (
 from swe_rl.sandbox._output import CappedBuffer
 from swe_rl.sandbox._proc import boot_ticks, kill_started_since
 from swe_rl.sandbox.base import EnvSpec, ExecResult, Limits
+from swe_rl.sandbox.docker_testbed import bounded_testbed, image_testbed_usage, tar_usage, testbed_tar
 from swe_rl.sandbox.runtime import HOST_ETC, runtime_etc
 from swe_rl.sandbox.seccomp import docker_profile
 from swe_rl.sandbox.shell import FILE_CAP, ShellFileOps, base_environment
@@ -117,7 +118,6 @@ def reap_leftovers(client: Any) -> int:
 
 
 _SHM = f"size=64m,nr_inodes={Limits(disk_mb=64).inodes}"
-_PAGE = 4096
 
 
 def reap_volumes(client: Any) -> int:
@@ -132,48 +132,6 @@ def reap_volumes(client: Any) -> int:
             volume.remove(force=True)
             removed += 1
     return removed
-
-
-def tar_usage(tar: tarfile.TarFile) -> tuple[int, int]:
-    """What the files of ``tar`` take on a tmpfs: bytes (each file's whole pages; a symlink longer than
-    fits in its inode, one page) and inodes (hard links share one)."""
-    size = inodes = 0
-    for member in tar:
-        if member.islnk():
-            continue
-        inodes += 1
-        if member.isfile():
-            size += -(-member.size // _PAGE) * _PAGE
-        elif member.issym() and len(member.linkname) >= 128:
-            size += _PAGE
-    return size, inodes
-
-
-class _Chunks(io.RawIOBase):
-    """A stream of byte chunks (the engine's archive) as a file, for tarfile's streaming mode."""
-
-    def __init__(self, chunks: Any) -> None:
-        self._chunks, self._left = iter(chunks), b""
-
-    def readable(self) -> bool:
-        return True
-
-    def readinto(self, buffer: Any) -> int:
-        while not self._left:
-            self._left = next(self._chunks, b"")
-            if not self._left:
-                return 0
-        n = min(len(buffer), len(self._left))
-        buffer[:n], self._left = self._left[:n], self._left[n:]
-        return n
-
-
-def _bounded_testbed(usage: tuple[int, int], limits: Limits) -> dict[str, str]:
-    """The local driver's options of a testbed tmpfs: the testbed's own ``usage`` (bytes, inodes; a tmpfs
-    directory takes no page) plus the limits' disk and inodes, what the commands may add, as on ns."""
-    size = usage[0] + limits.disk_mb * 1024 * 1024
-    inodes = usage[1] + limits.inodes
-    return {"type": "tmpfs", "device": "tmpfs", "o": f"size={size},nr_inodes={inodes},nosuid,nodev"}
 
 
 class DockerSandbox(ShellFileOps):
@@ -208,32 +166,22 @@ class DockerSandbox(ShellFileOps):
         import docker.types
 
         env, limits = self.env, self.limits
-        binds: dict[str, dict[str, str]] = {}
-        image = env.image
-        testbed = None
+        image, testbed = env.image, None
         if image is None:
-            testbed = _testbed_tar(env.testbed, env.workdir)
+            testbed = testbed_tar(env.testbed, env.workdir)
             with tarfile.open(fileobj=io.BytesIO(testbed)) as tar:
                 usage = tar_usage(tar)
         else:
-            usage = (self._usage_of_image or image_testbed_usage(self._client))(image, env.workdir)
+            usage = (
+                self._usage_of_image or image_testbed_usage(self._client, {LABEL: "1", OWNER_LABEL: _owner()})
+            )(image, env.workdir)
         self._volume = self._client.volumes.create(
             driver="local",
-            driver_opts=_bounded_testbed(usage, limits),
+            driver_opts=bounded_testbed(usage, limits),
             labels={LABEL: "1", OWNER_LABEL: _owner()},
         )
         testbed_mount = docker.types.Mount(env.workdir, self._volume.name, type="volume")
-        if image is None:
-            image = BASE_IMAGE
-            binds["/usr"] = {"bind": "/usr", "mode": "ro"}
-            for name in HOST_ETC:
-                if (Path("/etc") / name).exists():
-                    binds[f"/etc/{name}"] = {"bind": f"/etc/{name}", "mode": "ro"}
-            for path in (env.python_prefix, env.venv):
-                if path is not None and not path.is_relative_to("/usr"):
-                    # resolved: a packed venv's path is a link into its image (envs/packed.py); it is bound
-                    # at its own path, where its scripts' shebangs point
-                    binds[os.path.realpath(path)] = {"bind": str(path), "mode": "ro"}
+        image, binds = (BASE_IMAGE, _host_binds(env)) if image is None else (image, {})
         container = self._client.containers.create(
             # bash as pid 1 reaps orphaned processes (docker's init needs /sbin, which is the host's here)
             image,
@@ -262,12 +210,9 @@ class DockerSandbox(ShellFileOps):
             if not container.put_archive("/", testbed):
                 raise OSError(f"the engine did not copy the testbed into {self.id}")  # removed (_start)
         else:  # the engine copies the image's testbed into the empty, mounted volume as it creates this one
+            labels = {LABEL: "1", OWNER_LABEL: _owner()}
             filler = self._client.containers.create(
-                image,
-                command=["true"],
-                labels={LABEL: "1", OWNER_LABEL: _owner()},
-                mounts=[testbed_mount],
-                network_mode="none",
+                image, command=["true"], labels=labels, mounts=[testbed_mount], network_mode="none"
             )
             filler.remove(force=True)
         return container
@@ -390,6 +335,21 @@ class DockerSandbox(ShellFileOps):
         await self.close()
 
 
+def _host_binds(env: EnvSpec) -> dict[str, dict[str, str]]:
+    """An env without an image runs on the base image with the host's /usr, a minimal /etc, and the env's
+    interpreter prefix and venv, read-only."""
+    binds = {"/usr": {"bind": "/usr", "mode": "ro"}}
+    for name in HOST_ETC:
+        if (Path("/etc") / name).exists():
+            binds[f"/etc/{name}"] = {"bind": f"/etc/{name}", "mode": "ro"}
+    for path in (env.python_prefix, env.venv):
+        if path is not None and not path.is_relative_to("/usr"):
+            # resolved: a packed venv's path is a link into its image (envs/packed.py); it is bound at its own
+            # path, where its scripts' shebangs point
+            binds[os.path.realpath(path)] = {"bind": str(path), "mode": "ro"}
+    return binds
+
+
 def _kill_started_since(container: Any, since: int) -> None:
     """SIGKILL every process of the container (seen from the host) started at or after ``since``."""
     with contextlib.suppress(Exception):
@@ -413,42 +373,6 @@ def _pid_ns(pid: int) -> str | None:
         return None
 
 
-def image_testbed_usage(client: Any) -> Callable[[str, str], tuple[int, int]]:
-    """A function giving what an image's testbed (at ``workdir``) takes on a tmpfs (:func:`tar_usage`), read
-    from its tar (streamed from a container created for it, never started), once per image and workdir."""
-    known: dict[tuple[str, str], tuple[int, int]] = {}
-
-    def usage(image: str, workdir: str) -> tuple[int, int]:
-        key = (client.images.get(image).id, workdir)
-        if key not in known:
-            probe = client.containers.create(
-                image, command=["true"], labels={LABEL: "1", OWNER_LABEL: _owner()}, network_mode="none"
-            )
-            try:
-                chunks, _ = client.api.get_archive(probe.id, workdir)
-                with tarfile.open(fileobj=io.BufferedReader(_Chunks(chunks)), mode="r|") as tar:
-                    known[key] = tar_usage(tar)
-            finally:
-                probe.remove(force=True)
-        return known[key]
-
-    return usage
-
-
-def _testbed_tar(testbed: Path, workdir: str) -> bytes:
-    """The testbed as root's files (the cached copy belongs to the ns backend's sandbox uid)."""
-
-    def as_root(info: tarfile.TarInfo) -> tarfile.TarInfo:
-        info.uid = info.gid = 0
-        info.uname = info.gname = "root"
-        return info
-
-    buf = io.BytesIO()
-    with tarfile.open(fileobj=buf, mode="w") as tar:
-        tar.add(os.path.realpath(testbed), arcname=workdir.lstrip("/"), filter=as_root)  # packed: a link
-    return buf.getvalue()
-
-
 class DockerFactory:
     """Creates :class:`DockerSandbox` es; imports the base image and reaps leftovers on first use."""
 
@@ -459,7 +383,7 @@ class DockerFactory:
         reap_leftovers(self._client)
         reap_volumes(self._client)
         self._ensure_base_image()
-        self._usage_of_image = image_testbed_usage(self._client)
+        self._usage_of_image = image_testbed_usage(self._client, {LABEL: "1", OWNER_LABEL: _owner()})
 
     def _ensure_base_image(self) -> None:
         import docker.errors

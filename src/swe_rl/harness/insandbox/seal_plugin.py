@@ -1,42 +1,22 @@
 """The seal on a strict grading's test results: a pytest plugin that runs *inside* a sandbox, in the test process.
 
-Never imported by swe-rl: strict grading (:mod:`swe_rl.harness.seal`) writes this text as ``swe_rl_seal.py``
-beside a file of its own for this one grading (``<SWE_RL_SEAL>.key``: the key and the files the patch
-changed) and runs pytest with ``-p swe_rl_seal``. pytest imports ``-p`` plugins before any conftest, plugin
-entry point or module of the repository. At its import this module takes that file (reads it, unlinks it,
-drops ``SWE_RL_SEAL`` from the environment) and adds a Python audit hook (PEP 578: it cannot be removed). The
-hook's closure is the only place the key, the evidence and the tripwires live: no module attribute, argument
-or object that ordinary attribute access reaches holds them.
+Never imported by swe-rl: strict grading (:mod:`swe_rl.harness.seal`) stages this text as ``swe_rl_seal.py``
+beside a file of its own for this one grading (``<SWE_RL_SEAL>.key``: the key and the paths the patch changed)
+and runs pytest with ``-p swe_rl_seal``, imported before any conftest or module of the repository. At its import
+it takes that file (reads and unlinks it) and adds a Python audit hook; the key, the evidence and the tripwires
+live only in that hook's closure, and everything the hook and the recorders call is bound there at import.
 
-Evidence comes from inside the test function's own call, not from pytest's reports: for each test, the
-outermost ``pytest_runtest_call`` wrapper asks the hook (``sys.audit``) to arm it; the hook puts a recorder in
-place of the test function (``item.obj``, or the method on a unittest case), bound to the function it found
-for the test's id (its code's name and file must be the test's). The recorder calls that function with the
-arguments pytest had set up when the wrapper ran, and only if it returns does it tell the hook (``sys.audit``)
-that the test passed. So whatever other wrappers, hook implementations or report rewriting do, a test whose
-function raised is not sealed as passing, and a test never called is not sealed at all. An expected failure
-(``XFAIL``, which SWE-bench counts as passing) is sealed when the function raised under an ``xfail`` mark (or
-unittest's ``expectedFailure``) present before it ran, or raised ``pytest.xfail()``'s exception from code the
-patch did not change.
+Evidence comes from inside each test function's call: the plugin's ``pytest_runtest_call`` wrapper asks the
+hook to arm the test, and the hook puts a recorder in place of the test function (bound to the function its id
+names), which tells the hook the test passed only if the function returned. The hook takes messages only from
+this module's code, on the main thread, with no code of a changed file on the stack. Tripwires: code of a
+changed file (or compiled from a string) that walks ``gc``, asks for frames, traces, loads ``ctypes``, makes
+code objects or adds an audit hook is stopped and recorded; at the session's end the hook chain, the import
+hooks and the runner's namespaces are checked. The results (each test's outcome by name, and the tripwires)
+are written signed at the session's end. docs/SECURITY.md ("Sealed results") has the whole account.
 
-The hook takes a message only from this module's own code (the calling frame's code object, by identity) and
-only where no code of the patch is on the stack (so a forged item driven through pytest's hooks by the
-patch's code is not armed); at the session's end it writes ``<SWE_RL_SEAL>.out``: every armed test's outcome,
-by name (as pytest's ``-rA`` summary names it), and the tripwires that fired, compressed, with their
-HMAC-SHA256 under the key.
-
-Tripwires: the hook sees the audit events of the whole process, and names the code that raised one by the
-nearest frame outside the standard library and site-packages. Code of a file the patch changed (or code
-compiled from a string) that walks ``gc``, asks for frames (``sys._getframe``, ``inspect.currentframe``,
-``tb_frame``, ``gi_frame``, ...), traces or profiles, loads ``ctypes``, makes code objects or functions from
-code, or adds an audit hook is stopped (the event raises) and recorded. At the session's end the hook also
-checks pytest's hook chain (no hook implementation from a changed file), the import system (no finder from
-a changed file) and the runner's namespaces (``builtins``, ``pytest``, ``_pytest``, ``pluggy``, ``unittest``:
-nothing added or replaced by code of a changed file; in ``builtins`` and ``pytest`` nothing replaced at all).
-A recorded tripwire makes the grading unresolved in strict mode.
-
-Written for Python 3.5+ and pytest 3+: no newer syntax. Audit hooks exist from Python 3.8; before it the
-recorders still seal what they see, the state lives in closures, and the output says ``"audit": false``.
+Written for Python 3.6+ and pytest 3+: no newer syntax. Audit hooks exist from Python 3.8; before it the
+recorders still seal what they see and the output says ``"audit": false``.
 """
 
 import contextlib
@@ -48,6 +28,7 @@ import sys
 import zlib
 
 import pytest
+import swe_rl_seal_checks as _checks  # staged beside this file
 
 XFAILED = getattr(getattr(pytest, "xfail", None), "Exception", None)
 ARM, RETURNED, FINISH = "swe_rl_seal.arm", "swe_rl_seal.returned", "swe_rl_seal.finish"
@@ -68,7 +49,6 @@ _FRAME_HELPERS = frozenset(
         ("__init__", "<lambda>"),  # logging.currentframe
     ]
 )
-_RUNNER_MODULES = ("builtins", "pytest", "_pytest", "pluggy", "unittest")
 
 
 def _take_conf():
@@ -105,28 +85,52 @@ def _trusted_roots():
 
 
 def _state(prefix, conf):
-    key = conf["key"].encode("ascii")
+    """The audit hook and the plugin's own code objects. Everything the hook and the recorders call is bound
+    here, before any code of the repository runs: a module attribute (this module's, ``os.path``'s, ``hmac``'s,
+    ``sys``'s) that the patched code replaces later is never called by them."""
+    realpath, getframe, ident = os.path.realpath, sys._getframe, _thread_ident
     # the prefix is <repository>/.git/swe-rl/seal (harness/seal.py): the root whatever directory pytest runs in
-    root = os.path.realpath(os.path.dirname(os.path.dirname(os.path.dirname(prefix))))
-    tainted = frozenset(os.path.realpath(os.path.join(root, p)) for p in conf.get("changed", []))
-    trusted = _trusted_roots()
-    here = os.path.realpath(__file__)
-    ident = _thread_ident
-    main_thread = ident()
-    kinds = {}  # filename -> "trusted" | "pristine" | "tainted"
-    outcomes = {}  # name -> "passed" | "xfail" | "failed"
-    armed = {}  # id(token) -> (token, name, function, expected)
-    trips = []
-    busy = set()  # the threads inside the hook (an event there is the hook's own)
-    own_codes = set()
-    snapshot = []  # (label, namespace owner, what it held at the plugin's import)
+    root = realpath(os.path.dirname(os.path.dirname(os.path.dirname(prefix))))
+    tainted = frozenset(realpath(os.path.join(root, p)) for p in conf.get("changed", []))
     # the code that imports this plugin (the interpreter's entry, pytest's start, a warm runner's loop, which
     # may be code compiled from a string): nothing of the repository has run yet, so all of it is the runner's
-    entry = set()
-    frame = sys._getframe()
+    entry, frame = set(), getframe()
     while frame is not None:
         entry.add(frame.f_code)
         frame = frame.f_back
+    kind, code_kind, from_patch = _classifier(
+        root, tainted, _trusted_roots(), realpath(__file__), entry, realpath
+    )
+    trips, own_codes, outcomes = [], set(), {}  # outcomes: name -> "passed" | "xfail" | "failed" | "unbound"
+
+    def trip(reason):
+        if reason not in trips and len(trips) < 100:
+            trips.append(reason)
+
+    stack = _stack(code_kind, os.path.splitext, os.path.basename, os.path.relpath, root, trip)
+    recorders = _recorders(kind, from_patch, trip, outcomes, own_codes, _audit, XFAILED, _name, _bound_to)
+    finish = _finisher(prefix, conf["key"].encode("ascii"), kind, trip, outcomes, trips)
+    on_event = _dispatcher(stack, recorders, finish, trip, own_codes, ident, getframe)
+    busy = set()  # the threads inside the hook (an event there is the hook's own)
+
+    def hook(event, args, depth=2):  # 0: on_event, 1: this hook, 2: the code that raised the event
+        me = ident()
+        if me in busy:
+            return
+        busy.add(me)
+        try:
+            on_event(event, args, depth)
+        finally:
+            busy.discard(me)
+
+    return hook, own_codes
+
+
+def _classifier(root, tainted, trusted, here, entry, realpath):
+    """``kind(filename)``: 'trusted' (the standard library, site-packages, this plugin, the code that imported
+    it), 'tainted' (a file the patch changed, or code compiled from a string) or 'pristine' (the repository's
+    other files); ``code_kind(code)`` the same for a code object; ``from_patch(exc)``."""
+    kinds = {}
 
     def kind(filename):
         found = kinds.get(filename)
@@ -136,28 +140,35 @@ def _state(prefix, conf):
             elif filename.startswith("<") or not filename:
                 found = "tainted"  # compiled from a string: whose it is cannot be told
             else:
-                real = os.path.realpath(filename)
-                if real in tainted:
-                    found = "tainted"
-                elif real.startswith(trusted):
-                    found = "trusted"
-                else:
-                    found = "pristine"
+                real = realpath(filename)
+                found = (
+                    "tainted" if real in tainted else "trusted" if real.startswith(trusted) else "pristine"
+                )
             kinds[filename] = found
         return found
 
     def code_kind(code):
         return "trusted" if code in entry else kind(code.co_filename)
 
-    def trip(reason):
-        if reason not in trips and len(trips) < 100:
-            trips.append(reason)
+    def from_patch(exc):  # whether the exception came through a frame of the patch's code
+        tb = exc.__traceback__
+        while tb is not None:
+            if kind(tb.tb_frame.f_code.co_filename) == "tainted":
+                return True
+            tb = tb.tb_next
+        return False
+
+    return kind, code_kind, from_patch
+
+
+def _stack(code_kind, splitext, basename, relpath, root, trip):
+    """What the hook asks of a stack: the patch's frame an event belongs to (``culprit``), whether any frame
+    is the patch's, the patch's frame that asked for a frame, and ``stop`` (record and refuse)."""
 
     def frames(start):
-        frame = start
-        while frame is not None:
-            yield frame
-            frame = frame.f_back
+        while start is not None:
+            yield start
+            start = start.f_back
 
     def culprit(start):
         """The nearest frame from ``start`` down that is not the runner's, where it is the patch's. An event
@@ -174,30 +185,37 @@ def _state(prefix, conf):
         return any(code_kind(frame.f_code) == "tainted" for frame in frames(start))
 
     def frame_source(start):
-        """A frame asked for (the event's own caller, or the caller of a stdlib helper that hands frames
-        on) by the patch's code."""
+        """The event's own caller, or the caller of a stdlib helper that hands frames on, where the patch's."""
         caller = start
         while caller is not None and code_kind(caller.f_code) == "trusted":
-            module = os.path.splitext(os.path.basename(caller.f_code.co_filename))[0]
-            if (module, caller.f_code.co_name) not in _FRAME_HELPERS:
+            if (
+                splitext(basename(caller.f_code.co_filename))[0],
+                caller.f_code.co_name,
+            ) not in _FRAME_HELPERS:
                 return None
             caller = caller.f_back
         return caller if caller is not None and code_kind(caller.f_code) == "tainted" else None
 
-    def where(frame):
-        return f"{os.path.relpath(frame.f_code.co_filename, root)}:{frame.f_lineno}"
-
     def stop(event, frame):
-        trip(f"{event} by the patched code at {where(frame)}")
+        trip(f"{event} by the patched code at {relpath(frame.f_code.co_filename, root)}:{frame.f_lineno}")
         raise RuntimeError(f"swe-rl strict grading: {event} is not allowed in the code under test")
+
+    return culprit, patch_on_stack, frame_source, stop
+
+
+def _dispatcher(stack, recorders, finish, trip, own_codes, ident, getframe):
+    """The hook's body: the plugin's own messages, from its own code on the main thread with no code of the
+    patch on the stack; and the tripwires."""
+    culprit, patch_on_stack, frame_source, stop = stack
+    arm, setup_xfail, returned = recorders
+    main_thread = ident()
 
     def on_event(event, args, depth):
         if event.startswith("swe_rl_seal."):
-            caller = sys._getframe(depth)  # the code that raised the event
+            caller = getframe(depth)  # the code that raised the event
             if caller.f_code not in own_codes or ident() != main_thread or patch_on_stack(caller):
                 trip(f"{event} from outside the seal's own call path")
-                return
-            if event == ARM:
+            elif event == ARM:
                 arm(*args)
             elif event == SETUP_XFAIL:
                 setup_xfail(*args)
@@ -205,37 +223,35 @@ def _state(prefix, conf):
                 returned(caller, *args)
             elif event == FINISH:
                 finish(*args)
-        elif event.startswith(_STOPPED) or event in _STOPPED_EXACT:
-            found = culprit(sys._getframe(depth))
-            if found is not None:
-                stop(event, found)
-        elif event == "sys._getframe" or (event == "object.__getattr__" and args[1] in _FRAME_SOURCES):
-            found = frame_source(sys._getframe(depth))
-            if found is not None:
-                stop(event if event == "sys._getframe" else args[1], found)
-        elif event == "object.__setattr__" and args[1] == "__code__":
-            found = culprit(sys._getframe(depth))
-            if found is not None:
-                stop("a function's __code__ replaced", found)
-
-    def hook(event, args, depth=2):  # 0: on_event, 1: this hook, 2: the code that raised the event
-        me = ident()
-        if me in busy:
             return
-        busy.add(me)
-        try:
-            on_event(event, args, depth)
-        finally:
-            busy.discard(me)
+        found, what = None, event
+        if event.startswith(_STOPPED) or event in _STOPPED_EXACT:
+            found = culprit(getframe(depth))
+        elif event == "sys._getframe" or (event == "object.__getattr__" and args[1] in _FRAME_SOURCES):
+            found, what = frame_source(getframe(depth)), event if event == "sys._getframe" else args[1]
+        elif event == "object.__setattr__" and args[1] == "__code__":
+            found, what = culprit(getframe(depth)), "a function's __code__ replaced"
+        if found is not None:
+            stop(what, found)
+
+    return on_event
+
+
+def _recorders(kind, from_patch, trip, outcomes, own_codes, audit, xfailed_type, name_of, bound_to):
+    """``arm`` (a recorder in place of a test's function), ``setup_xfail`` and ``returned`` (what a recorder
+    saw). A recorder holds only its function, its arguments and its token: nothing of the state."""
+    armed = {}  # id(token) -> (token, name, function, whether a failure is expected)
+
+    def xfailed(exc):  # pytest.xfail()'s exception, not raised through the patch's code
+        return xfailed_type is not None and isinstance(exc, xfailed_type) and not from_patch(exc)
 
     def arm(item, testcase, funcargs, expected):
-        """Put a recorder in place of ``item``'s test function (``testcase``: the unittest case, or None)."""
-        name = _name(item)
+        name = name_of(item)
         if "\n" in name or "\r" in name:
             trip(f"a test whose name holds a line break: {name[:200]!r}")
             return
         function = getattr(testcase, item.name, None) if testcase is not None else item.obj
-        if not _bound_to(function, item.nodeid, kind):  # e.g. a test module's name bound to another
+        if not bound_to(function, item.nodeid, kind):  # e.g. a test module's name bound to another
             outcomes[name] = "unbound"  # function: whatever it does, it is not this test's evidence
             return
         token = object()
@@ -244,10 +260,9 @@ def _state(prefix, conf):
             try:
                 result = function(**funcargs)
             except BaseException as exc:
-                xfailed = XFAILED is not None and isinstance(exc, XFAILED) and not _from_patch(exc)
-                _audit(RETURNED, token, "xfail" if expected or xfailed else "failed")
+                audit(RETURNED, token, exc)
                 raise
-            _audit(RETURNED, token, "passed")
+            audit(RETURNED, token, None)
             return result
 
         # what unittest and pytest read off the method (skip and expected-failure marks)
@@ -260,43 +275,40 @@ def _state(prefix, conf):
         else:
             item.obj = recorder
 
-    def setup_xfail(item, exc):
-        """``item``'s setup raised ``pytest.xfail``'s exception (an ``xfail(run=False)`` mark, or
-        ``pytest.xfail()`` in a fixture): an expected failure, unless the patch's code raised it."""
-        name = _name(item)
-        if "\n" not in name and "\r" not in name and not _from_patch(exc):
+    def setup_xfail(item, exc):  # an xfail(run=False) mark, or pytest.xfail() in a fixture
+        name = name_of(item)
+        if xfailed(exc) and "\n" not in name and "\r" not in name:
             outcomes[name] = "xfail"
 
-    def _from_patch(exc):
-        tb = exc.__traceback__
-        while tb is not None:
-            if kind(tb.tb_frame.f_code.co_filename) == "tainted":
-                return True
-            tb = tb.tb_next
-        return False
-
-    def returned(caller, token, outcome):
+    def returned(caller, token, exc):
         entry = armed.pop(id(token), None)
         if entry is None or entry[0] is not token:
             trip("a test's result reported twice or for no armed test")
-            return
-        if caller.f_locals.get("function") is not entry[2]:
+        elif caller.f_locals.get("function") is not entry[2]:
             trip(f"the recorder of {entry[1][:200]} called another function")
-            return
-        outcomes[entry[1]] = outcome
+        else:
+            failed = "xfail" if entry[3] or xfailed(exc) else "failed"
+            outcomes[entry[1]] = "passed" if exc is None else failed
+
+    return arm, setup_xfail, returned
+
+
+def _finisher(prefix, key, kind, trip, outcomes, trips):
+    """At the session's end: the checks, then the signed results."""
+    mac_of, sha256, dumps, compress, write = hmac.new, hashlib.sha256, json.dumps, zlib.compress, open
+    hooks, finders, namespaces, origin = _checks.hooks, _checks.finders, _checks.namespaces, _checks.origin
+    audited = hasattr(sys, "addaudithook")
+    snapshot = _checks.snapshot()  # the runner's namespaces as they are at the plugin's import
 
     def finish(config):
-        _check_hooks(config, kind, trip)
-        _check_finders(kind, trip)
-        _check_namespaces(snapshot, kind, trip)
-        payload = {"tests": outcomes, "trips": trips, "audit": hasattr(sys, "addaudithook")}
-        data = zlib.compress(json.dumps(payload, sort_keys=True).encode("utf-8"))
-        mac = hmac.new(key, data, hashlib.sha256).hexdigest().encode("ascii")
-        with open(prefix + ".out", "wb") as fh:
-            fh.write(mac + b"\n" + data)
+        hooks(config, kind, trip, origin)
+        finders(kind, trip, origin)
+        namespaces(snapshot, kind, trip, origin)
+        data = compress(dumps({"tests": outcomes, "trips": trips, "audit": audited}, sort_keys=True).encode())
+        with write(prefix + ".out", "wb") as fh:
+            fh.write(mac_of(key, data, sha256).hexdigest().encode("ascii") + b"\n" + data)
 
-    snapshot.extend(_namespaces())
-    return hook, own_codes
+    return finish
 
 
 try:
@@ -327,71 +339,6 @@ def _bound_to(function, nodeid, kind):
         return False
     parts = nodeid.split("::")
     return len(parts) >= 2 and code.co_name == parts[-1].split("[", 1)[0]
-
-
-def _origin(value):
-    """The file that defined ``value`` (a function, method, class or descriptor), or None."""
-    if not isinstance(value, type):
-        for candidate in (value, getattr(value, "__func__", None), getattr(value, "fget", None)):
-            code = getattr(candidate, "__code__", None)
-            if isinstance(code, _CODE):
-                return code.co_filename
-    else:
-        module = sys.modules.get(getattr(value, "__module__", ""), None)
-        return getattr(module, "__file__", None)
-    return None
-
-
-def _namespaces():
-    """What the runner's modules and their classes hold, by identity, at the plugin's import."""
-    found = []
-    for name, module in list(sys.modules.items()):
-        if module is None or name.split(".")[0] not in _RUNNER_MODULES:
-            continue
-        space = dict(vars(module))
-        found.append((name, module, space))
-        for attr, value in space.items():
-            if isinstance(value, type) and getattr(value, "__module__", "") == name:
-                found.append((f"{name}.{attr}", value, dict(vars(value))))
-    return found
-
-
-def _check_namespaces(snapshot, kind, trip):
-    """Nothing added to or replaced in the runner's namespaces by the patch's code; in ``builtins`` and
-    ``pytest`` (what tests call: ``pytest.raises``, ``isinstance``, ...) nothing replaced by anyone."""
-    for label, owner, before in snapshot:
-        strict = label in ("builtins", "pytest")
-        for attr, value in list(vars(owner).items()):
-            old = before.get(attr, _MISSING)
-            if old is value:
-                continue
-            origin = _origin(value)
-            if (strict and old is not _MISSING) or (origin is not None and kind(origin) == "tainted"):
-                trip("{}.{} {}".format(label, attr, "added" if old is _MISSING else "replaced"))
-
-
-_MISSING = object()
-_CODE = type(_take_conf.__code__)
-
-
-def _check_hooks(config, kind, trip):
-    manager = getattr(config, "pluginmanager", None)
-    relay = getattr(manager, "hook", None)
-    for name, caller in list(vars(relay).items() if relay is not None else []):
-        get = getattr(caller, "get_hookimpls", None)
-        for impl in get() if get is not None else ():
-            origin = _origin(getattr(impl, "function", None))
-            if origin is not None and kind(origin) == "tainted":
-                trip(f"hook {name} implemented by the patched code ({os.path.basename(origin)})")
-
-
-def _check_finders(kind, trip):
-    for finder in list(sys.meta_path) + list(sys.path_hooks):
-        origin = _origin(finder)
-        if origin is None and not isinstance(finder, type):
-            origin = _origin(type(finder))
-        if origin is not None and kind(origin) == "tainted":
-            trip(f"an import hook of the patched code ({os.path.basename(origin)})")
 
 
 def _audit_fallback(event, *args):
