@@ -156,7 +156,8 @@ async def test_the_file_count_is_bounded_by_the_disk_size(backend, textkit_env):
 
 
 # A process with every signal's default action (a background job of a non-interactive shell ignores INT and QUIT)
-DEFAULT_AND_WAIT = "import signal, time; [signal.signal(s, signal.SIG_DFL) for s in signal.valid_signals() if s not in (signal.SIGKILL, signal.SIGSTOP)]; time.sleep(30)"
+# (it says when its handlers are set: a signal sent before would find INT and QUIT still ignored, under load)
+DEFAULT_AND_WAIT = "import signal, time; [signal.signal(s, signal.SIG_DFL) for s in signal.valid_signals() if s not in (signal.SIGKILL, signal.SIGSTOP)]; open('/tmp/ready', 'w').close(); time.sleep(30)"
 
 
 @pytest.mark.ns
@@ -168,7 +169,8 @@ async def test_a_command_cannot_end_the_shell_with_a_signal(textkit_env):
     async with await available_factory("ns").create(textkit_env) as box:
         for name in signals:
             ended = await box.exec(
-                f"python -c {shlex.quote(DEFAULT_AND_WAIT)} & p=$!; sleep 0.3; kill -{name} $p; wait $p; echo $?",
+                f"rm -f /tmp/ready; python -c {shlex.quote(DEFAULT_AND_WAIT)} & p=$!; "
+                f"while [ ! -e /tmp/ready ]; do sleep 0.05; done; kill -{name} $p; wait $p; echo $?",
                 timeout=30,
             )
             assert int(ended.output.split()[-1]) > 128, (name, ended.output)  # the control
