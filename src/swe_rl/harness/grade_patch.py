@@ -156,11 +156,12 @@ async def grade_in(
             return grading.verdict("", timeout_hit=False)
         if guard.refusal:
             return grading.refused()
+        grading.kept = guard.kept_paths()
         if mode == "strict":  # before the tests: their code could rewrite the files it reads
-            grading.screen = await screen_sandbox(box, task, guard.kept_paths())
+            grading.screen = await screen_sandbox(box, task, grading.kept)
     grading.applied_at = time.monotonic()
     if mode == "strict" and patch is not None and sealable(task, image_env=image_env):
-        grading.seal = Seal.new(SCRATCH, grading.guard.kept_paths() if grading.guard else ())
+        grading.seal = Seal.new(SCRATCH, grading.kept)
         await grading.seal.put_key(box)
     script = eval_script(task, image_env=image_env, runner=runner, seal=grading.seal)
     files = {TEST_PATCH: task.test_patch.encode(), EVAL_SCRIPT: script.encode()}
@@ -214,6 +215,7 @@ class _Grading:
         self.sealed: bytes | None = None  # what the run left as its sealed results
         self.seal_state = ""
         self.seal_trips: list[str] = []
+        self.kept: list[str] = []  # the paths the patch changed that stay changed for the tests
         self.screen: list[ScreenFlag] = []  # strict mode's screen of the patch's source
         self.started = self.applied_at = time.monotonic()
 

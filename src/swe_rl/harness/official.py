@@ -7,6 +7,7 @@ swebench its own ``TestSpec`` and log file.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from typing import Any
 
 from swe_rl.errors import ConfigError, MissingExtraError
@@ -87,6 +88,11 @@ def official_report(task: Task, model_patch: str | None, log_path: str) -> dict[
 
 def parse_test_log(log: str, parser: str = DEFAULT_PARSER) -> dict[str, str]:
     """Test name -> status (PASSED, FAILED, ...) as swebench's parser ``parser`` reads a raw test log."""
+    return log_reader(parser)(log)
+
+
+def log_reader(parser: str = DEFAULT_PARSER) -> Callable[[str], dict[str, str]]:
+    """swebench's parser ``parser`` as a function of a log (for many logs: looked up and set up once)."""
     _, registry = _swebench()
     if parser not in registry:
         raise ConfigError(f"unknown log parser {parser!r} (not in swebench's PARSER_REGISTRY)")
@@ -102,4 +108,5 @@ def parse_test_log(log: str, parser: str = DEFAULT_PARSER) -> dict[str, str]:
         PASS_TO_PASS=[],
         log_parser=parser,
     )
-    return dict(registry[parser](log, spec))
+    read = registry[parser]
+    return lambda log: dict(read(log, spec))

@@ -24,13 +24,13 @@ import json
 import secrets
 import shlex
 import zlib
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from swe_rl.errors import OutputLimitError, SandboxError
-from swe_rl.harness.official import parse_test_log
+from swe_rl.harness.official import log_reader
 from swe_rl.harness.warm import PYTEST_COMMAND
 from swe_rl.sandbox.base import Sandbox
 
@@ -38,7 +38,6 @@ PLUGIN = (Path(__file__).with_name("insandbox") / "seal_plugin.py").read_text()
 CHECKS = (Path(__file__).with_name("insandbox") / "seal_checks.py").read_text()  # the plugin imports it
 MODULE = "swe_rl_seal"
 ENV = "SWE_RL_SEAL"  # the path prefix of the key (.key) and of the sealed results (.out)
-SUCCESS = ("PASSED", "XFAIL")  # swebench's test_passed
 SEALED_PASS = ("passed", "xfail")  # the plugin's outcomes that count as passing
 MAX_SEALED = 16 * 1024 * 1024  # the names of a few hundred thousand tests, compressed
 
@@ -126,10 +125,10 @@ class Seal:
             return SealCheck("nothing to confirm", [])
         if sealed is None:
             return SealCheck("missing or not signed with this grading's key", passing)
-        outcomes = sealed[0]
+        read = log_reader(parser)
         keyed: dict[str, list[str]] = {}
-        for name, outcome in outcomes.items():
-            key = _key(name, parser)
+        for name, outcome in sealed[0].items():
+            key = _key(name, read)
             if key is not None:
                 keyed.setdefault(key, []).append(outcome)
         unconfirmed = [
@@ -155,12 +154,12 @@ class Seal:
         return outcomes, [str(t) for t in trips]
 
 
-def _key(name: str, parser: str) -> str | None:
-    """The name the task's parser gives a summary line ``PASSED <name>``: one line, so one name at most. A
-    name holding a line break is no test's (the plugin also trips on it)."""
+def _key(name: str, read: Callable[[str], dict[str, str]]) -> str | None:
+    """The name the task's parser (``read``) gives a summary line ``PASSED <name>``: one line, so one name at
+    most. A name holding a line break is no test's (the plugin also trips on it)."""
     if "\n" in name or "\r" in name:
         return None
-    keys = list(parse_test_log(f"PASSED {name}", parser))
+    keys = list(read(f"PASSED {name}"))
     return keys[0] if len(keys) == 1 else None
 
 
