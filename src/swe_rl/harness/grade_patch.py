@@ -136,29 +136,11 @@ async def grade_in(
     ``runner``: the sandbox's warm test runner (:mod:`.warm`), which a pytest test command is sent to.
     ``installed``: the env's module names (inventory.installed_modules), when the caller knows them."""
     grading = _Grading(task, patch, mode)
-    if patch is not None:
-        try:
-            staged = await stage(
-                box, {CANDIDATE_PATCH: (patch if patch.endswith("\n") else patch + "\n").encode()}
-            )
-        except OutputLimitError as exc:  # the agent's outcome, scored: never graded cut, never an infra error
-            grading.log.append(f"{STEERING_MARK} ({mode}): patch refused: {exc}")
-            return grading.refused()
-        guard = Guard(task, mode, installed)
-        await guard.before(box, staged + _SAVE_INDEX)  # the pristine index, kept in the same round trip
-        if not guard.refusal:
-            grading.method = await _apply(box, grading.log)
-            if grading.method is not None:
-                await guard.after(box)
-        grading.guard = guard
-        if grading.method is None and not guard.refusal:
-            grading.log.append(APPLY_PATCH_FAIL)
-            return grading.verdict("", timeout_hit=False)
-        if guard.refusal:
-            return grading.refused()
-        grading.kept = guard.kept_paths()
-        if mode == "strict":  # before the tests: their code could rewrite the files it reads
-            grading.screen = await screen_sandbox(box, task, grading.kept)
+    if (
+        patch is not None
+        and (ended := await _apply_candidate(box, task, patch, grading, installed)) is not None
+    ):
+        return ended
     grading.applied_at = time.monotonic()
     if mode == "strict" and patch is not None and sealable(task, image_env=image_env):
         grading.seal = Seal.new(SCRATCH, grading.kept)
@@ -181,6 +163,36 @@ async def grade_in(
         return grading.broken()
     output, grading.runner = runner_of(result.output)
     return grading.verdict(output, timeout_hit=result.timed_out)
+
+
+async def _apply_candidate(
+    box: Sandbox, task: Task, patch: str, grading: _Grading, installed: set[str] | None
+) -> Verdict | None:
+    """Stage, guard and apply the candidate patch (and screen it, strict); a verdict when grading ends here."""
+    mode = grading.mode
+    try:
+        staged = await stage(
+            box, {CANDIDATE_PATCH: (patch if patch.endswith("\n") else patch + "\n").encode()}
+        )
+    except OutputLimitError as exc:  # the agent's outcome, scored: never graded cut, never an infra error
+        grading.log.append(f"{STEERING_MARK} ({mode}): patch refused: {exc}")
+        return grading.refused()
+    guard = Guard(task, mode, installed)
+    await guard.before(box, staged + _SAVE_INDEX)  # the pristine index, kept in the same round trip
+    if not guard.refusal:
+        grading.method = await _apply(box, grading.log)
+        if grading.method is not None:
+            await guard.after(box)
+    grading.guard = guard
+    if grading.method is None and not guard.refusal:
+        grading.log.append(APPLY_PATCH_FAIL)
+        return grading.verdict("", timeout_hit=False)
+    if guard.refusal:
+        return grading.refused()
+    grading.kept = guard.kept_paths()
+    if mode == "strict":  # before the tests: their code could rewrite the files it reads
+        grading.screen = await screen_sandbox(box, task, grading.kept)
+    return None
 
 
 async def _apply(box: Sandbox, log: list[str]) -> ApplyMethod | None:
