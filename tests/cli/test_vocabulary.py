@@ -86,6 +86,17 @@ def test_one_name_per_idea_across_every_command() -> None:
     )
 
 
+def test_one_short_name_per_option_across_every_command() -> None:
+    """``-s`` is --tasks wherever --tasks is (``tasks split`` said ``-t``)."""
+    shorts = {
+        (path, tuple(sorted(name for name in param.opts if not name.startswith("--"))))
+        for path, command in _commands().items()
+        for param in command.params
+        if "--tasks" in getattr(param, "opts", [])
+    }
+    assert len(shorts) > 5 and {short for _, short in shorts} == {("-s",)}, sorted(shorts)
+
+
 def test_an_earlier_spelling_still_runs_the_command_and_says_so() -> None:
     new = subprocess.run([*SWE_RL, "tasks", "list", "--tasks", "builtin"], capture_output=True, text=True)
     old = subprocess.run([*SWE_RL, "tasks", "list", "--source", "builtin"], capture_output=True, text=True)

@@ -182,7 +182,7 @@ def test_cli_writes_the_sides_beside_their_repositories(tmp_path):
     (src / "a.jsonl").write_text("".join(lines[:30]))
     (src / "b.jsonl").write_text("".join(lines[25:]))  # overlapping files: one task once
     out = tmp_path / "out" / "split.jsonl"
-    args = ["tasks", "split", "-t", str(src / "a.jsonl"), "-t", str(src / "b.jsonl"), "-o", str(out)]
+    args = ["tasks", "split", "-s", str(src / "a.jsonl"), "-s", str(src / "b.jsonl"), "-o", str(out)]
     done = subprocess.run(
         [*SWE_RL, *args, "--seed", "2", "--json"], capture_output=True, text=True, check=True
     )

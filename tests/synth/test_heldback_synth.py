@@ -65,9 +65,9 @@ def test_one_split_is_disjoint_and_deterministic(synthesized):
             *SWE_RL,
             "tasks",
             "split",
-            "-t",
+            "-s",
             str(synthesized / "warm.jsonl"),
-            "-t",
+            "-s",
             str(synthesized / "rl.jsonl"),
         ]
         cmd += ["-o", str(out), "--heldback", "0.3", "--seed", "3", "--heldback-kind", "name_typo"]

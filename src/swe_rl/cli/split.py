@@ -16,7 +16,7 @@ if TYPE_CHECKING:
 def split_command(
     tasks: Annotated[
         list[Path],
-        typer.Option("--tasks", "-t", help="Synthesized task file(s) to split together (repeatable)."),
+        typer.Option("--tasks", "-s", help="Synthesized task file(s) to split together (repeatable)."),
     ],
     out: Annotated[
         Path,
