@@ -54,3 +54,19 @@ def test_a_value_the_field_refuses_is_one_line_and_exit_2(tmp_path: Path) -> Non
     assert out.returncode == 2, out.stderr
     assert "invalid GRPOSettings: num_generations: Input should be greater than or equal to 2" in out.stderr
     assert "Traceback" not in out.stderr and not (tmp_path / "run").exists()  # refused before anything ran
+
+
+@pytest.mark.parametrize("item", ["limits.memroy_mb=8192", "limits={memroy_mb: 8192}"])
+def test_a_typo_in_a_nested_key_is_refused_like_a_top_level_one(tasks, tmp_path: Path, item: str) -> None:
+    """``limits`` is a settings model (Limits): its keys are checked as the top level's are (``trl`` and
+    ``args`` are free mappings and take any key). It was accepted and the run went on with the default."""
+    args = ["eval", "--llm", "scripted:oracle", "-b", "local", "-i", tasks[0].instance_id, "-c", item]
+    out = subprocess.run(
+        [*SWE_RL, *args, "-o", str(tmp_path / "run")],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert out.returncode == 2 and "Traceback" not in out.stderr, out.stderr
+    assert out.stderr.startswith(f"error: -c {item}: Limits has no setting 'memroy_mb'; it has: cpus,")
+    assert not (tmp_path / "run").exists()

@@ -7,6 +7,8 @@ import contextlib
 import json
 import os
 import sys
+import types
+import typing
 from collections.abc import Coroutine
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, Literal, TypeVar
@@ -160,9 +162,7 @@ def with_overrides(settings: M, items: list[str] | None) -> M:
     for item in items:
         for key, value in _override_items(item).items():
             top, _, sub = key.partition(".")
-            if top not in model.model_fields:
-                known = ", ".join(sorted(model.model_fields))
-                raise ConfigError(f"-c {item}: {model.__name__} has no setting {top!r}; it has: {known}")
+            _check_known(model, (top, sub) if sub else (top,), value, item)
             if sub:
                 if not isinstance(data.get(top), dict):
                     raise ConfigError(f"-c {item}: {top} is not a mapping; set it whole")
@@ -174,6 +174,29 @@ def with_overrides(settings: M, items: list[str] | None) -> M:
     if isinstance(data.get("args"), dict):
         data["args"]["config"] = list(items)
     return model.model_validate(data)
+
+
+def _check_known(model: Any, names: tuple[str, ...], value: Any, item: str) -> None:
+    """ConfigError for a name of ``names`` (then of ``value``'s keys, when it is a mapping) that is no field of
+    ``model`` or of the settings model below it (``limits.memroy_mb``); a free mapping (``trl``) takes any key."""
+    from pydantic import BaseModel
+
+    from swe_rl.errors import ConfigError
+
+    if not (isinstance(model, type) and issubclass(model, BaseModel)):
+        return  # a free mapping or a plain value: its keys are not settings
+    if not names:
+        for key, sub in value.items() if isinstance(value, dict) else ():
+            _check_known(model, (str(key),), sub, item)
+        return
+    field = model.model_fields.get(names[0])
+    if field is None:
+        known = ", ".join(sorted(model.model_fields))
+        raise ConfigError(f"-c {item}: {model.__name__} has no setting {names[0]!r}; it has: {known}")
+    kind = field.annotation  # a settings model, or one or None; a container of models is a free mapping
+    union = typing.get_origin(kind) in (typing.Union, types.UnionType)
+    inner = [t for t in (typing.get_args(kind) if union else (kind,)) if isinstance(t, type)]
+    _check_known(next((t for t in inner if issubclass(t, BaseModel)), None), names[1:], value, item)
 
 
 def _override_items(item: str) -> dict[str, Any]:
