@@ -138,6 +138,15 @@ def test_invalid_json_predictions(tmp_path):
     assert out.returncode == 2 and "invalid JSON" in out.stderr
 
 
+def test_invalid_json_on_a_later_line_of_jsonl_predictions_names_that_line(tasks, tmp_path):
+    good = {"instance_id": tasks[0].instance_id, "model_patch": ""}
+    bad = tmp_path / "preds.jsonl"
+    bad.write_text(json.dumps(good) + "\n\n" + '{"instance_id": \n')  # the third line, after a blank one
+    out = swe_rl("grade", "-p", str(bad), "-b", "local", "-o", str(tmp_path / "o"))
+    assert out.returncode == 2 and f"{bad}: invalid JSON at line 3:" in out.stderr, out.stderr
+    assert not (tmp_path / "o").exists()
+
+
 def test_unknown_backend():
     out = swe_rl("env", "validate", "-b", "vm")
     assert out.returncode == 2 and "unknown sandbox backend 'vm'" in out.stderr

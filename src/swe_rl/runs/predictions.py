@@ -24,13 +24,7 @@ def load_predictions(path: Path) -> list[Prediction]:
         text = path.read_text(encoding="utf-8")
     except OSError as exc:
         raise ConfigError(f"cannot read predictions {path}: {exc.strerror}") from None
-    try:
-        if path.suffix == ".jsonl":
-            raw = [json.loads(line) for line in text.splitlines() if line.strip()]
-        else:
-            raw = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise ConfigError(f"{path}: invalid JSON at line {exc.lineno}: {exc.msg}") from None
+    raw = _jsonl(path, text) if path.suffix == ".jsonl" else _json(path, text)
     if isinstance(raw, dict):
         raw = [
             {"instance_id": key, **value} if isinstance(value, dict) else value for key, value in raw.items()
@@ -51,3 +45,23 @@ def load_predictions(path: Path) -> list[Prediction]:
             raise ConfigError(f"{path}: duplicate prediction for {pred.instance_id}")
         seen.add(pred.instance_id)
     return preds
+
+
+def _json(path: Path, text: str) -> object:
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ConfigError(f"{path}: invalid JSON at line {exc.lineno}: {exc.msg}") from None
+
+
+def _jsonl(path: Path, text: str) -> list[object]:
+    """One JSON value per non-blank line; an error names the file's line (each line parses as line 1)."""
+    raw = []
+    for number, line in enumerate(text.splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            raw.append(json.loads(line))
+        except json.JSONDecodeError as exc:
+            raise ConfigError(f"{path}: invalid JSON at line {number}: {exc.msg}") from None
+    return raw
