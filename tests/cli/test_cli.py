@@ -147,6 +147,38 @@ def test_invalid_json_on_a_later_line_of_jsonl_predictions_names_that_line(tasks
     assert not (tmp_path / "o").exists()
 
 
+@pytest.mark.parametrize(
+    ("args", "says"),
+    [
+        (
+            ["eval", "--llm", "scripted:oracle", "-b", "local", "-i", "{id}", "-o", "{file}"],
+            "--output-dir {file} is a file",
+        ),
+        (["eval", "--llm", "scripted:oracle", "-b", "local", "-i", "{id}", "-o", "{file}/run"], "is under"),
+        (["grade", "-p", "{preds}", "-b", "local", "-o", "{file}"], "--output-dir {file} is a file"),
+        (["data", "export", "-o", "{file}"], "--output-dir {file} is a file"),
+        (["data", "prepare", "-o", "{file}"], "--output-dir {file} is a file"),
+        (["report", "{dir}", "-o", "{dir}"], "--out {dir} is a directory"),
+        (["report", "{dir}", "-o", "{file}/report.html"], "is under"),
+        (["demo", "-b", "local", "--no-rl", "-o", "{file}"], "--output-dir {file} is a file"),
+    ],
+    ids=["eval", "eval-under", "grade", "data-export", "data-prepare", "report", "report-under", "demo"],
+)
+def test_an_output_path_that_cannot_be_written_is_one_message_before_any_work(tasks, tmp_path, args, says):
+    """It was a traceback at the first write (demo: after a minute of work), or a run that went on."""
+    places = {"file": tmp_path / "afile", "dir": tmp_path, "id": tasks[0].instance_id}
+    places["file"].write_text("not a folder")
+    entry = {"instance_id": tasks[0].instance_id, "model_name_or_path": "m", "model_patch": tasks[0].patch}
+    places["preds"] = _preds(tmp_path / "preds.json", [entry])
+    out = swe_rl(*(arg.format(**places) for arg in args))
+    assert out.returncode == 2 and "Traceback" not in out.stderr, out.stderr
+    assert out.stderr.startswith("error: ") and says.format(**places) in out.stderr, out.stderr
+    assert places["file"].read_text() == "not a folder" and sorted(p.name for p in tmp_path.iterdir()) == [
+        "afile",
+        "preds.json",
+    ]
+
+
 def test_unknown_backend():
     out = swe_rl("env", "validate", "-b", "vm")
     assert out.returncode == 2 and "unknown sandbox backend 'vm'" in out.stderr

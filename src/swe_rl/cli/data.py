@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from swe_rl.cli.options import InstancesOpt, SourceOpt, note
+from swe_rl.cli.options import InstancesOpt, SourceOpt, note, writable_dir
 
 app = typer.Typer(help="Prepare training data and export assets for a cluster.", no_args_is_help=True)
 OutOpt = Annotated[Path, typer.Option("--output-dir", "-o", help="Directory to write into.")]
@@ -35,6 +35,7 @@ def prepare(
     from swe_rl.tasks.export import keep_usable, write_prepared
     from swe_rl.tasks.loaders import load_tasks
 
+    writable_dir(output_dir)
     tasks = load_tasks(source, instance_ids=instance)
     if valid_only is not None:
         before = len(tasks)
@@ -60,6 +61,7 @@ def export(
 
     if flavor not in (None, "swebench", "swegym"):
         raise ConfigError(f"unknown image flavor {flavor!r}: use swebench or swegym")
+    writable_dir(output_dir)
     tasks = load_tasks(source, instance_ids=instance)
     files = write_exports(tasks, output_dir, flavor or guess_flavor(source))  # type: ignore[arg-type]
     for name, path in files.items():
@@ -137,6 +139,7 @@ def sft(
 
     if not run_dirs and not trajectories:
         raise ConfigError("give run directories and/or --trajectories")
+    writable_dir(out)
     if keep not in MARKS[:3]:
         raise ConfigError(f"--keep must be one of {', '.join(MARKS[:3])}, not {keep!r}")
     modes = {"default": {}, "on": {"enable_thinking": True}, "off": {"enable_thinking": False}}

@@ -7,7 +7,16 @@ from typing import Annotated, Any
 
 import typer
 
-from swe_rl.cli.options import BackendOpt, CacheOpt, ConcurrencyOpt, env_cache, note, resolve_backend, run
+from swe_rl.cli.options import (
+    BackendOpt,
+    CacheOpt,
+    ConcurrencyOpt,
+    env_cache,
+    note,
+    resolve_backend,
+    run,
+    writable_dir,
+)
 
 
 def demo(
@@ -39,6 +48,7 @@ def demo(
     from swe_rl.tasks.builtin import builtin_tasks
 
     started = time.monotonic()
+    writable_dir(out)
     chosen = resolve_backend(backend)
     note(f"swe-rl demo: backend {chosen}, output in {out}/")
     tasks = builtin_tasks()

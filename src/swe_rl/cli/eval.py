@@ -23,6 +23,7 @@ from swe_rl.cli.options import (
     resolve_backend,
     run,
     with_overrides,
+    writable_dir,
 )
 
 if TYPE_CHECKING:
@@ -163,6 +164,7 @@ def eval_command(
 
     # options the settings refuse (--top-p 0) are refused before anything is loaded or printed
     sampling = SamplingParams(max_tokens=max_tokens, temperature=temperature, top_p=top_p)
+    writable_dir(output_dir)
     selected = load_tasks(tasks, instance_ids=instance)
     if slice_:
         selected = selected[_parse_slice(slice_)]
@@ -225,7 +227,7 @@ def eval_command(
         },
     )
     settings = with_overrides(settings, config)
-    output_dir = settings.output_dir
+    output_dir = writable_dir(settings.output_dir)
     note(
         f"eval: {len(selected)} tasks x {n_samples}, model {choice.name}, backend {chosen_backend}, executor {executor}, output {output_dir}/"
     )

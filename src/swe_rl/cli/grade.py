@@ -21,6 +21,7 @@ from swe_rl.cli.options import (
     print_json,
     resolve_backend,
     run,
+    writable_dir,
 )
 
 
@@ -58,6 +59,7 @@ def grade(
     from swe_rl.sandbox import get_factory
     from swe_rl.tasks.loaders import load_tasks
 
+    writable_dir(out)
     preds = load_predictions(predictions)
     tasks = load_tasks(source)
     factory = get_factory(resolve_backend(backend), token=pool_token())

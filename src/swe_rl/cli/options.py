@@ -109,6 +109,36 @@ def resolve_backend(name: str) -> str:
     return "local"
 
 
+def writable_dir(path: Path, option: str = "--output-dir") -> Path:
+    """``path``, a directory a command may write into; ConfigError before any work when it, or a folder above
+    it, is a file (else the first write, minutes in, was a traceback)."""
+    _not_under_a_file(path, option)
+    if path.exists() and not path.is_dir():
+        raise _not_a(path, option, "is a file, not a directory")
+    return path
+
+
+def writable_file(path: Path, option: str = "--out") -> Path:
+    """``path``, a file a command may write; ConfigError before any work when it is a directory, or a
+    folder above it is a file."""
+    _not_under_a_file(path, option)
+    if path.is_dir():
+        raise _not_a(path, option, "is a directory: give the file to write")
+    return path
+
+
+def _not_under_a_file(path: Path, option: str) -> None:
+    above = next((p for p in path.absolute().parents if p.exists()), None)
+    if above is not None and not above.is_dir():
+        raise _not_a(path, option, f"is under {above}, a file")
+
+
+def _not_a(path: Path, option: str, says: str) -> Exception:
+    from swe_rl.errors import ConfigError
+
+    return ConfigError(f"{option} {path} {says}")
+
+
 def env_cache(cache_dir: Path | None, repo_cache: Path | None) -> Any:
     from swe_rl.envs.cache import EnvCache
 

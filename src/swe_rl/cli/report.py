@@ -16,7 +16,10 @@ def report(
     ] = None,
 ) -> None:
     """Summary, plots (outcomes, steps, time, time split) and a trajectory viewer in one HTML file."""
+    from swe_rl.cli.options import writable_file
     from swe_rl.report.html import render_report
 
+    if out is not None:
+        writable_file(out, "--out")
     path = render_report(run_dir, out)
     print(path)
