@@ -223,6 +223,39 @@ def test_eval_bad_options_are_clean_errors(args, tmp_path):
 
 
 @pytest.mark.parametrize(
+    ("slice_", "says"),
+    [
+        ("12:", "no task selected: --slice 12: keeps none of the 12 tasks"),
+        ("3:3", "no task selected: --slice 3:3 keeps none of the 12 tasks"),
+        ("::0", "a step is not 0"),
+        ("", "no task selected: {empty} holds no tasks"),
+    ],
+)
+def test_an_empty_task_selection_says_so_and_runs_nothing(tmp_path, slice_, says):
+    """It printed 'resolved 0/1' for an attempt that never happened, then suggested a report of the folder."""
+    empty = tmp_path / "empty.jsonl"
+    empty.write_text("")
+    chosen = ["--slice", slice_] if slice_ else ["-s", str(empty)]
+    out = swe_rl("eval", "--llm", "scripted:oracle", "-b", "local", *chosen, "-o", str(tmp_path / "run"))
+    assert out.returncode == 2 and out.stderr.startswith("error: ") and len(out.stderr.splitlines()) == 1
+    assert says.format(empty=empty) in out.stderr, out.stderr
+    assert out.stdout == "" and not (tmp_path / "run").exists()
+
+
+def test_a_slice_takes_a_step_as_python_slices_do(tasks, tmp_path):
+    """The help said 'Python slice' and '::6' was refused."""
+    out = swe_rl(
+        "eval", "--llm", "scripted:oracle", "-b", "local", "--slice", "::6", "-o", str(tmp_path / "run")
+    )
+    assert out.returncode == 0, out.stderr
+    ids = [
+        json.loads(line)["instance_id"]
+        for line in (tmp_path / "run" / "results.jsonl").read_text().splitlines()
+    ]
+    assert sorted(ids) == sorted(t.instance_id for t in tasks[::6]) and len(ids) == 2
+
+
+@pytest.mark.parametrize(
     ("trl", "message"),
     [
         ("top_entropy_quantile", "takes KEY=VALUE"),

@@ -32,6 +32,7 @@ if TYPE_CHECKING:
     from swe_rl.executors.config import ExecutorConfig
     from swe_rl.llm.select import ModelChoice
     from swe_rl.runs.evaluation import Attempts
+    from swe_rl.tasks.model import Task
 
 
 def eval_command(
@@ -40,7 +41,12 @@ def eval_command(
     ] = "builtin",
     instance: InstancesOpt = None,
     slice_: Annotated[
-        str | None, typer.Option("--slice", help="Python slice of the task list, e.g. '0:5'.")
+        str | None,
+        typer.Option(
+            "--slice",
+            help="start:stop[:step] of the task list, counted from 0 as Python slices it, e.g. '0:5', '5:' "
+            "or '::2'.",
+        ),
     ] = None,
     max_instances: Annotated[
         int | None, typer.Option("--max-instances", min=1, help="At most this many tasks.")
@@ -165,11 +171,7 @@ def eval_command(
     # options the settings refuse (--top-p 0) are refused before anything is loaded or printed
     sampling = SamplingParams(max_tokens=max_tokens, temperature=temperature, top_p=top_p)
     writable_dir(output_dir)
-    selected = load_tasks(tasks, instance_ids=instance)
-    if slice_:
-        selected = selected[_parse_slice(slice_)]
-    if max_instances:
-        selected = selected[:max_instances]
+    selected = _select(load_tasks(tasks, instance_ids=instance), tasks, slice_, max_instances)
     placement = _placement(executor, backend)
     here = isinstance(placement, LocalConfig | PoolConfig)
     choice = (
@@ -344,14 +346,35 @@ def _loaded_remotely(llm: str) -> ModelChoice:
     return ModelChoice(never, None, llm.partition(":")[2] or llm)
 
 
-def _parse_slice(text: str) -> slice:
-    """'a:b', 'a:' or ':b' -> a slice; anything else is a clear error."""
+def _select(loaded: list[Task], source: str, slice_: str | None, max_instances: int | None) -> list[Task]:
+    """The tasks --slice and --max-instances keep; ConfigError when they keep none (an empty run was
+    reported as 'resolved 0/1')."""
     from swe_rl.errors import ConfigError
 
-    start, sep, stop = text.partition(":")
+    selected = loaded[_parse_slice(slice_)] if slice_ else loaded
+    selected = selected[:max_instances] if max_instances else selected
+    if not loaded:
+        raise ConfigError(f"no task selected: {source} holds no tasks")
+    if not selected:
+        raise ConfigError(f"no task selected: --slice {slice_} keeps none of the {len(loaded)} tasks")
+    return selected
+
+
+def _parse_slice(text: str) -> slice:
+    """'start:stop[:step]', each part optional ('0:5', '5:', '::2'), as Python slices a list; anything
+    else (a step of 0 too) is a clear error."""
+    from swe_rl.errors import ConfigError
+
+    parts = text.split(":")
     try:
-        if not sep or ":" in stop:
+        if not 2 <= len(parts) <= 3:
             raise ValueError
-        return slice(int(start) if start.strip() else None, int(stop) if stop.strip() else None)
+        start, stop, step = (int(p) if p.strip() else None for p in (*parts, "")[:3])
+        if step == 0:
+            raise ValueError
+        return slice(start, stop, step)
     except ValueError:
-        raise ConfigError(f"--slice must look like 'start:stop' (e.g. 0:5), not {text!r}") from None
+        raise ConfigError(
+            f"--slice must look like 'start:stop' or 'start:stop:step' (e.g. 0:5, ::2; a step is not 0), "
+            f"not {text!r}"
+        ) from None
