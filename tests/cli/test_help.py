@@ -131,3 +131,16 @@ def test_every_command_with_a_config_option_is_checked() -> None:
         if any("--config" in getattr(param, "opts", []) for param in command.params)
     }
     assert with_config == set(CONFIGURED)
+
+
+def test_the_llm_option_lists_every_model_the_command_accepts(rendered) -> None:
+    """Every ``--llm`` spec of llm.select (scripted ones accepted by the oracle module): it listed 2 of 5."""
+    from swe_rl.llm.oracle import scripted_for
+    from swe_rl.llm.select import LLM_SPECS
+    from swe_rl.tasks.model import Task
+
+    specs = [spec.strip() for spec in LLM_SPECS.split("|")]
+    for kind in (spec.partition(":")[2] for spec in specs if spec.startswith("scripted:")):
+        scripted_for(kind, Task(instance_id="x", repo="x/x", base_commit="0000"))  # the spec is a real one
+    said = squashed(options(rendered[("eval",)])["--llm"])
+    assert len(specs) == 7 and [spec for spec in specs if squashed(spec) not in said] == []

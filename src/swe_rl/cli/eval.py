@@ -55,8 +55,9 @@ def eval_command(
         str | None,
         typer.Option(
             "--llm",
-            help="The model: scripted:oracle|scripted:never-submit|hf:<dir or smollm2>|openai (--model at "
-            "--api-base) [default: openai].",
+            help="The model: scripted:oracle | scripted:oracle-compact | scripted:oracle-debug | "
+            "scripted:never-submit | scripted:format-errors (scripted from each task, offline) | "
+            "hf:<model dir or 'smollm2'> | openai (--model at --api-base) [default: openai].",
         ),
     ] = None,
     model: Annotated[
