@@ -34,7 +34,9 @@ from swe_rl.episode.record import EpisodeRecord
 from swe_rl.episode.summary import summarize
 from swe_rl.fileio import atomic_write_json
 
-_SECRET = re.compile(r"(key|token|secret|password|authorization)", re.IGNORECASE)
+# a key that names a secret as its last word (api_key, hf_token, SWE_RL_TOKEN, Authorization), not one that
+# counts or handles them (max_tokens, tokenizer, keys_seen)
+_SECRET = re.compile(r"(^|[_\-])(key|apikey|token|secret|password|passwd|authorization)$", re.IGNORECASE)
 
 
 def redact(obj: Any) -> Any:
@@ -150,6 +152,8 @@ class RunDir:
             "provenance": provenance,
         }
         summary.update({f"pass_at_{k}": value for k, value in episodes.pass_at.items()})
+        if not episodes.completed:  # resolved / (attempts - infrastructure errors) is 0/0: no rate
+            summary["resolve_rate"] = None
         atomic_write_json(self.summary_path, summary)
         return summary
 

@@ -348,6 +348,41 @@ def answering_hub() -> Iterator[str]:
     server.server_close()
 
 
+class _Unauthorized(BaseHTTPRequestHandler):
+    """An OpenAI-compatible endpoint that refuses every call: each attempt ends as an infrastructure error."""
+
+    def do_POST(self) -> None:
+        body = b'{"error": {"message": "invalid api key"}}'
+        self.send_response(401)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+def test_an_all_error_run_has_no_rate_and_its_max_tokens_is_no_secret(tasks, tmp_path):
+    """README's rate is resolved / (attempts - infrastructure errors): 0/0 here, which read 'rate 0.0%';
+    max_tokens was '<redacted>' in summary.json, matched as a 'token'."""
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _Unauthorized)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    api_base = f"http://127.0.0.1:{server.server_address[1]}/v1"
+    args = ["eval", "--model", "m", "--api-base", api_base, "-b", "local", "--max-tokens", "64"]
+    args += [arg for t in tasks[:2] for arg in ("-i", t.instance_id)]
+    try:
+        out = swe_rl(*args, "-o", str(tmp_path / "run"))
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert out.returncode == 1 and "Traceback" not in out.stderr, out.stderr
+    assert out.stdout.startswith("resolved 0/2 (rate n/a: 0/0 graded); errors 2;"), out.stdout
+    summary = json.loads((tmp_path / "run" / "summary.json").read_text())
+    assert (summary["completed"], summary["errors"], summary["resolve_rate"]) == (0, 2, None)
+    assert summary["args"]["max_tokens"] == 64 and summary["args"]["api_base"] == api_base
+
+
 def _closed_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

@@ -250,8 +250,10 @@ def eval_command(
     if json_out:
         print_json(summary)
     else:
+        rate = summary["resolve_rate"]
         print(
-            f"resolved {summary['resolved']}/{summary['attempts']} (rate {summary['resolve_rate']:.1%}); "
+            f"resolved {summary['resolved']}/{summary['attempts']} "
+            f"(rate {'n/a: 0/0 graded' if rate is None else f'{rate:.1%}'}); "
             f"errors {summary['errors']}; no patch {summary['no_patch']}; avg steps {summary['avg_steps']:.1f}; "
             f"cost ${summary['cost_usd']:.4f}"
         )
