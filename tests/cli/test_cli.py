@@ -309,6 +309,25 @@ def test_ctrl_c_in_eval_names_the_command_that_resumes_and_that_command_does(tas
     assert sorted(ids) == sorted(t.instance_id for t in tasks)  # each once: the finished ones were kept
 
 
+def test_resume_with_another_model_is_refused_and_rewrites_nothing(tasks, tmp_path):
+    """It was accepted: summary.json's model and every preds.json model_name_or_path became the second
+    model's while the trajectories kept the first."""
+    run_dir = tmp_path / "run"
+    args = ["eval", "-b", "local", "-i", tasks[0].instance_id, "-i", tasks[1].instance_id, "-o", str(run_dir)]
+    first = swe_rl(*args, "--llm", "scripted:oracle", "--slice", ":1")
+    assert first.returncode == 0, first.stderr
+    files = {name: (run_dir / name).read_bytes() for name in ("summary.json", "preds.json", "results.jsonl")}
+    other = swe_rl(*args, "--llm", "scripted:never-submit", "--resume")
+    assert other.returncode == 2 and "Traceback" not in other.stderr, other.stderr
+    assert other.stderr.splitlines()[-1] == (
+        f"error: {run_dir} is a run of model 'scripted:oracle', not 'scripted:never-submit': --resume it with "
+        "the same model, or choose another --output-dir"
+    )
+    assert {name: (run_dir / name).read_bytes() for name in files} == files
+    same = swe_rl(*args, "--llm", "scripted:oracle", "--resume")  # the control: the same model continues
+    assert same.returncode == 0 and same.stdout.startswith("resolved 2/2"), same.stderr
+
+
 @pytest.mark.parametrize(
     ("files", "says"),
     [

@@ -152,14 +152,8 @@ async def run_eval(
 ) -> dict[str, Any]:
     """Every attempt of every task, on the executor ``attempts`` holds; artifacts written here."""
     run = RunDir(settings.output_dir)
+    _check_resumable(run, settings)
     done = {k: r for k, r in run.latest().items() if not r.infra_error} if settings.resume else {}
-    if not settings.resume and run.results_path.exists():
-        from swe_rl.errors import ConfigError
-
-        raise ConfigError(
-            f"{settings.output_dir} already holds a run; pass --resume to continue it "
-            "or choose another --output-dir"
-        )
     todo = [(t, a) for t in tasks for a in range(settings.n_samples) if (t.instance_id, a) not in done]
     progress = RunProgress(len(todo), "eval", quiet=quiet)
     limit = asyncio.Semaphore(settings.max_concurrent)
@@ -183,6 +177,27 @@ async def run_eval(
         summary = _finish(run, tasks, settings, budget)
         progress.close()
     return summary
+
+
+def _check_resumable(run: RunDir, settings: EvalSettings) -> None:
+    """ConfigError, before anything is written, unless ``run`` may take this run: an empty directory, or with
+    ``resume`` one of the same model (another one's --resume rewrote summary.json's and preds.json's model
+    while the trajectories kept the first: one run directory, two models)."""
+    from swe_rl.errors import ConfigError
+
+    if not settings.resume:
+        if run.results_path.exists():
+            raise ConfigError(
+                f"{settings.output_dir} already holds a run; pass --resume to continue it "
+                "or choose another --output-dir"
+            )
+        return
+    before, now = run.read_summary().get("args", {}).get("model"), settings.args.get("model")
+    if before is not None and now is not None and before != now:
+        raise ConfigError(
+            f"{settings.output_dir} is a run of model {before!r}, not {now!r}: --resume it with the same "
+            "model, or choose another --output-dir"
+        )
 
 
 class RunBudget:
