@@ -25,55 +25,8 @@ from swe_rl.envs.lock import pinned
 # `.[test]`, `".[dev,docs]"`, `-e .[test]`: the extras the command asks of the repo itself
 _OWN_EXTRAS = re.compile(r"""(?:^|[\s'"=])\.\[([\w.,\s-]+)\]""")
 
-# run on the venv's interpreter with a pip on its path (the pip tool, else the venv's own): packaging is pip's;
-# importlib.metadata from Python 3.8, pip's pkg_resources before it
-_MISSING = r"""
-import json, os, sys
-from pip._vendor.packaging.requirements import Requirement
-from pip._vendor.packaging.utils import canonicalize_name
-
-testbed, extras = os.path.realpath(sys.argv[1]), set(json.loads(sys.argv[2]))
-
-
-def inside(where):  # setup.py develop: the project's metadata is in the repo
-    if not where:  # (realpath("") is the working directory)
-        return False
-    where = os.path.realpath(where)
-    return where == testbed or where.startswith(testbed + os.sep)
-
-
-def installed():  # (name, requirement lines, the repo's own?) of each distribution
-    try:
-        from importlib import metadata
-    except ImportError:
-        from pip._vendor import pkg_resources  # its requires() evaluates the markers itself
-        for dist in pkg_resources.working_set:
-            asked = tuple(e for e in dist.extras if e in extras) if inside(dist.location) else ()
-            lines = [r.project_name + str(r.specifier) for r in dist.requires(asked)]
-            yield dist.project_name, lines, False
-        return
-    for dist in metadata.distributions():
-        url = json.loads(dist.read_text("direct_url.json") or "{}")
-        editable = url.get("dir_info", {}).get("editable", False) and url.get("url") == "file://" + testbed
-        yield dist.metadata["Name"], dist.requires or [], editable or inside(str(getattr(dist, "_path", "")))
-
-
-dists = {}
-for name, lines, own in installed():
-    if name:
-        dists.setdefault(canonicalize_name(name), (lines, own))
-missing = {}
-for lines, own in dists.values():
-    asked = sorted(extras) if own else []
-    for line in lines:
-        req = Requirement(line)
-        if req.marker is not None and not any(req.marker.evaluate({"extra": e}) for e in asked or [""]):
-            continue
-        if canonicalize_name(req.name) not in dists:
-            req.marker = None
-            missing.setdefault(canonicalize_name(req.name), str(req))
-print(json.dumps(sorted(missing.values())))
-"""
+# fed with -c to the venv's interpreter with a pip on its path (the pip tool, else the venv's own)
+_MISSING = Path(__file__).with_name("invenv") / "missing_requirements.py"
 
 
 def requested_extras(command: str) -> list[str]:
@@ -114,7 +67,7 @@ def missing_requirements(
     with ``extras``), as requirement strings without markers; None where they cannot be read."""
     env = {**environ, **({"PYTHONPATH": str(tool)} if tool else {})}
     done = subprocess.run(
-        [str(python), "-c", _MISSING, str(testbed), json.dumps(extras)],
+        [str(python), "-c", _MISSING.read_text(), str(testbed), json.dumps(extras)],
         capture_output=True,
         text=True,
         check=False,

@@ -15,7 +15,7 @@ import shlex
 from swe_rl.errors import ConfigError
 from swe_rl.harness import warm
 from swe_rl.harness.official import END_TEST_OUTPUT, START_TEST_OUTPUT, TEST_EXIT_CODE
-from swe_rl.harness.seal import Seal, seals
+from swe_rl.harness.seal import Seal, runner_of
 from swe_rl.tasks.model import Task
 from swe_rl.tasks.rowspec import row_eval_setup, row_spec
 from swe_rl.tasks.specs import spec_for, test_directives
@@ -57,10 +57,11 @@ def composed_test_cmd(task: Task, *, image_env: bool = False) -> str | None:
     return test_cmd
 
 
-def sealable(task: Task, *, image_env: bool = False) -> bool:
-    """Whether the task's tests run by a command the seal plugin can join (harness/seal.py)."""
+def seal_runner(task: Task, *, image_env: bool = False) -> str | None:
+    """The runner whose seal the task's test command runs with (harness/seal.py: 'pytest', 'unittest'), or
+    None where none can (a row's own script, sympy's ``bin/test``)."""
     test_cmd = composed_test_cmd(task, image_env=image_env)
-    return test_cmd is not None and seals(test_cmd)
+    return runner_of(test_cmd) if test_cmd is not None else None
 
 
 def eval_script(
@@ -78,7 +79,7 @@ def eval_script(
 
     ``runner``: a warm test runner in the sandbox; a composed script whose test command runs pytest sends
     the run to it (:mod:`.warm`) and prints which way it ran as its last line. A row's own script runs as
-    written. ``seal``: the composed pytest command also loads the seal plugin (:func:`sealable` says where).
+    written. ``seal``: the composed test command runs with the seal (:func:`seal_runner` says where).
     """
     test_cmd = composed_test_cmd(task, image_env=image_env)
     if test_cmd is None:

@@ -28,7 +28,7 @@ from swe_rl.harness.evalscript import (
     SCRATCH,
     TEST_PATCH,
     eval_script,
-    sealable,
+    seal_runner,
 )
 from swe_rl.harness.guard import STEERING_MARK, Guard
 from swe_rl.harness.official import (
@@ -142,8 +142,9 @@ async def grade_in(
     ):
         return ended
     grading.applied_at = time.monotonic()
-    if mode == "strict" and patch is not None and sealable(task, image_env=image_env):
-        grading.seal = Seal.new(SCRATCH, grading.kept)
+    sealed_by = seal_runner(task, image_env=image_env) if mode == "strict" and patch is not None else None
+    if sealed_by is not None:
+        grading.seal = Seal.new(SCRATCH, grading.kept, sealed_by)
         await grading.seal.put_key(box)
     script = eval_script(task, image_env=image_env, runner=runner, seal=grading.seal)
     files = {TEST_PATCH: task.test_patch.encode(), EVAL_SCRIPT: script.encode()}
@@ -289,7 +290,7 @@ class _Grading:
             )
 
     def _unverifiable(self, report: dict[str, Any]) -> bool:
-        """Strict mode, a run no seal covers (django's or sympy's runner, a row's own script): its log alone
+        """Strict mode, a run no seal covers (sympy's runner, a row's own script): its log alone
         cannot make a pass, since the patched code writes it; a log that resolves is not trusted."""
         if self.mode != "strict" or self.patch is None or self.method is None or self.seal is not None:
             return False
@@ -298,7 +299,8 @@ class _Grading:
         report["resolved"] = False
         self.log.append(
             f"{STEERING_MARK} ({self.mode}): not resolved: unverifiable: the tests ran by a command the seal "
-            "does not cover (not pytest), and the log alone is written by the code under test"
+            "does not cover (not pytest, django's or unittest's runner), and the log alone is written by the code "
+            "under test"
         )
         return True
 

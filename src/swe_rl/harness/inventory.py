@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import base64
 import shlex
+from pathlib import Path
 
 from pydantic import BaseModel, Field
 
@@ -45,30 +46,9 @@ show() {{  # each file base64 on a line of its own after the mark (one round tri
   echo
 }}
 """
-# Module names importable from the env (stdlib and site-packages), by its own interpreter, isolated
-# from the repository (-I -S): a new top-level module must not take one of them. Without `site`, sys.prefix
-# is the base interpreter's, so a venv's own site-packages is found from its pyvenv.cfg. Python 3.5 syntax.
-_MODULES = r"""
-import os, sys, sysconfig
-names = set(sys.builtin_module_names)
-paths = sysconfig.get_paths()
-dirs = [paths.get(k) for k in ("stdlib", "platstdlib", "purelib", "platlib")]
-venv = os.path.dirname(os.path.dirname(os.path.abspath(sys.executable)))
-if os.path.isfile(os.path.join(venv, "pyvenv.cfg")):
-    own = sysconfig.get_paths(vars={"base": venv, "platbase": venv})
-    dirs += [own.get("purelib"), own.get("platlib")]
-dirs += [os.path.join(d, "lib-dynload") for d in dirs if d]
-for d in dirs:
-    try:
-        entries = os.listdir(d)
-    except (OSError, TypeError):
-        continue
-    for entry in entries:
-        name = entry.split(".")[0]
-        if name.isidentifier() and name != "__pycache__":
-            names.add(name)
-sys.stdout.write("\n".join(sorted(names)))
-"""
+# Module names importable from the env, by its own interpreter, isolated from the repository (-I -S): a new
+# top-level module must not take one of them (insandbox/list_modules.py)
+_MODULES = (Path(__file__).with_name("insandbox") / "list_modules.py").read_text()
 _LIST_MODULES = f"python -I -S -c {shlex.quote(_MODULES)}"
 _BEFORE_TREE = f"""[ ! -e "$GIT_INDEX_FILE" ] || rm -f "$GIT_INDEX_FILE"
 $G apply --numstat -z {CANDIDATE_PATCH} > $S/numstat 2>/dev/null || : > $S/numstat

@@ -21,6 +21,7 @@ from __future__ import annotations
 import hashlib
 import hmac
 import json
+import re
 import secrets
 import shlex
 import zlib
@@ -34,19 +35,39 @@ from swe_rl.harness.official import log_reader
 from swe_rl.harness.warm import PYTEST_COMMAND
 from swe_rl.sandbox.base import Sandbox
 
-PLUGIN = (Path(__file__).with_name("insandbox") / "seal_plugin.py").read_text()
-CHECKS = (Path(__file__).with_name("insandbox") / "seal_checks.py").read_text()  # the plugin imports it
+_HERE = Path(__file__).with_name("insandbox")
 MODULE = "swe_rl_seal"
+LAUNCHER = f"{MODULE}_unittest.py"  # django's and unittest's runners run under it
+# what is staged, by the name the seal's modules import each other by
+STAGED = {
+    f"{MODULE}.py": (_HERE / "seal_plugin.py").read_text(),  # pytest's plugin
+    f"{MODULE}_core.py": (_HERE / "seal_core.py").read_text(),
+    f"{MODULE}_checks.py": (_HERE / "seal_checks.py").read_text(),
+    LAUNCHER: (_HERE / "seal_unittest.py").read_text(),
+}
+# django's runner (``./tests/runtests.py ...``, by a Python or by its shebang) and ``python -m unittest ...``
+UNITTEST_COMMAND = re.compile(
+    r"^(?:(?P<python>python3?(?:\.\d+)?) )?(?P<script>(?:\./)?tests/runtests\.py)(?=\s|$)"
+    r"|^(?P<module_python>python3?(?:\.\d+)?) -m unittest(?=\s|$)"
+)
 ENV = "SWE_RL_SEAL"  # the path prefix of the key (.key) and of the sealed results (.out)
 SEALED_PASS = ("passed", "xfail")  # the plugin's outcomes that count as passing
 MAX_SEALED = 16 * 1024 * 1024  # the names of a few hundred thousand tests, compressed
 
 
+def runner_of(test_cmd: str) -> str | None:
+    """Which seal a test command can run with: 'pytest' (``pytest ...``, ``python -m pytest ...``: the plugin),
+    'unittest' (django's ``tests/runtests.py``, ``python -m unittest``: the launcher), or None (sympy's
+    ``bin/test``, anything else: graded strict as unverifiable)."""
+    if PYTEST_COMMAND.match(test_cmd) is not None:
+        return "pytest"
+    if UNITTEST_COMMAND.match(test_cmd) is not None:
+        return "unittest"
+    return None
+
+
 def seals(test_cmd: str) -> bool:
-    """Whether a test command runs pytest directly (``pytest ...``, ``python -m pytest ...``): the runs the
-    plugin can seal. Other runners (django's ``runtests.py``, sympy's ``bin/test``) are graded from the
-    log alone."""
-    return PYTEST_COMMAND.match(test_cmd) is not None
+    return runner_of(test_cmd) is not None
 
 
 @dataclass
@@ -57,39 +78,47 @@ class Seal:
     scratch: str
     key: bytes
     changed: tuple[str, ...] = ()  # the paths the patch changed (relative to the repository's root)
+    runner: str = "pytest"  # :func:`runner_of`
 
     @classmethod
-    def new(cls, scratch: str, changed: Sequence[str] = ()) -> Seal:
-        return cls(scratch, secrets.token_hex(32).encode(), tuple(changed))
+    def new(cls, scratch: str, changed: Sequence[str] = (), runner: str = "pytest") -> Seal:
+        return cls(scratch, secrets.token_hex(32).encode(), tuple(changed), runner)
 
     @property
     def prefix(self) -> str:
         return f"{self.scratch}/seal"
 
     def files(self) -> dict[str, bytes]:
-        """The plugin, staged with the eval script (the key goes apart: :meth:`put_key`)."""
-        return {
-            f"{self.scratch}/{MODULE}.py": PLUGIN.encode(),
-            f"{self.scratch}/{MODULE}_checks.py": CHECKS.encode(),
-        }
+        """The seal's modules, staged with the eval script (the key goes apart: :meth:`put_key`)."""
+        return {f"{self.scratch}/{name}": text.encode() for name, text in STAGED.items()}
 
     async def put_key(self, box: Sandbox) -> None:
         conf = {"key": self.key.decode(), "changed": list(self.changed)}
         await box.write_file(f"{self.prefix}.key", json.dumps(conf).encode())
 
     def plugged(self, test_cmd: str) -> str:
-        """``test_cmd`` (a pytest command: :func:`seals`) loading the plugin."""
+        """``test_cmd`` (a command :func:`runner_of` names this seal's runner for) run with the seal: pytest
+        loading the plugin, django's or unittest's runner under the launcher."""
+        if runner_of(test_cmd) != self.runner:
+            raise ValueError(f"not a {self.runner} command: {test_cmd!r}")
         match = PYTEST_COMMAND.match(test_cmd)
-        if match is None:
-            raise ValueError(f"not a pytest command: {test_cmd!r}")
-        return f"{match.group(0)} -p {MODULE}{test_cmd[match.end() :]}"
+        if match is not None:
+            return f"{match.group(0)} -p {MODULE}{test_cmd[match.end() :]}"
+        match = UNITTEST_COMMAND.match(test_cmd)
+        assert match is not None
+        launcher = f"{shlex.quote(self.scratch)}/{LAUNCHER}"
+        if match.group("script"):
+            return f"{match.group('python') or 'python'} {launcher} {match.group('script')}{test_cmd[match.end() :]}"
+        return f"{match.group('module_python')} {launcher} -m unittest{test_cmd[match.end() :]}"
 
     def variables(self, *, cold: bool) -> str:
         """The assignments the plugged command runs with: ``SWE_RL_SEAL`` (an absolute path: a test may
         change directory) and, for a cold run, ``PYTHONPATH`` to find the plugin (the warm runner's client
         sends no such setting to its server, which finds the plugin itself, and sets it where it runs cold)."""
         folder = shlex.quote(self.scratch)
-        found = f' PYTHONPATH="$PWD/{folder}${{PYTHONPATH:+:$PYTHONPATH}}"' if cold else ""
+        found = ""
+        if cold and self.runner == "pytest":  # the launcher of unittest's runners finds its modules itself
+            found = f' PYTHONPATH="$PWD/{folder}${{PYTHONPATH:+:$PYTHONPATH}}"'
         return f'{ENV}="$PWD/{shlex.quote(self.prefix)}"{found}'
 
     async def read(self, box: Sandbox) -> bytes | None:
@@ -117,7 +146,8 @@ class Seal:
         """Whether every test that swebench's ``report`` counts as passing is passed by the sealed results
         ``data``: every sealed test the task's parser keys as that name (from one summary line of its own)
         passed, and there is at least one. A tripwire that fired confirms nothing."""
-        passing = [name for name in _success(report) if "::" in name]  # not a test id: nothing to seal
+        # a name that is no pytest id (a parser's own line) is not a test of pytest's to seal
+        passing = [name for name in _success(report) if "::" in name or self.runner != "pytest"]
         sealed = self._open(data)
         if sealed is not None and sealed[1]:
             return SealCheck("tripped", passing, sealed[1])
@@ -125,10 +155,10 @@ class Seal:
             return SealCheck("nothing to confirm", [])
         if sealed is None:
             return SealCheck("missing or not signed with this grading's key", passing)
-        read = log_reader(parser)
+        read, line = log_reader(parser), _LINES[self.runner]
         keyed: dict[str, list[str]] = {}
         for name, outcome in sealed[0].items():
-            key = _key(name, read)
+            key = _key(name, read, line)
             if key is not None:
                 keyed.setdefault(key, []).append(outcome)
         unconfirmed = [
@@ -154,12 +184,18 @@ class Seal:
         return outcomes, [str(t) for t in trips]
 
 
-def _key(name: str, read: Callable[[str], dict[str, str]]) -> str | None:
-    """The name the task's parser (``read``) gives a summary line ``PASSED <name>``: one line, so one name at
-    most. A name holding a line break is no test's (the plugin also trips on it)."""
-    if "\n" in name or "\r" in name:
+# how the runner prints one passing test: pytest's summary line; unittest's verbose line, its description
+# (``str(test)``, then the docstring's first line on a line of its own) and " ... ok"
+_LINES = {"pytest": ("PASSED {}", 0), "unittest": ("{} ... ok", 1)}
+
+
+def _key(name: str, read: Callable[[str], dict[str, str]], line: tuple[str, int]) -> str | None:
+    """The name the task's parser (``read``) gives the runner's line for a pass of ``name``: one name at
+    most. A name holding more line breaks than the runner's description has is no test's (the seal trips)."""
+    template, breaks = line
+    if "\r" in name or name.count("\n") > breaks:
         return None
-    keys = list(read(f"PASSED {name}"))
+    keys = list(read(template.format(name)))
     return keys[0] if len(keys) == 1 else None
 
 

@@ -2,19 +2,19 @@
 
 Forking a Python process costs time proportional to its memory (3 ms at 35 MB here, far more inside
 a trainer holding a model), and the ns backend must run code between fork and exec (join cgroups,
-mount a private tmpfs). So a tiny helper, started once per process with ``python -S``, does the
-forking: the caller sends the argv, the cgroup files and the pipe ends over a UNIX socket
-(SCM_RIGHTS) and gets the pid back. The helper exits when its socket closes (the parent died), and
-bwrap (``--die-with-parent``) dies with the helper.
+mount a private tmpfs). So a tiny helper (helper/spawn_helper.py), started once per process with
+``python -S``, does the forking: the caller sends the argv, the cgroup files and the pipe ends over a
+UNIX socket (SCM_RIGHTS) and gets the pid back. The helper exits when its socket closes (the parent
+died), and bwrap (``--die-with-parent``) dies with the helper.
 
 Between fork and exec the child, still root, joins the sandbox's cgroups, mounts its private tmpfs,
 bind-mounts the host paths the sandbox needs into it (the env cache may sit under a directory only
 root can enter) and then drops to the sandbox's unprivileged uid: bwrap itself never runs as root, so
 no process of the sandbox is host root, and the kernel makes its ``/proc/sys`` read-only.
 
-A reset in place (reset.py) goes to a worker the helper forks on the first one: the caller talks to it
-over a socket of its own (resets never hold up a spawn), and it enters a sandbox's namespaces for each
-reset and comes back to its own after; the helper itself never leaves them.
+A reset in place (reset.py) goes to a worker (helper/reset_worker.py) the helper forks on the first
+one: the caller talks to it over a socket of its own (resets never hold up a spawn), and it enters a
+sandbox's namespaces for each reset and comes back to its own after; the helper itself never leaves them.
 """
 
 from __future__ import annotations
@@ -29,104 +29,15 @@ import subprocess
 import sys
 import threading
 import weakref
+from pathlib import Path
 from typing import Any
 
 from swe_rl.errors import SandboxError
-from swe_rl.sandbox.reset_worker import WORKER
 
 RESET_TIMEOUT = 20.0  # seconds a reset in place may take before the sandbox is restarted instead
 
-# Runs in the helper (python -S: no site, no swe_rl import). Kept dependency-free on purpose.
-_HELPER = (
-    r"""
-import contextlib, ctypes, json, os, re, select, shutil, signal, socket, stat, sys
-libc = ctypes.CDLL(None, use_errno=True)
-# No PR_SET_PDEATHSIG: it fires when the *thread* that started us exits, not the process. We exit when
-# the socket reaches EOF instead, which is when the parent process is gone (or closed it on purpose).
-signal.signal(signal.SIGINT, signal.SIG_IGN)  # a Ctrl-C is the parent's to handle
-signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # children are reaped automatically
-sock = socket.socket(fileno=int(sys.argv[1]))
-MS_REC, MS_PRIVATE, MS_NOSUID, MS_NODEV, MS_BIND = 0x4000, 1 << 18, 0x2, 0x4, 0x1000
-
-def child(req, fds):
-    try:
-        os.dup2(fds[0], 0); os.dup2(fds[1], 1); os.dup2(fds[2], 2); os.dup2(fds[3], 3)
-        os.closerange(4, 1 << 16)
-        signal.signal(signal.SIGCHLD, signal.SIG_DFL)
-        pid = str(os.getpid()).encode()
-        for path in req["cgroup_procs"]:
-            fd = os.open(path, os.O_WRONLY); os.write(fd, pid); os.close(fd)
-        mnt = req["mountpoint"]
-        if libc.unshare(0x00020000) != 0:
-            raise OSError(ctypes.get_errno(), "unshare(CLONE_NEWNS)")
-        if libc.mount(b"none", b"/", None, MS_REC | MS_PRIVATE, None) != 0:
-            raise OSError(ctypes.get_errno(), "making / private")
-        if libc.mount(b"swe-rl", mnt.encode(), b"tmpfs", MS_NOSUID | MS_NODEV, req["tmpfs_opts"].encode()) != 0:
-            raise OSError(ctypes.get_errno(), "mounting the sandbox tmpfs")
-        uid = req["uid"]
-        for sub, mode, owner in (("layer", 0o755, 0), ("tmp", 0o1777, uid), ("shm", 0o1777, uid),
-                                 ("home", 0o700, uid), ("ctl", 0o711, 0), ("b", 0o755, 0)):
-            os.mkdir(f"{mnt}/{sub}")
-            os.chown(f"{mnt}/{sub}", owner, owner)
-            os.chmod(f"{mnt}/{sub}", mode)
-        # the testbed overlay's upper layer has a tmpfs of its own (as each reset's has: reset.py), so that a
-        # use's files go with its layer, at once
-        if libc.mount(b"swe-rl-layer", f"{mnt}/layer".encode(), b"tmpfs", MS_NOSUID | MS_NODEV,
-                      req["layer_tmpfs_opts"].encode()) != 0:
-            raise OSError(ctypes.get_errno(), "mounting the testbed layer's tmpfs")
-        for sub in ("upper", "work"):
-            os.mkdir(f"{mnt}/layer/{sub}", 0o755)
-            os.chown(f"{mnt}/layer/{sub}", uid, uid)
-        # the commands' output files get a tmpfs of their own: a full disk must not silence them
-        if libc.mount(b"swe-rl-ctl", f"{mnt}/ctl".encode(), b"tmpfs", MS_NOSUID | MS_NODEV,
-                      req["ctl_tmpfs_opts"].encode()) != 0:
-            raise OSError(ctypes.get_errno(), "mounting the control tmpfs")
-        for source, name in req["binds"]:
-            target = f"{mnt}/b/{name}"
-            if os.path.isdir(source):
-                os.mkdir(target)
-            else:
-                os.close(os.open(target, os.O_CREAT | os.O_WRONLY, 0o600))
-            if libc.mount(source.encode(), target.encode(), None, MS_BIND | MS_REC, None) != 0:
-                raise OSError(ctypes.get_errno(), f"binding {source}")
-        os.setgroups([])
-        os.setresgid(uid, uid, uid)
-        os.setresuid(uid, uid, uid)
-        os.execv(req["argv"][0], req["argv"])
-    except BaseException as exc:
-        os.write(2, f"swe-rl spawner: {exc}\n".encode())
-    os._exit(127)
-
-"""
-    + WORKER
-    + r"""
-def serve(req, fds):
-    try:
-        pid = os.fork()
-    except OSError as exc:
-        pid = -exc.errno
-    if pid == 0 and req.get("op") == "reset_worker":
-        try:
-            sock.close()  # the caller must see EOF when the helper dies, whatever the worker does
-            reset_worker(socket.socket(fileno=fds[0]))
-        finally:
-            os._exit(0)
-    if pid == 0:
-        child(req, fds)
-    for fd in fds:
-        os.close(fd)
-    return {"pid": pid}
-
-while True:
-    try:
-        msg, fds, _, _ = socket.recv_fds(sock, 1 << 20, 8)
-    except OSError:
-        break
-    if not msg:
-        break
-    sock.sendall(json.dumps(serve(json.loads(msg), fds)).encode() + b"\n")
-"""
-)
+# The helper program and what it imports (helper/: no swe_rl import, run by path, never imported here)
+HELPER = Path(__file__).with_name("helper") / "spawn_helper.py"
 
 
 class Spawner:
@@ -149,7 +60,7 @@ class Spawner:
             return self._sock
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
         self._proc = subprocess.Popen(
-            [sys.executable, "-S", "-c", _HELPER, str(theirs.fileno())],
+            [sys.executable, "-S", str(HELPER), str(theirs.fileno())],
             pass_fds=(theirs.fileno(),),
             stdin=subprocess.DEVNULL,
             close_fds=True,
@@ -205,7 +116,7 @@ class Spawner:
         ``tmpfs_opts`` (the new layer's tmpfs's) and ``next``: the next layer's directory name (its overlay is
         built ahead). The worker opens the
         sandbox's namespaces, swaps the new overlay for the old one at ``workdir`` and empties the rest; see
-        reset.py and reset_worker.py. Awaited on the caller's event loop (no thread); one reset at a time per
+        reset.py and helper/reset_worker.py. Awaited on the caller's event loop (no thread); one reset at a time per
         process, whichever loop or thread asks.
         """
         async with self._loop_lock():

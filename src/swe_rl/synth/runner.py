@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -26,38 +27,8 @@ PASS = {"PASSED", "XFAIL"}
 FAIL = {"FAILED", "ERROR"}
 _PLUGIN_DIR = ".git/swe-rl-synth"
 _TRACE_OUT = f"{_PLUGIN_DIR}/lines.json"
-_PLUGIN = '''"""swe-rl synth: record the lines of the watched files that the test suite executes."""
-import json, os, sys, threading
-
-_root = os.getcwd()
-_watch = {os.path.join(_root, p) for p in json.load(open(os.path.join(_root, "@DIR@", "watch.json")))}
-_seen = {}
-
-
-def _local(frame, event, arg):
-    if event == "line":
-        _seen.setdefault(frame.f_code.co_filename, set()).add(frame.f_lineno)
-    return _local
-
-
-def _global(frame, event, arg):
-    if frame.f_code.co_filename in _watch:
-        _seen.setdefault(frame.f_code.co_filename, set()).add(frame.f_lineno)
-        return _local
-    return None
-
-
-def pytest_configure(config):
-    threading.settrace(_global)
-    sys.settrace(_global)
-
-
-def pytest_unconfigure(config):
-    sys.settrace(None)
-    out = {os.path.relpath(f, _root): sorted(lines) for f, lines in _seen.items()}
-    with open(os.path.join(_root, "@OUT@"), "w") as fh:
-        json.dump(out, fh)
-'''.replace("@DIR@", _PLUGIN_DIR).replace("@OUT@", _TRACE_OUT)
+# the coverage plugin (insandbox/swe_rl_synth_trace.py): staged beside watch.json, writes lines.json there
+_PLUGIN = Path(__file__).with_name("insandbox") / "swe_rl_synth_trace.py"
 
 # Candidate timeout, measured on `tasks synth --repo builtin` (ns, 2 busy cores, load 4-5): 348
 # candidate runs took 0.6-3.2 s (median 1.1-1.4 s), 1.6-5.6x their traced baseline (0.46-0.80 s);
@@ -117,7 +88,7 @@ async def run_baseline(
 ) -> Baseline:
     """Run the unmutated suite once, recording coverage; a failing or empty suite is a SynthError."""
     async with await factory.create(env) as box:
-        await box.write_file(f"{_PLUGIN_DIR}/swe_rl_synth_trace.py", _PLUGIN.encode())
+        await box.write_file(f"{_PLUGIN_DIR}/{_PLUGIN.name}", _PLUGIN.read_bytes())
         await box.write_file(f"{_PLUGIN_DIR}/watch.json", json.dumps(sources).encode())
         started = time.monotonic()
         result = await box.exec(

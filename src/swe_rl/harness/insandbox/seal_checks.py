@@ -1,13 +1,15 @@
 """The seal plugin's checks at the session's end (``swe_rl_seal_checks.py``, staged beside ``swe_rl_seal.py``;
 never imported by swe-rl): pytest's hook chain, the import system's finders and the runner's namespaces, each
 against the patch's files (``kind``: the plugin's classification of a file). The plugin binds these functions
-at its import, before any code of the repository runs, and hands them ``origin``; they keep no state.
+at its import, before any code of the repository runs; they keep no state.
 
 Written for Python 3.6+: no newer syntax.
 """
 
+import functools
 import os
 import sys
+import types
 
 RUNNER_MODULES = ("builtins", "pytest", "_pytest", "pluggy", "unittest")
 _MISSING = object()
@@ -15,14 +17,52 @@ _MISSING = object()
 
 def origin(value):
     """The file that defined ``value`` (a function, method, class or descriptor), or None."""
-    if not isinstance(value, type):
-        for candidate in (value, getattr(value, "__func__", None), getattr(value, "fget", None)):
-            code = getattr(candidate, "__code__", None)
-            if isinstance(code, _CODE):
-                return code.co_filename
-    else:
-        module = sys.modules.get(getattr(value, "__module__", ""), None)
-        return getattr(module, "__file__", None)
+    found = origins(value)
+    return found[0] if found else None
+
+
+def origins(value):
+    """The files that defined ``value`` and what it wraps or closes over (a decorator's wrapper, a bound
+    method's function, a partial's, a property's accessors): a callable of the patch's stays the patch's
+    inside a wrapper of the standard library's. Nothing of an object of another type is looked up but its
+    class (an attribute of it could be the patch's code, run inside the audit hook)."""
+    found, todo, seen = [], [value], 0
+    while todo and seen < 32:
+        value, seen = todo.pop(), seen + 1
+        kind = type(value)
+        if kind is _FUNCTION:
+            found.append(value.__code__.co_filename)
+            cells = [c for c in value.__closure__ or () if _filled(c)]
+            todo.extend(c.cell_contents for c in cells if type(c.cell_contents) in (_FUNCTION, _METHOD))
+            todo.extend(w for w in [vars(value).get("__wrapped__")] if w is not None)
+        elif kind in (_METHOD, classmethod, staticmethod):
+            todo.append(value.__func__)
+        elif kind is property:
+            todo.extend(f for f in (value.fget, value.fset, value.fdel) if f is not None)
+        elif kind is functools.partial:
+            todo.append(value.func)
+        elif isinstance(value, type):
+            module = sys.modules.get(vars(value).get("__module__") or "", None)
+            where = vars(module).get("__file__") if module is not None else None
+            found.extend([where] if isinstance(where, str) else [])
+        else:
+            todo.append(kind)
+    return found
+
+
+def _filled(cell):
+    try:
+        cell.cell_contents  # noqa: B018 - an empty cell raises
+    except ValueError:
+        return False
+    return True
+
+
+def patched(value, kind):
+    """The first file of the patch's among :func:`origins` of ``value``, or None."""
+    for where in origins(value):
+        if kind(where) == "tainted":
+            return where
     return None
 
 
@@ -40,7 +80,7 @@ def snapshot():
     return found
 
 
-def namespaces(snapshot, kind, trip, origin_of):
+def namespaces(snapshot, kind, trip):
     """Nothing added to or replaced in the runner's namespaces by the patch's code; in ``builtins`` and
     ``pytest`` (what tests call: ``pytest.raises``, ``isinstance``, ...) nothing replaced by anyone."""
     for label, owner, before in snapshot:
@@ -49,29 +89,26 @@ def namespaces(snapshot, kind, trip, origin_of):
             old = before.get(attr, _MISSING)
             if old is value:
                 continue
-            origin = origin_of(value)
-            if (strict and old is not _MISSING) or (origin is not None and kind(origin) == "tainted"):
+            if (strict and old is not _MISSING) or patched(value, kind) is not None:
                 trip("{}.{} {}".format(label, attr, "added" if old is _MISSING else "replaced"))
 
 
-def hooks(config, kind, trip, origin_of):
+def hooks(config, kind, trip):
     manager = getattr(config, "pluginmanager", None)
     relay = getattr(manager, "hook", None)
     for name, caller in list(vars(relay).items() if relay is not None else []):
         get = getattr(caller, "get_hookimpls", None)
         for impl in get() if get is not None else ():
-            origin = origin_of(getattr(impl, "function", None))
-            if origin is not None and kind(origin) == "tainted":
-                trip(f"hook {name} implemented by the patched code ({os.path.basename(origin)})")
+            where = patched(getattr(impl, "function", None), kind)
+            if where is not None:
+                trip(f"hook {name} implemented by the patched code ({os.path.basename(where)})")
 
 
-def finders(kind, trip, origin_of):
+def finders(kind, trip):
     for finder in list(sys.meta_path) + list(sys.path_hooks):
-        origin = origin_of(finder)
-        if origin is None and not isinstance(finder, type):
-            origin = origin_of(type(finder))
-        if origin is not None and kind(origin) == "tainted":
-            trip(f"an import hook of the patched code ({os.path.basename(origin)})")
+        where = patched(finder, kind)
+        if where is not None:
+            trip(f"an import hook of the patched code ({os.path.basename(where)})")
 
 
-_CODE = type(origin.__code__)
+_FUNCTION, _METHOD = types.FunctionType, types.MethodType

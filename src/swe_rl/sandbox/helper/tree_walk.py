@@ -1,5 +1,5 @@
-"""Removing a directory tree a sandbox made, however deep: a reset in place empties the sandbox's ``/tmp`` and
-``/dev/shm`` (the reset worker, reset_worker.py) and removes the old testbed layer (reset.py).
+"""Emptying a directory tree a sandbox made, however deep: the reset worker (reset_worker.py) empties the
+sandbox's ``/tmp``, ``/dev/shm`` and ``$HOME`` with it.
 
 A command can nest directories as deep as its disk allows. A recursive walk (``shutil.rmtree`` on this
 Python, or one of our own) stops at the interpreter's recursion limit (~1,000 levels), and one that names
@@ -8,13 +8,11 @@ whole paths stops at PATH_MAX (4,096 bytes: 1,500 levels of ``d/`` are under it,
 with ``openat(name)`` and back up with ``openat("..")``, and checks that each step reached the directory it
 expects (device and inode), so a directory moved meanwhile is an error, never a walk out of the tree.
 
-Its source is also part of the reset worker's (the spawner's ``python -S`` helper, which imports nothing of
-swe_rl): it uses ``os`` and ``stat`` only, and its annotations evaluate without imports.
+Runs in the spawner's helper (``python -S``, this folder first on its path): the standard library only.
 """
 
 from __future__ import annotations
 
-import contextlib
 import os
 import stat
 
@@ -72,25 +70,3 @@ def _step(fd: int, name: str, expected: tuple[int, int]) -> int:
         raise OSError(f"a directory was moved while its tree was being removed ({name})")
     os.close(fd)
     return new
-
-
-def remove_tree(path: str) -> None:
-    """Remove the directory ``path`` and everything under it (nothing when it does not exist); OSError when
-    something cannot be removed."""
-    with contextlib.suppress(FileNotFoundError):
-        fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
-        try:
-            empty_tree(fd, path)
-        finally:
-            os.close(fd)
-        os.rmdir(path)
-
-
-def worker_source() -> str:
-    """The source of :func:`empty_tree` (and what it calls), for the reset worker."""
-    import inspect
-
-    return "\n".join(inspect.getsource(code) for code in (_Dir, _step, empty_tree)) + "\n"
-
-
-__all__ = ["empty_tree", "remove_tree", "worker_source"]
