@@ -77,7 +77,7 @@ def demo(
         print(
             f"  {pred.instance_id:32} {expected[pred.instance_id][0]:28} -> {got}{'' if ok else '  (UNEXPECTED)'}"
         )
-    summary = run(_demo_eval(tasks, cache, factory, out, concurrency))
+    summary, unexpected = run(_demo_eval(tasks, cache, factory, out, concurrency))
     from swe_rl.report.html import render_report
 
     page = render_report(out / "eval")
@@ -85,6 +85,9 @@ def demo(
         f"\nagent eval (scripted oracle and a model that never submits, 4 tasks each): resolved "
         f"{summary['resolved']}/{summary['attempts']}; report: {page}"
     )
+    for line in unexpected:
+        print(f"  {line}  (UNEXPECTED)")
+    mismatches += len(unexpected)
     trained = _demo_train(tasks, cache, factory, out) if rl else None
     if trained is not None:
         rates = ", ".join(
@@ -105,13 +108,16 @@ def demo(
 
 async def _demo_eval(
     tasks: list[Any], cache: Any, factory: Any, out: Path, concurrency: int
-) -> dict[str, Any]:
-    """The agent end to end: the oracle replays gold fixes, the other model never submits (diff fallback)."""
+) -> tuple[dict[str, Any], list[str]]:
+    """The agent end to end: the oracle replays gold fixes, the other model never submits (diff fallback).
+    Its summary, and a line for each attempt whose verdict is not the one its model must get (the oracle's
+    resolved, the other's not, neither an infrastructure error)."""
     import shutil
 
     from swe_rl.agent.config import load_agent_config
     from swe_rl.llm.base import SamplingParams
     from swe_rl.llm.oracle import scripted_for
+    from swe_rl.rundir import RunDir
     from swe_rl.runs.evaluation import Attempts, EvalSettings, run_eval
 
     chosen = tasks[:4] + tasks[-4:]
@@ -126,9 +132,18 @@ async def _demo_eval(
         reuse_grading=True,
     )
     try:
-        return await run_eval(chosen, attempts, SamplingParams(), settings)
+        summary = await run_eval(chosen, attempts, SamplingParams(), settings)
     finally:
         await attempts.close()
+    results = {r.instance_id: r for r in RunDir(out / "eval").latest().values()}
+    unexpected = []
+    for instance_id, kind in sorted(kinds.items()):
+        r = results.get(instance_id)
+        said = "resolved" if r and r.resolved else "not resolved"
+        said = "no result" if r is None else f"error: {r.error}" if r.infra_error else said
+        if said != ("resolved" if kind == "oracle" else "not resolved"):
+            unexpected.append(f"{instance_id:32} scripted:{kind:19} -> {said}")
+    return summary, unexpected
 
 
 def _demo_train(tasks: list[Any], cache: Any, factory: Any, out: Path) -> dict[str, Any] | None:

@@ -15,7 +15,11 @@ from swe_rl.tasks.model import Task
 
 
 def oracle_replies(task: Task) -> list[str]:
-    """An agent that knows the gold patch: looks around, applies it, runs the tests, submits."""
+    """An agent that knows the gold patch: looks around, applies it, runs the tests, submits.
+
+    The patch goes to ``git apply`` on its standard input, never through a file: a fixed path (it was the
+    host's /tmp/fix.diff) is shared by every attempt on the local backend, and one applied another's fix.
+    After a here-document the next command goes on its first line (after the delimiter it would not run)."""
     delimiter = "SWE_RL_GOLD_PATCH"
     patch = (
         task.patch if task.patch.endswith("\n") else task.patch + "\n"
@@ -23,8 +27,8 @@ def oracle_replies(task: Task) -> list[str]:
     return [
         bash_reply("Let me look at the repository first.", "git status && ls"),
         bash_reply(
-            "I know the fix; let me write it as a patch and apply it.",
-            f"cat > /tmp/fix.diff <<'{delimiter}'\n{patch}{delimiter}\ngit apply /tmp/fix.diff && git diff --stat",
+            "I know the fix; let me apply it as a patch.",
+            f"git apply - <<'{delimiter}' && git diff --stat\n{patch}{delimiter}",
         ),
         bash_reply("The change is in place. Submitting.", SUBMIT),
     ]
