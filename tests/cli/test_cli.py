@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import shlex
@@ -161,8 +162,27 @@ def test_invalid_json_on_a_later_line_of_jsonl_predictions_names_that_line(tasks
         (["report", "{dir}", "-o", "{dir}"], "--out {dir} is a directory"),
         (["report", "{dir}", "-o", "{file}/report.html"], "is under"),
         (["demo", "-b", "local", "--no-rl", "-o", "{file}"], "--output-dir {file} is a file"),
+        (["env", "validate", "-b", "local", "-i", "{id}", "--report", "{file}/r.json"], "is under"),
+        (["train", "sft", "{file}", "--model", "tiny-qwen", "-o", "{file}"], "--output-dir {file} is a file"),
+        pytest.param(
+            ["train", "rl", "--model", "tiny-qwen", "-b", "local", "-i", "{id}", "-o", "{file}"],
+            "--output-dir {file} is a file",
+            marks=pytest.mark.skipif(importlib.util.find_spec("trl") is None, reason="the train extra"),
+        ),
     ],
-    ids=["eval", "eval-under", "grade", "data-export", "data-prepare", "report", "report-under", "demo"],
+    ids=[
+        "eval",
+        "eval-under",
+        "grade",
+        "data-export",
+        "data-prepare",
+        "report",
+        "report-under",
+        "demo",
+        "env-validate",
+        "train-sft",
+        "train-rl",
+    ],
 )
 def test_an_output_path_that_cannot_be_written_is_one_message_before_any_work(tasks, tmp_path, args, says):
     """It was a traceback at the first write (demo: after a minute of work), or a run that went on."""

@@ -22,6 +22,7 @@ from swe_rl.cli.options import (
     print_json,
     resolve_backend,
     run,
+    writable_file,
 )
 
 if TYPE_CHECKING:
@@ -142,6 +143,8 @@ def build(
     from swe_rl.runs.envbuild import build_dataset
     from swe_rl.tasks.loaders import load_tasks
 
+    if report is not None:
+        writable_file(report, "--report")
     if revalidate and not (validate and report):
         raise ConfigError(
             "--revalidate grades again what a --report found invalid: give --validate and --report"
@@ -216,6 +219,8 @@ def validate(
     from swe_rl.sandbox import get_factory
     from swe_rl.tasks.loaders import load_tasks
 
+    if report is not None:
+        writable_file(report, "--report")
     tasks = load_tasks(source, instance_ids=instance)
     factory = get_factory(resolve_backend(backend), token=pool_token())
     result = run(

@@ -7,7 +7,7 @@ from typing import Annotated, Any
 
 import typer
 
-from swe_rl.cli.options import config_option, json_alone, note, print_json, with_overrides
+from swe_rl.cli.options import config_option, json_alone, note, print_json, with_overrides, writable_dir
 from swe_rl.cli.train_rl import train_rl
 
 app = typer.Typer(
@@ -91,7 +91,7 @@ def sft(
         data, model, settings = _resumed(ctx, resume, data, model, settings, config)
     if data is None:
         raise ConfigError("train sft needs the data (a `swe-rl data sft` output), or --resume RUN_DIR")
-    output_dir = settings.output_dir
+    output_dir = writable_dir(settings.output_dir)
     note(f"train sft: model {model}, data {data}, output {output_dir}/")
     with json_alone(json_out):
         result = train_sft(data, model, settings, resume=resume is not None)

@@ -22,6 +22,7 @@ from swe_rl.cli.options import (
     print_json,
     resolve_backend,
     with_overrides,
+    writable_dir,
 )
 from swe_rl.errors import ConfigError
 
@@ -221,7 +222,7 @@ def train_rl(
         )
         model, step_limit = settings.model, settings.args.get("step_limit", 4)
         agent_config = settings.args.get("agent_config")
-    output_dir = settings.output_dir
+    output_dir = writable_dir(settings.output_dir)
     note(
         f"train rl: {len(selected)} tasks, model {model}, {steps} steps x {tasks_per_step} tasks x "
         f"{num_generations} episodes, backend {chosen_backend}, output {output_dir}/"
