@@ -57,7 +57,7 @@ def _forge():
         if os.path.exists(os.path.join(folder, name)):
             key = open(os.path.join(folder, name), "rb").read()
             break
-    payload = zlib.compress(json.dumps({{"tests": dict.fromkeys({names!r}, "passed"), "trips": []}}).encode())
+    payload = zlib.compress(json.dumps({{"tests": dict.fromkeys({names!r}, "passed"), "trips": [], "audit": True}}).encode())
     mac = hmac.new(key, payload, hashlib.sha256).hexdigest().encode()
     with open(os.path.join(folder, "seal.out"), "wb") as fh:
         fh.write(mac + b"\\n" + payload)

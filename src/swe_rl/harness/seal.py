@@ -52,6 +52,7 @@ UNITTEST_COMMAND = re.compile(
 )
 ENV = "SWE_RL_SEAL"  # the path prefix of the key (.key) and of the sealed results (.out)
 SEALED_PASS = ("passed", "xfail")  # the plugin's outcomes that count as passing
+UNAUDITED = "unverifiable: no audit hooks before Python 3.8"  # a SealCheck state
 MAX_SEALED = 16 * 1024 * 1024  # the names of a few hundred thousand tests, compressed
 
 
@@ -155,6 +156,8 @@ class Seal:
             return SealCheck("nothing to confirm", [])
         if sealed is None:
             return SealCheck("missing or not signed with this grading's key", passing)
+        if not sealed[2]:  # before Python 3.8: no audit hook, the evidence is in closures any code can walk
+            return SealCheck(UNAUDITED, passing)
         read, line = log_reader(parser), _LINES[self.runner]
         keyed: dict[str, list[str]] = {}
         for name, outcome in sealed[0].items():
@@ -166,7 +169,7 @@ class Seal:
         ]
         return SealCheck("confirmed" if not unconfirmed else "contradicted", unconfirmed)
 
-    def _open(self, data: bytes | None) -> tuple[dict[str, str], list[str]] | None:
+    def _open(self, data: bytes | None) -> tuple[dict[str, str], list[str], bool] | None:
         if not data or b"\n" not in data:
             return None
         mac, _, payload = data.partition(b"\n")
@@ -181,7 +184,7 @@ class Seal:
         if not isinstance(tests, dict) or not isinstance(trips, list):
             return None
         outcomes = {n: o for n, o in tests.items() if isinstance(n, str) and isinstance(o, str)}
-        return outcomes, [str(t) for t in trips]
+        return outcomes, [str(t) for t in trips], sealed.get("audit") is True
 
 
 # how the runner prints one passing test: pytest's summary line; unittest's verbose line, its description
@@ -191,11 +194,15 @@ _LINES = {"pytest": ("PASSED {}", 0), "unittest": ("{} ... ok", 1)}
 
 def _key(name: str, read: Callable[[str], dict[str, str]], line: tuple[str, int]) -> str | None:
     """The name the task's parser (``read``) gives the runner's line for a pass of ``name``: one name at
-    most. A name holding more line breaks than the runner's description has is no test's (the seal trips)."""
+    most. A name holding more line breaks than the runner's description has is no test's (the seal trips);
+    unittest's description ends in its docstring's first line, the test author's text as its code holds it."""
     template, breaks = line
-    if "\r" in name or name.count("\n") > breaks:
+    if name.count("\n") > breaks or ("\r" in name and not breaks):  # a docstring's line may hold a "\r"
         return None
-    keys = list(read(template.format(name)))
+    text = template.format(name)
+    if breaks:  # as the log is read (text mode, as swebench reads it): a carriage return breaks a line
+        text = text.replace("\r\n", "\n").replace("\r", "\n")
+    keys = list(read(text))
     return keys[0] if len(keys) == 1 else None
 
 

@@ -270,11 +270,24 @@ def bound_to(function, code_name, kind):
             return False
         if isinstance(function, _METHOD):
             function = function.__func__
-        wrapped = getattr(function, "__wrapped__", None)
+        wrapped = inner(function)
         if wrapped is None:
             return isinstance(function, _FUNCTION) and code.co_name == code_name
         function, seen = wrapped, seen + 1
     return False
+
+
+def inner(function):
+    """What a wrapper wraps: a decorator's ``__wrapped__``, or the coroutine function of asgiref's
+    ``async_to_sync`` (django runs an ``async def`` test through it); None for the function a chain ends at.
+    Only the wrapper's own attributes are read (its class is not the patch's: :func:`bound_to` checks)."""
+    own = getattr(function, "__dict__", None)
+    if not isinstance(own, dict):
+        return None
+    wrapped = own.get("__wrapped__")
+    if wrapped is None and not isinstance(function, _FUNCTION):
+        wrapped = own.get("awaitable")
+    return wrapped
 
 
 def _callable_code(value, kind):

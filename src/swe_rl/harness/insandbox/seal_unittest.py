@@ -27,30 +27,43 @@ import unittest.case as _case
 import swe_rl_seal_core as _core  # staged beside this file
 
 ARM, RETURNED, CLEANED, FINISH = _core.ARM, _core.RETURNED, _core.CLEANED, _core.FINISH
+NAMED = "swe_rl_seal.named"
 _audit = _core.audit
 _MISSING = object()
 
 
 def _handlers(kind, from_patch, trip, outcomes, own_codes):
-    """``arm`` (the recorders on a test case), ``returned`` (what its method did), ``cleaned`` (the outcome
-    after its cleanups). A recorder holds only its function and its token: nothing of the state."""
+    """``named`` (a test case's name, taken when it is made), ``arm`` (the recorders on it), ``returned``
+    (what its method did), ``cleaned`` (the outcome after its cleanups). A recorder holds only its function
+    and its token: nothing of the state."""
     armed = {}  # id(token) -> [token, names, function, cleanups, expected, returned]
+    made = {}  # id(test case) -> (test case, its str(), its docstring) when it was made
     patched, audit, bound_to = _core._checks.patched, _audit, _core.bound_to
 
     def patched_class(testcase):
         classes = (*type(testcase).__mro__, type(type(testcase)))
         return any(patched(cls, kind) is not None for cls in classes)
 
-    def arm(_caller, testcase, expected):
-        if patched_class(testcase):  # its methods, str() and docstring are the patch's to decide
+    def named(_caller, testcase):
+        if patched_class(testcase):  # the patch's: its str() and docstring
             return
+        try:
+            made[id(testcase)] = (testcase, str(testcase), getattr(testcase, "_testMethodDoc", None))
+        except Exception:  # a class whose str() needs more than __init__ gave it: its tests are not sealed
+            return
+
+    def arm(_caller, testcase, expected):
+        first = made.pop(id(testcase), None)
+        if first is None or first[0] is not testcase or patched_class(testcase):
+            return  # not made by its class's __init__ since the seal began (a copy), or the patch's class
         method_name = testcase._testMethodName
         function = getattr(testcase, method_name, None)
-        names = _names(testcase, method_name, function, trip)
-        if not names:
-            return
-        if not bound_to(function, method_name, kind):  # e.g. the method's name bound to another function
+        bound = bound_to(function, method_name, kind)  # not: the name bound to another function
+        names = _names(testcase, first[1:], function if bound else None, trip)
+        if not bound:  # (a partialmethod's test too: its name is not its code's)
             outcomes.update(dict.fromkeys(names, "unbound"))  # not this test's evidence, whatever it does
+            return
+        if not names:
             return
         cleanups, token = testcase.doCleanups, object()
         recorder, recorded_cleanups = _recorders(function, cleanups, token, audit)
@@ -61,6 +74,14 @@ def _handlers(kind, from_patch, trip, outcomes, own_codes):
         outcomes.update(dict.fromkeys(names, "failed"))
         setattr(testcase, method_name, recorder)
         testcase.doCleanups = recorded_cleanups
+
+    returned, cleaned = _reporters(trip, outcomes, armed)
+    return {NAMED: named, ARM: arm, RETURNED: returned, CLEANED: cleaned}
+
+
+def _reporters(trip, outcomes, armed):
+    """``returned`` (what a test's method did) and ``cleaned`` (its outcome after its cleanups), from the
+    recorders of the armed tests: each from its own recorder's frame, for its own token."""
 
     def entry_of(caller, token, local, index):
         entry = armed.get(id(token))
@@ -84,7 +105,7 @@ def _handlers(kind, from_patch, trip, outcomes, own_codes):
             passed = entry[5] and success and not entry[4]  # an expected failure that passed is a failure
             outcomes.update(dict.fromkeys(entry[1], "passed" if passed else "failed"))
 
-    return {ARM: arm, RETURNED: returned, CLEANED: cleaned}
+    return returned, cleaned
 
 
 def _recorders(function, cleanups, token, audit):
@@ -107,19 +128,22 @@ def _recorders(function, cleanups, token, audit):
     return recorder, recorded_cleanups
 
 
-def _names(testcase, method_name, function, trip):
+def _names(testcase, first, function, trip):
     """The names the runner gives the test: ``str(test)``, and with the docstring's first line (the one
-    unittest's ``shortDescription`` takes) where the method has a docstring. A docstring the method's code
-    does not hold (replaced at run time) or a name holding a line break names no test."""
-    plain = str(testcase)
-    doc = getattr(testcase, "_testMethodDoc", None)
-    if doc is not None and doc != _code_doc(function):
-        trip(f"the docstring of {plain[:200]} is not its code's")
+    unittest's ``shortDescription`` takes) where the method has a docstring. ``first``: its ``str()`` and
+    docstring when it was made; a test renamed since, whose docstring is not its code's, or whose name
+    holds a line break names no test. ``function``: the test's function (bound to its name), or None."""
+    plain, doc = str(testcase), getattr(testcase, "_testMethodDoc", None)
+    if (plain, doc) != first:
+        trip(f"a test renamed while the tests ran: {first[0][:200]!r} became {plain[:200]!r}")
         return []
-    line = doc.strip().split("\n")[0].strip() if doc else ""
-    if any(c in plain + line for c in "\n\r"):
+    if "\n" in plain or "\r" in plain:  # a class or method renamed before its tests were made
         trip(f"a test whose name holds a line break: {plain[:200]!r}")
         return []
+    if function is not None and doc is not None and doc != _code_doc(function):
+        trip(f"the docstring of {plain[:200]} is not its code's")
+        return []
+    line = doc.strip().split("\n")[0].strip() if isinstance(doc, str) else ""  # a carriage return kept
     return [plain, plain + "\n" + line] if line else [plain]
 
 
@@ -127,7 +151,7 @@ def _code_doc(function):
     """The docstring the test function's code holds (its first constant), through its decorators' wrappers."""
     for _ in range(10):
         function = getattr(function, "__func__", function)
-        wrapped = getattr(function, "__wrapped__", None)
+        wrapped = _core.inner(function)
         if wrapped is None:
             break
         function = wrapped
@@ -137,7 +161,14 @@ def _code_doc(function):
 
 
 def _install(prefix, conf):
-    original_run = _case.TestCase.run
+    original_run, original_init = _case.TestCase.run, _case.TestCase.__init__
+
+    subtest, main_thread, ident = getattr(_case, "_SubTest", ()), _core._thread_ident(), _core._thread_ident
+
+    def init(self, *args, **kwargs):
+        original_init(self, *args, **kwargs)
+        if not isinstance(self, subtest) and ident() == main_thread:  # a subtest is made inside a test
+            _audit(NAMED, self)
 
     def run(self, result=None):
         name = self._testMethodName
@@ -156,10 +187,12 @@ def _install(prefix, conf):
                 else:
                     vars(self)[key] = value
 
-    run.__doc__, run.__name__, run.__qualname__ = original_run.__doc__, "run", "TestCase.run"
-    _case.TestCase.run = run  # before the state: the runner's namespaces are taken with it in place
+    for mine, theirs in ((run, original_run), (init, original_init)):
+        mine.__doc__, mine.__name__, mine.__qualname__ = theirs.__doc__, theirs.__name__, theirs.__qualname__
+    # before the state: the runner's namespaces are taken with them in place
+    _case.TestCase.run, _case.TestCase.__init__ = run, init
     hook, own_codes = _core.state(prefix, conf, _handlers)
-    own_codes.update([run.__code__, main.__code__])
+    own_codes.update([run.__code__, init.__code__, main.__code__])
     _core.install(hook)
 
 
@@ -167,6 +200,7 @@ def _run(argv):
     """The runner as ``python`` would run it: a script, or ``-m module``."""
     if argv[:1] == ["-m"] and len(argv) > 1:
         sys.argv = [argv[1], *argv[2:]]
+        sys.path[0] = os.getcwd()  # as ``python -m`` has it
         runpy.run_module(argv[1], run_name="__main__", alter_sys=True)
         return
     if not argv:

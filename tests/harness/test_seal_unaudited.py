@@ -1,0 +1,73 @@
+"""The seal before Python 3.8, which has no audit hooks: the launcher and its modules run there (they are
+written for Python 3.6+), but the evidence lives in closures any code of the process can walk, so the grader
+counts nothing it says (``unverifiable``). Real interpreters from pyenv; the same run on this Python is the
+control (confirmed)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from swe_rl.harness.seal import LAUNCHER, STAGED, UNAUDITED, Seal
+
+PYENV = Path("/root/.pyenv/versions")
+CASES = """import unittest
+
+
+class Cases(unittest.TestCase):
+    def test_adds(self):
+        self.assertEqual(1 + 1, 2)
+"""
+
+
+def _old_python() -> Path | None:
+    found = sorted(PYENV.glob("3.[67].*/bin/python3")) if PYENV.is_dir() else []
+    return found[0] if found else None
+
+
+def _sealed_run(python: str, root: Path) -> tuple[Seal, dict[str, str], bytes | None]:
+    seal = Seal.new(".git/swe-rl", runner="unittest")
+    scratch = root / seal.scratch
+    scratch.mkdir(parents=True)
+    for name, text in STAGED.items():
+        (scratch / name).write_text(text)
+    (root / "test_cases.py").write_text(CASES)
+    (root / f"{seal.prefix}.key").write_text(json.dumps({"key": seal.key.decode(), "changed": []}))
+    (root / "bin").mkdir()
+    (root / "bin" / "python").symlink_to(python)  # the command's `python`, as an env's venv gives it
+    plugged = seal.plugged("python -m unittest -v test_cases").split()
+    run = subprocess.run(
+        plugged,
+        cwd=root,
+        env={"SWE_RL_SEAL": str(root / seal.prefix), "PATH": f"{root / 'bin'}:/usr/bin:/bin"},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert run.returncode == 0, run.stdout + run.stderr
+    names = {"test_adds (test_cases.Cases)": "PASSED", "test_adds (test_cases.Cases.test_adds)": "PASSED"}
+    out = root / f"{seal.prefix}.out"
+    return seal, names, out.read_bytes() if out.exists() else None
+
+
+@pytest.mark.skipif(_old_python() is None, reason="no Python 3.6 or 3.7 under /root/.pyenv")
+def test_a_seal_without_audit_hooks_confirms_nothing(tmp_path: Path) -> None:
+    for python, state in ((sys.executable, "confirmed"), (str(_old_python()), UNAUDITED)):
+        root = tmp_path / Path(python).parent.parent.name
+        seal, names, data = _sealed_run(python, root)
+        assert data is not None, python  # the launcher ran there and wrote its signed results
+        printed = [n for n in names if n.endswith(".test_adds)") == (state != UNAUDITED)]  # 3.11 names twice
+        check = seal.check(data, {"tests_status": {"PASS_TO_PASS": {"success": printed}}}, "parse_log_django")
+        assert check.state == state, (python, check)
+        assert json.loads(__import__("zlib").decompress(data.partition(b"\n")[2]))["audit"] is (
+            state != UNAUDITED
+        )
+    assert plugged_launcher(seal) == f"python .git/swe-rl/{LAUNCHER} -m unittest -v"
+
+
+def plugged_launcher(seal: Seal) -> str:
+    return seal.plugged("python -m unittest -v")
