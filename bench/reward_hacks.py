@@ -2,7 +2,9 @@
 both modes, fresh on each backend and through one reused Grader, with the gold and empty patches beside them.
 
 The attacks are the suite's own (tests/harness/test_sealed_results.py and tests/harness/test_seal_attacks.py:
-code in the fixed package's ``__init__.py``, which strict mode keeps), applied to each task's package. An
+code in the fixed package's ``__init__.py``, which strict mode keeps), applied to each task's package; and
+tests/harness/test_seal_unittest.py's on each task run by a django-style runner (its tests as unittest test
+cases, read by swebench's django parser: ``unittest:<attack>``). An
 attack is *live* on a task where official mode (the log alone, as the SWE-bench harness reads it) resolves
 it: those are the cases strict mode must refuse. Reported per attack and backend, fresh and reused:
 
@@ -37,6 +39,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from tests.harness import test_seal_attacks as seal_attacks
+from tests.harness import test_seal_unittest as seal_unittest
 from tests.harness import test_sealed_results as sealed_results
 from tests.harness.test_reward_hacking import Scratch, prepend
 
@@ -77,6 +80,21 @@ def patches(task: Task, env: EnvSpec, root: Path) -> dict[str, str]:
     return made
 
 
+def unittest_patches(task: Task, env: EnvSpec, root: Path) -> tuple[Task, dict[str, str]] | None:
+    """The task under django's runner (its tests as unittest test cases: tests/harness/test_seal_unittest.py)
+    and that module's attacks on it, each appended to the package's ``__init__.py``; None where its tests
+    cannot run as test cases (a FAIL_TO_PASS test taking fixtures)."""
+    variant = seal_unittest.as_unittest(task, env, root / "variant")
+    if variant is None:
+        return None
+    init, made = seal_attacks.package_init(variant), {}
+    for name, code in seal_unittest.generic_attacks(variant).items():
+        scratch = Scratch(variant, env, root / f"unittest-{name}")
+        scratch.write(init, scratch.read(init) + code)
+        made[f"unittest:{name}"] = scratch.patch()
+    return variant, made
+
+
 class Tally:
     def __init__(self) -> None:
         self.rows: dict[tuple[str, str, str], dict[str, int]] = defaultdict(
@@ -111,7 +129,8 @@ class Tally:
     def gold_row(
         self, backend: str, way: str, official: Verdict, strict: Verdict, empty: Verdict | None
     ) -> None:
-        row = self.gold[(backend, way)]
+        runner = "unittest" if official.instance_id.endswith("-unittest") else "pytest"
+        row = self.gold[(backend, f"{way}, {runner}")]
         row["graded"] += 1
         row["official_resolved"] += official.resolved
         row["strict_resolved"] += strict.resolved
@@ -186,11 +205,14 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
                 env = cache.ensure(task)
                 folder = Path(root) / str(n)
                 folder.mkdir()
-                made = patches(task, env, folder)
+                runs = [(task, patches(task, env, folder))] if "pytest" in args.runners else []
+                variant = unittest_patches(task, env, folder) if "unittest" in args.runners else None
+                runs += [variant] if variant is not None else []
                 for backend, factory in made_factories.items():
-                    await fresh(backend, factory, task, env, made, tally)
-                    if not args.no_reused:
-                        await reused(backend, factory, task, env, made, tally)
+                    for graded, made in runs:
+                        await fresh(backend, factory, graded, env, made, tally)
+                        if not args.no_reused:
+                            await reused(backend, factory, graded, env, made, tally)
                     print(
                         f"[{n + 1}/{len(tasks)}] {task.instance_id} {backend}: {time.monotonic() - started:.0f} s",
                         flush=True,
@@ -243,6 +265,12 @@ def main() -> None:
     parser.add_argument("--backends", default="ns,docker,remote")
     parser.add_argument("--limit", type=int, default=0, help="only the first N tasks")
     parser.add_argument("--no-reused", action="store_true", help="fresh gradings only")
+    parser.add_argument(
+        "--runners",
+        default="pytest,unittest",
+        help="the test runners: pytest (the tasks as they are), unittest (their tests as unittest test cases "
+        "run by a django-style runner, read by django's log parser)",
+    )
     parser.add_argument("--json", type=Path, default=None, help="write the results here")
     args = parser.parse_args()
     result = asyncio.run(run(args))

@@ -38,7 +38,11 @@ def prepare(django: Path, python: str) -> Path:
     if not (venv / "bin" / "python").exists():
         subprocess.run([python, "-m", "venv", str(venv)], check=True)
         pip = [str(venv / "bin" / "python"), "-m", "pip", "install", "-q"]
-        subprocess.run([*pip, "-e", str(django)], check=True)  # its own requirements (pytz, backports...)
+        # PyPI as it is (a machine's pip.conf may pin releases for its own Python); an old Python's own pip
+        # (3.6's is 18) cannot tell which releases still support it
+        quiet = {**os.environ, "PIP_CONFIG_FILE": os.devnull}
+        subprocess.run([*pip, "-U", "pip"], check=True, env=quiet)
+        subprocess.run([*pip, "-e", str(django)], check=True, env=quiet)  # its own requirements (pytz, backports...)
     scratch = django / ".git" / "swe-rl"
     scratch.mkdir(parents=True, exist_ok=True)
     for name, text in STAGED.items():

@@ -12,6 +12,7 @@ docker and remote; and through one reused ns Grader, where the gold patch is gra
 
 from __future__ import annotations
 
+import ast
 import subprocess
 import tempfile
 from pathlib import Path
@@ -19,6 +20,7 @@ from pathlib import Path
 import pytest
 from tests.conftest import available_factory, factory_of
 from tests.harness.test_reward_hacking import WRAP, Scratch
+from tests.harness.test_seal_attacks import package_init
 
 from swe_rl.harness.evalscript import eval_script
 from swe_rl.harness.grade_many import Grader
@@ -190,6 +192,62 @@ def unittest_task(task: Task, env, root: Path) -> Task:  # type: ignore[no-untyp
     )
 
 
+def as_unittest(task: Task, env, root: Path) -> Task | None:  # type: ignore[no-untyped-def]
+    """``task`` with its test functions run as unittest test cases by a django-style runner: each test
+    module ``tests/<m>.py`` of the task (its test patch applied) gets ``tests/<m>_cases.py``, a ``Cases``
+    class whose method ``test_x`` calls ``test_x``; None where a FAIL_TO_PASS test takes arguments
+    (fixtures, parameters), which a unittest method cannot give it."""
+    scratch = Scratch(task, env, root)
+    subprocess.run(["git", "apply", "-"], cwd=scratch.repo, input=task.test_patch, text=True, check=True)
+    eleven = _env_python(env) >= (3, 11)
+    named: dict[str, str] = {}
+    for path in task.test_files:
+        if not (path.startswith("tests/") and path.endswith(".py") and path.count("/") == 1):
+            continue
+        module = path[len("tests/") : -len(".py")]
+        tree = ast.parse(scratch.read(path))
+        tests = [
+            f.name
+            for f in tree.body
+            if isinstance(f, ast.FunctionDef) and f.name.startswith("test") and not f.args.args
+        ]
+        lines = [
+            "import unittest",
+            "",
+            f"import {module} as _tests",
+            "",
+            "",
+            "class Cases(unittest.TestCase):",
+        ]
+        for name in tests:
+            lines += [f"    def {name}(self):", f"        _tests.{name}()", ""]
+            named[f"{path}::{name}"] = f"{name} ({module}_cases.Cases{'.' + name if eleven else ''})"
+        if tests:
+            scratch.write(f"tests/{module}_cases.py", "\n".join(lines))
+    if not all(name in named for name in task.FAIL_TO_PASS):
+        return None
+    scratch.write("tests/runtests.py", RUNTESTS)
+    (scratch.repo / "tests" / "runtests.py").chmod(0o755)
+    return task.model_copy(
+        update={
+            "instance_id": task.instance_id + "-unittest",
+            "test_patch": scratch.patch(),
+            "test_cmd": "./tests/runtests.py --verbosity 2",
+            "log_parser": "parse_log_django",
+            "FAIL_TO_PASS": [named[n] for n in task.FAIL_TO_PASS],
+            "PASS_TO_PASS": [named[n] for n in task.PASS_TO_PASS if n in named],
+        }
+    )
+
+
+def generic_attacks(task: Task) -> dict[str, str]:
+    """The attacks that need no names of the task's own (all but ``rename_a_test``), as code."""
+    lines = _forged_lines(task)
+    return {
+        name: code.replace("{lines}", lines) for name, (_, code) in ATTACKS.items() if name != "rename_a_test"
+    }
+
+
 def _env_python(env) -> tuple[int, int]:  # type: ignore[no-untyped-def]
     version = subprocess.run(
         [str(env.python), "-c", "import sys; print(*sys.version_info[:2])"], capture_output=True, check=True
@@ -282,3 +340,33 @@ async def test_attacks_through_a_reused_grader(cases) -> None:  # type: ignore[n
             assert (after.resolved, after.seal, after.seal_trips) == (True, "confirmed", []), attack
     finally:
         await grader.close()
+
+
+@pytest.mark.ns
+async def test_every_builtin_task_under_djangos_runner(tasks, envs) -> None:  # type: ignore[no-untyped-def]
+    """Each builtin task as unittest test cases: the gold patch resolves strict with every pass sealed (no
+    false positive of the unittest seal), and the log forged at exit resolves official (the control) and
+    not strict."""
+    factory = available_factory("ns")
+    converted = 0
+    with tempfile.TemporaryDirectory(prefix="swe-rl-seal-unittest-") as root:
+        for n, base in enumerate(tasks):
+            env = envs.ensure(base)
+            task = as_unittest(base, env, Path(root) / str(n))
+            if task is None:
+                continue
+            converted += 1
+            gold = await grade_patch(task, task.patch, factory, env, timeout=120, mode="strict")
+            assert (gold.resolved, gold.seal, gold.seal_trips) == (True, "confirmed", []), gold.log[-3000:]
+            scratch = Scratch(task, env, Path(root) / f"{n}-forged")
+            init = package_init(task)
+            scratch.write(init, scratch.read(init) + generic_attacks(task)["log_forging"])
+            forged = scratch.patch()
+            official = await grade_patch(task, forged, factory, env, timeout=120, mode="official")
+            assert official.resolved, (task.instance_id, official.log[-3000:])
+            strict = await grade_patch(task, forged, factory, env, timeout=120, mode="strict")
+            assert (strict.resolved, strict.seal) == (False, "contradicted"), (
+                task.instance_id,
+                strict.log[-3000:],
+            )
+    assert converted >= len(tasks) // 2, converted  # most builtin tests take no fixture
