@@ -70,13 +70,18 @@ def snapshot():
     """What the runner's modules and their classes hold, by identity, at the plugin's import."""
     found = []
     for name, module in list(sys.modules.items()):
-        if module is None or name.split(".")[0] not in RUNNER_MODULES:
-            continue
-        space = dict(vars(module))
-        found.append((name, module, space))
-        for attr, value in space.items():
-            if isinstance(value, type) and getattr(value, "__module__", "") == name:
-                found.append((f"{name}.{attr}", value, dict(vars(value))))
+        if module is not None and name.split(".")[0] in RUNNER_MODULES:
+            found.extend(module_snapshot(name, module))
+    return found
+
+
+def module_snapshot(name, module):
+    """What one module and the classes it defines hold, by identity, now."""
+    space = dict(vars(module))
+    found = [(name, module, space)]
+    for attr, value in space.items():
+        if isinstance(value, type) and vars(value).get("__module__") == name:
+            found.append((f"{name}.{attr}", value, dict(vars(value))))
     return found
 
 

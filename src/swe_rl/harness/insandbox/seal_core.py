@@ -86,10 +86,12 @@ def _trusted_roots(extra):
     return tuple(sorted(r + os.sep for r in roots if r and r != os.sep))
 
 
-def state(prefix, conf, make_handlers, extra_roots=()):
+def state(prefix, conf, make_handlers, extra_roots=(), watched=None):
     """The audit hook and the set of the seal's own code objects (the runner's part adds its own to it).
     ``make_handlers(kind, from_patch, trip, outcomes, own_codes)`` gives the runner's handlers of ARM,
-    RETURNED, ... (each called with the frame that raised the event first); FINISH is this module's."""
+    RETURNED, ... (each called with the frame that raised the event first); FINISH is this module's.
+    ``watched``: a list the runner's part adds to as more of the runner's modules are imported (their
+    :func:`module_snapshot`), checked at the end as the runner's namespaces are."""
     realpath, getframe, ident = os.path.realpath, sys._getframe, _thread_ident
     # the prefix is <repository>/.git/swe-rl/seal (harness/seal.py): the root whatever directory the run is in
     root = realpath(os.path.dirname(os.path.dirname(os.path.dirname(prefix))))
@@ -112,7 +114,9 @@ def state(prefix, conf, make_handlers, extra_roots=()):
 
     stack = _stack(code_kind, os.path.splitext, os.path.basename, os.path.relpath, root, trip)
     handlers = dict(make_handlers(kind, from_patch, trip, outcomes, own_codes))
-    handlers[FINISH] = _finisher(prefix, conf["key"].encode("ascii"), kind, trip, outcomes, trips)
+    handlers[FINISH] = _finisher(
+        prefix, conf["key"].encode("ascii"), kind, trip, outcomes, trips, [] if watched is None else watched
+    )
     on_event = _dispatcher(stack, handlers, trip, own_codes, ident, getframe)
     busy = set()  # the threads inside the hook (an event there is the hook's own)
 
@@ -241,7 +245,7 @@ def _dispatcher(stack, handlers, trip, own_codes, ident, getframe):
     return on_event
 
 
-def _finisher(prefix, key, kind, trip, outcomes, trips):
+def _finisher(prefix, key, kind, trip, outcomes, trips, watched):
     """At the run's end: the checks, then the signed results."""
     mac_of, sha256, dumps, compress, write = hmac.new, hashlib.sha256, json.dumps, zlib.compress, open
     hooks, finders, namespaces = _checks.hooks, _checks.finders, _checks.namespaces
@@ -251,7 +255,7 @@ def _finisher(prefix, key, kind, trip, outcomes, trips):
     def finish(_caller, config):
         hooks(config, kind, trip)
         finders(kind, trip)
-        namespaces(snapshot, kind, trip)
+        namespaces(snapshot + list(watched), kind, trip)
         data = compress(dumps({"tests": outcomes, "trips": trips, "audit": audited}, sort_keys=True).encode())
         with write(prefix + ".out", "wb") as fh:
             fh.write(mac_of(key, data, sha256).hexdigest().encode("ascii") + b"\n" + data)

@@ -19,6 +19,7 @@ included); a run that leaves by ``os._exit`` leaves none.
 Written for Python 3.6+: no newer syntax.
 """
 
+import importlib.util
 import os
 import runpy
 import sys
@@ -30,6 +31,7 @@ ARM, RETURNED, CLEANED, FINISH = _core.ARM, _core.RETURNED, _core.CLEANED, _core
 NAMED = "swe_rl_seal.named"
 _audit = _core.audit
 _MISSING = object()
+FRAMEWORKS = ("django.test",)  # the repository's test framework, whose namespaces the end checks take too
 
 
 def _handlers(kind, from_patch, trip, outcomes, own_codes):
@@ -191,9 +193,52 @@ def _install(prefix, conf):
         mine.__doc__, mine.__name__, mine.__qualname__ = theirs.__doc__, theirs.__name__, theirs.__qualname__
     # before the state: the runner's namespaces are taken with them in place
     _case.TestCase.run, _case.TestCase.__init__ = run, init
-    hook, own_codes = _core.state(prefix, conf, _handlers)
+    watched = []  # django's test framework, taken as each of its modules finishes its import
+    sys.meta_path.insert(0, _Watch(FRAMEWORKS, watched))
+    hook, own_codes = _core.state(prefix, conf, _handlers, watched=watched)
     own_codes.update([run.__code__, init.__code__, main.__code__])
     _core.install(hook)
+
+
+class _Watch:
+    """An import finder that finds nothing itself: for a module of the test framework (``django.test.*``,
+    the repository's own code its tests' classes inherit from) it hands on the spec the other finders give,
+    with a loader that takes the module's namespaces when its code has run, before any later code can change
+    them; the seal's end checks then see what the patch's code added or replaced there."""
+
+    def __init__(self, prefixes, watched):
+        self.prefixes, self.watched, self.busy = tuple(prefixes), watched, set()
+
+    def find_spec(self, name, path=None, target=None):
+        if not (name in self.prefixes or name.startswith(tuple(p + "." for p in self.prefixes))):
+            return None
+        if name in self.busy:
+            return None
+        self.busy.add(name)
+        try:
+            spec = importlib.util.find_spec(name)
+        finally:
+            self.busy.discard(name)
+        if spec is not None and spec.loader is not None:
+            spec.loader = _Taking(spec.loader, name, self.watched)
+        return spec
+
+
+class _Taking:
+    """A module's loader, which also takes the module's namespaces once its code has run."""
+
+    def __init__(self, loader, name, watched):
+        self._loader, self._name, self._watched = loader, name, watched
+
+    def create_module(self, spec):
+        return self._loader.create_module(spec)
+
+    def exec_module(self, module):
+        self._loader.exec_module(module)
+        self._watched.extend(_core._checks.module_snapshot(self._name, module))
+
+    def __getattr__(self, attr):  # what else the import system or a library asks of the loader
+        return getattr(self._loader, attr)
 
 
 def _run(argv):
