@@ -11,12 +11,14 @@ after the exit code's line is part of the log.
 from __future__ import annotations
 
 import shlex
+from dataclasses import dataclass
 
 from swe_rl.errors import ConfigError
 from swe_rl.harness import warm
-from swe_rl.harness.official import END_TEST_OUTPUT, START_TEST_OUTPUT, TEST_EXIT_CODE
+from swe_rl.harness.official import END_TEST_OUTPUT, START_TEST_OUTPUT, TEST_EXIT_CODE, parser_name
 from swe_rl.harness.seal import Seal, runner_of
 from swe_rl.tasks.model import Task
+from swe_rl.tasks.repospec import RepoSpec
 from swe_rl.tasks.rowspec import row_eval_setup, row_spec
 from swe_rl.tasks.specs import spec_for, test_directives
 
@@ -43,9 +45,29 @@ def runnable(files: list[str]) -> list[str]:
 _IMAGE_BOUND = ("/opt/miniconda3", "conda activate")
 
 
-def composed_test_cmd(task: Task, *, image_env: bool = False) -> str | None:
-    """The test command of the script :func:`eval_script` composes; None where it runs the row's own."""
-    spec = row_spec(task) or spec_for(task)
+@dataclass(frozen=True)
+class GradingSpec:
+    """How one task's tests are run and read, derived once per grading and passed along (as swebench builds
+    one ``TestSpec`` per instance): the spec (the row's own, else the table's), the composed test command
+    (None: the row's own ``eval_script``, run as written), and the log parser."""
+
+    spec: RepoSpec | None
+    test_cmd: str | None
+    parser: str
+
+    @classmethod
+    def of(cls, task: Task, *, image_env: bool = False) -> GradingSpec:
+        spec = row_spec(task) or spec_for(task)
+        return cls(spec, _test_cmd(task, spec, image_env), parser_name(task))
+
+    @property
+    def seal_runner(self) -> str | None:
+        """The runner whose seal the test command runs with (harness/seal.py: 'pytest', 'unittest'), or
+        None where none can (a row's own script, sympy's ``bin/test``)."""
+        return runner_of(self.test_cmd) if self.test_cmd is not None else None
+
+
+def _test_cmd(task: Task, spec: RepoSpec | None, image_env: bool) -> str | None:
     if task.eval_script and (image_env or spec is None or not image_bound(task.eval_script)):
         return None
     test_cmd = task.test_cmd or (spec.test_cmd if spec else None)
@@ -57,19 +79,13 @@ def composed_test_cmd(task: Task, *, image_env: bool = False) -> str | None:
     return test_cmd
 
 
-def seal_runner(task: Task, *, image_env: bool = False) -> str | None:
-    """The runner whose seal the task's test command runs with (harness/seal.py: 'pytest', 'unittest'), or
-    None where none can (a row's own script, sympy's ``bin/test``)."""
-    test_cmd = composed_test_cmd(task, image_env=image_env)
-    return runner_of(test_cmd) if test_cmd is not None else None
-
-
 def eval_script(
     task: Task,
     *,
     image_env: bool = False,
     runner: warm.WarmRunner | None = None,
     seal: Seal | None = None,
+    spec: GradingSpec | None = None,
 ) -> str:
     """The bash script whose output is the test log.
 
@@ -79,15 +95,16 @@ def eval_script(
 
     ``runner``: a warm test runner in the sandbox; a composed script whose test command runs pytest sends
     the run to it (:mod:`.warm`) and prints which way it ran as its last line. A row's own script runs as
-    written. ``seal``: the composed test command runs with the seal (:func:`seal_runner` says where).
+    written. ``seal``: the composed test command runs with the seal (``GradingSpec.seal_runner`` says
+    where). ``spec``: the grading's spec, where the caller has it (else derived here).
     """
-    test_cmd = composed_test_cmd(task, image_env=image_env)
+    grading = spec or GradingSpec.of(task, image_env=image_env)
+    test_cmd, spec_ = grading.test_cmd, grading.spec
     if test_cmd is None:
         return task.eval_script or ""
-    spec = row_spec(task) or spec_for(task)
     base = shlex.quote(task.base_commit)
     files = " ".join(shlex.quote(f) for f in task.test_files)
-    directives = " ".join(shlex.quote(d) for d in test_directives(spec, runnable(task.test_files)))
+    directives = " ".join(shlex.quote(d) for d in test_directives(spec_, runnable(task.test_files)))
     # each file on its own: one the base lacks (new with the test patch) fails alone (git says so before the
     # log's start marker) and is left as it is
     reset = f'for f in {files}; do git checkout -q {base} -- "$f"; done' if files else ":"
@@ -104,7 +121,7 @@ def eval_script(
             *([warm.note_line(SCRATCH)] if hooked else []),
             reset,
             f"git apply -v {TEST_PATCH}" if task.test_patch.strip() else ":",
-            *(spec.eval_commands if spec else ()),
+            *(spec_.eval_commands if spec_ else ()),
             *row_eval_setup(task),
             f"echo '{START_TEST_OUTPUT}'",
             f"{run} {directives}",

@@ -30,7 +30,7 @@ from collections.abc import AsyncIterator
 from typing import Literal
 
 from swe_rl.harness import inventory, warm
-from swe_rl.harness.evalscript import composed_test_cmd
+from swe_rl.harness.evalscript import GradingSpec
 from swe_rl.harness.grade_patch import DEFAULT_TEST_TIMEOUT, grade_in, grade_patch
 from swe_rl.harness.verdict import GradingMode, Verdict
 from swe_rl.sandbox.base import EnvSpec, KeepsProcesses, Limits, Sandbox, SandboxFactory
@@ -154,8 +154,8 @@ class Grader:
                 task, patch, self.factory, env, timeout=timeout, limits=limits, mode=mode
             )
         started = time.monotonic()
-        test_cmd = composed_test_cmd(task, image_env=env.rootfs is not None)
-        hooked = test_cmd is not None and warm.PYTEST_COMMAND.match(test_cmd) is not None
+        spec = GradingSpec.of(task, image_env=env.rootfs is not None)  # once for this grading
+        hooked = spec.test_cmd is not None and warm.PYTEST_COMMAND.match(spec.test_cmd) is not None
         async with self.sandbox(env, limits, runner=hooked) as slot:
             sandbox_s = time.monotonic() - started
             if env.key not in self._modules and (names := await inventory.installed_modules(slot.box)):
@@ -169,6 +169,7 @@ class Grader:
                 image_env=env.rootfs is not None,
                 runner=slot.runner,
                 installed=self._modules.get(env.key),
+                spec=spec,
             )
             slot.ran(verdict.test_runner)
             released = time.monotonic()

@@ -27,8 +27,8 @@ from swe_rl.harness.evalscript import (
     EVAL_SCRIPT,
     SCRATCH,
     TEST_PATCH,
+    GradingSpec,
     eval_script,
-    seal_runner,
 )
 from swe_rl.harness.guard import STEERING_MARK, Guard
 from swe_rl.harness.official import (
@@ -36,7 +36,6 @@ from swe_rl.harness.official import (
     APPLY_PATCH_PASS,
     official_report,
     parse_test_log,
-    parser_name,
 )
 from swe_rl.harness.screen import ScreenFlag, screen_sandbox
 from swe_rl.harness.seal import UNAUDITED, Seal
@@ -130,23 +129,26 @@ async def grade_in(
     image_env: bool = False,
     runner: WarmRunner | None = None,
     installed: set[str] | None = None,
+    spec: GradingSpec | None = None,
 ) -> Verdict:
     """Grade in an existing pristine sandbox (fresh or just reset). ``patch=None`` runs the tests as they are.
     ``image_env``: the sandbox runs an env imported from the official image (its eval scripts apply as written).
     ``runner``: the sandbox's warm test runner (:mod:`.warm`), which a pytest test command is sent to.
-    ``installed``: the env's module names (inventory.installed_modules), when the caller knows them."""
-    grading = _Grading(task, patch, mode)
+    ``installed``: the env's module names (inventory.installed_modules), when the caller knows them.
+    ``spec``: the grading's spec (how the tests run and are read), where the caller derived it already."""
+    spec = spec or GradingSpec.of(task, image_env=image_env)
+    grading = _Grading(task, patch, mode, spec.parser)
     if (
         patch is not None
         and (ended := await _apply_candidate(box, task, patch, grading, installed)) is not None
     ):
         return ended
     grading.applied_at = time.monotonic()
-    sealed_by = seal_runner(task, image_env=image_env) if mode == "strict" and patch is not None else None
+    sealed_by = spec.seal_runner if mode == "strict" and patch is not None else None
     if sealed_by is not None:
         grading.seal = Seal.new(SCRATCH, grading.kept, sealed_by)
         await grading.seal.put_key(box)
-    script = eval_script(task, image_env=image_env, runner=runner, seal=grading.seal)
+    script = eval_script(task, image_env=image_env, runner=runner, seal=grading.seal, spec=spec)
     files = {TEST_PATCH: task.test_patch.encode(), EVAL_SCRIPT: script.encode()}
     staged = await stage(box, {**files, **(grading.seal.files() if grading.seal else {})})
     try:
@@ -218,8 +220,8 @@ async def _apply(box: Sandbox, log: list[str]) -> ApplyMethod | None:
 class _Grading:
     """The state of one grading, and the verdict it comes to."""
 
-    def __init__(self, task: Task, patch: str | None, mode: GradingMode) -> None:
-        self.task, self.patch, self.mode = task, patch, mode
+    def __init__(self, task: Task, patch: str | None, mode: GradingMode, parser: str) -> None:
+        self.task, self.patch, self.mode, self.parser = task, patch, mode, parser
         self.log: list[str] = []  # the apply log; the test output is the verdict's own
         self.method: ApplyMethod | None = None
         self.guard: Guard | None = None
@@ -258,7 +260,9 @@ class _Grading:
         with tempfile.TemporaryDirectory(prefix="swe-rl-grade-") as tmp:
             log_path = Path(tmp) / "test_output.txt"
             log_path.write_text(parsed, encoding="utf-8")
-            report = official_report(self.task, self.patch if self.patch is not None else "", str(log_path))
+            report = official_report(
+                self.task, self.patch if self.patch is not None else "", str(log_path), self.parser
+            )
         if self.seal is not None and self.method is not None:
             self._confirm(report)
         unverifiable = self._unverifiable(report)
@@ -271,7 +275,7 @@ class _Grading:
             status = "apply_failed"
         elif timeout_hit and not resolved:
             status = "test_timeout"
-        elif not resolved and not parse_test_log(parsed, parser_name(self.task)):
+        elif not resolved and not parse_test_log(parsed, self.parser):
             status = "unparseable_log"
         else:
             status = "resolved" if resolved else "unresolved"
@@ -315,7 +319,7 @@ class _Grading:
     def _confirm(self, report: dict[str, Any]) -> None:
         """Strict mode: a test the log passes counts only where the sealed results pass it too."""
         assert self.seal is not None
-        check = self.seal.check(self.sealed, report, parser_name(self.task))
+        check = self.seal.check(self.sealed, report, self.parser)
         self.seal_state, self.seal_trips = check.state, check.trips
         if check.state == UNAUDITED:  # :meth:`_unverifiable` says so
             return

@@ -61,8 +61,8 @@ def parser_name(task: Task) -> str:
     return DEFAULT_PARSER
 
 
-def test_spec(task: Task) -> Any:
-    """swebench's own ``TestSpec`` for grading this task's log."""
+def test_spec(task: Task, parser: str | None = None) -> Any:
+    """swebench's own ``TestSpec`` for grading this task's log (``parser``: its log parser, where known)."""
     from swebench.types import TestSpec
 
     return TestSpec(
@@ -73,16 +73,18 @@ def test_spec(task: Task) -> Any:
         version=task.version,
         FAIL_TO_PASS=list(task.FAIL_TO_PASS),
         PASS_TO_PASS=list(task.PASS_TO_PASS),
-        log_parser=parser_name(task),
+        log_parser=parser or parser_name(task),
         eval_type=task.eval_type or "pass_and_fail",
     )
 
 
-def official_report(task: Task, model_patch: str | None, log_path: str) -> dict[str, Any]:
+def official_report(
+    task: Task, model_patch: str | None, log_path: str, parser: str | None = None
+) -> dict[str, Any]:
     """``swebench.harness.grading.get_eval_report`` for this task and log: the official verdict."""
     grading, _ = _swebench()
     prediction = {"instance_id": task.instance_id, "model_patch": model_patch, "model_name_or_path": "swe-rl"}
-    report: dict[str, Any] = grading.get_eval_report(test_spec(task), prediction, log_path, True)
+    report: dict[str, Any] = grading.get_eval_report(test_spec(task, parser), prediction, log_path, True)
     return dict(report[task.instance_id])
 
 
