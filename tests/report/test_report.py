@@ -4,13 +4,11 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
-import shutil
-import subprocess
 from pathlib import Path
 
 import pytest
 from tests.conftest import available_factory
+from tests.report.browser import dump_dom, screenshot
 
 from swe_rl.agent.config import load_agent_config
 from swe_rl.llm.base import SamplingParams
@@ -19,17 +17,6 @@ from swe_rl.report import render_report
 from swe_rl.runs.evaluation import Attempts, EvalSettings, run_eval
 
 pytestmark = pytest.mark.ns
-
-CHROMIUM_FLAGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-]
 
 
 @pytest.fixture(scope="module")
@@ -54,15 +41,6 @@ def run_dir(tmp_path_factory, tasks, envs) -> Path:
     return out
 
 
-def _chromium() -> str:
-    found = shutil.which("chromium") or shutil.which("chromium-browser")
-    if not found:
-        if os.environ.get("CI"):
-            pytest.fail("chromium is not installed in CI")
-        pytest.skip("chromium not installed")
-    return found
-
-
 def test_report_contents(run_dir):
     page = render_report(run_dir).read_text()
     assert "1/3 resolved" in page and "<svg" in page and "agent/turns_mean" in page
@@ -76,34 +54,11 @@ def test_report_contents(run_dir):
 def test_viewer_opens_a_trajectory_in_chromium(run_dir, tmp_path, tasks):
     page = render_report(run_dir)
     key = f"{tasks[0].instance_id}%230"
-    dom = subprocess.run(
-        [
-            _chromium(),
-            *CHROMIUM_FLAGS,
-            f"--user-data-dir={tmp_path / 'a'}",
-            "--dump-dom",
-            f"file://{page}#{key}",
-        ],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    ).stdout
+    dom = dump_dom(f"file://{page}#{key}", tmp_path / "a")
     assert f"Trajectory: {tasks[0].instance_id}" in dom
     assert 'class="msg assistant"' in dom and "COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT" in dom
     assert dom.count('class="row"') == 3
-    shot = tmp_path / "report.png"
-    subprocess.run(
-        [
-            _chromium(),
-            *CHROMIUM_FLAGS,
-            f"--user-data-dir={tmp_path / 'b'}",
-            f"--screenshot={shot}",
-            "--window-size=1200,1600",
-            f"file://{page}#{key}",
-        ],
-        capture_output=True,
-        timeout=120,
-    )
+    shot = screenshot(f"file://{page}#{key}", tmp_path / "b", tmp_path / "report.png")
     assert shot.stat().st_size > 20_000
 
 
@@ -128,18 +83,7 @@ def test_untrusted_trajectory_text_is_not_markup(tmp_path, tasks, envs):
     )
     page = render_report(out)
     assert page.read_text().count("</script>") == 2  # the data island cannot close its own tag
-    dom = subprocess.run(
-        [
-            _chromium(),
-            *CHROMIUM_FLAGS,
-            f"--user-data-dir={tmp_path / 'c'}",
-            "--dump-dom",
-            f"file://{page}#{tasks[0].instance_id}%230",
-        ],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    ).stdout
+    dom = dump_dom(f"file://{page}#{tasks[0].instance_id}%230", tmp_path / "c")
     # rendered as text in the viewer; never as elements (the DOM would serialise those as <img src="x" ...>)
     assert "&lt;img src=x" in dom and '<img src="x"' not in dom and "<b>bold</b>" not in dom
     assert "pwned" not in dom.split("<title>")[1].split("</title>")[0]
