@@ -56,6 +56,16 @@ sys.exit(not result.wasSuccessful())
 FRAMEWORK = '''import unittest
 
 
+class _LazySettings:
+    """As django.conf.settings: any attribute asked of it (its __class__ too) before it is set up raises."""
+
+    def __getattribute__(self, name):
+        raise RuntimeError("settings are not configured")
+
+
+settings = _LazySettings()
+
+
 class SimpleTestCase(unittest.TestCase):
     """What django's test case classes add to unittest's."""
 '''
@@ -169,7 +179,7 @@ import sys as _sys
 print("LIVE-neutered")
 for _module in list(_sys.modules.values()):
     for _value in list(vars(_module).values()) if _module is not None else ():
-        if isinstance(_value, type) and _value.__name__ == "Simple" + "TestCase":
+        if type(_value) is type and _value.__name__ == "Simple" + "TestCase":
             _value.assertEqual = lambda self, first, second, msg=None: None
 """
 ATTACKS = {

@@ -41,7 +41,7 @@ def origins(value):
             todo.extend(f for f in (value.fget, value.fset, value.fdel) if f is not None)
         elif kind is functools.partial:
             todo.append(value.func)
-        elif isinstance(value, type):
+        elif issubclass(kind, type):  # a class (its own type, never its __class__: a proxy answers that)
             module = sys.modules.get(vars(value).get("__module__") or "", None)
             where = vars(module).get("__file__") if module is not None else None
             found.extend([where] if isinstance(where, str) else [])
@@ -80,7 +80,7 @@ def module_snapshot(name, module):
     space = dict(vars(module))
     found = [(name, module, space)]
     for attr, value in space.items():
-        if isinstance(value, type) and vars(value).get("__module__") == name:
+        if issubclass(type(value), type) and vars(value).get("__module__") == name:
             found.append((f"{name}.{attr}", value, dict(vars(value))))
     return found
 

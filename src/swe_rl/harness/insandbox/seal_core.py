@@ -272,11 +272,11 @@ def bound_to(function, code_name, kind):
         code = _callable_code(function, kind)
         if code is None:
             return False
-        if isinstance(function, _METHOD):
+        if type(function) is _METHOD:
             function = function.__func__
         wrapped = inner(function)
         if wrapped is None:
-            return isinstance(function, _FUNCTION) and code.co_name == code_name
+            return type(function) is _FUNCTION and code.co_name == code_name
         function, seen = wrapped, seen + 1
     return False
 
@@ -286,10 +286,10 @@ def inner(function):
     ``async_to_sync`` (django runs an ``async def`` test through it); None for the function a chain ends at.
     Only the wrapper's own attributes are read (its class is not the patch's: :func:`bound_to` checks)."""
     own = getattr(function, "__dict__", None)
-    if not isinstance(own, dict):
+    if type(own) is not dict:
         return None
     wrapped = own.get("__wrapped__")
-    if wrapped is None and not isinstance(function, _FUNCTION):
+    if wrapped is None and type(function) is not _FUNCTION:
         wrapped = own.get("awaitable")
     return wrapped
 
@@ -297,9 +297,9 @@ def inner(function):
 def _callable_code(value, kind):
     """The code that runs when ``value`` is called, where it is not the patch's (None otherwise, or where the
     value's class is the patch's, whose attribute lookups would run its code inside the hook)."""
-    if isinstance(value, _METHOD):
+    if type(value) is _METHOD:
         value = value.__func__
-    if isinstance(value, _FUNCTION):
+    if type(value) is _FUNCTION:
         code = value.__code__
     else:
         code = None
@@ -312,6 +312,8 @@ def _callable_code(value, kind):
     return code if code is not None and kind(code.co_filename) != "tainted" else None
 
 
+# compared by ``type(x) is``: ``isinstance`` asks an object its ``__class__``, which a lazy proxy (django's
+# settings) answers by running code
 _FUNCTION, _METHOD = types.FunctionType, types.MethodType
 
 
