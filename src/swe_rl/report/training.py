@@ -143,9 +143,10 @@ def update_notes(records: list[EpisodeRecord], metrics: list[dict[str, Any]], be
         if not equal:
             continue
         if len(equal) < len(by_task):
+            these = "that group gives" if len(equal) == 1 else "those groups give"
             notes.append(
-                f"Step {step}: in {len(equal)} of its {len(by_task)} groups every reward was equal, so those "
-                "groups gave zero advantage and nothing to learn; the update came from the others."
+                f"Step {step}: in {len(equal)} of its {len(by_task)} groups every reward was equal, so {these} "
+                "zero advantage and nothing to learn; the update came from the other groups."
             )
             continue
         values = ", ".join(sorted({f"{rewards[0]:g}" for rewards in equal.values()}))
