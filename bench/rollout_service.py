@@ -33,7 +33,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from tests.service.servers import Server, TcpProxy, exec_server, free_port, pool_server, serve_in_thread
 
 from swe_rl.envs.cache import EnvCache
-from swe_rl.executors.base import Executor, Policy, RolloutRequest
+from swe_rl.executors.base import EpisodeRequest, Executor, Policy
 from swe_rl.executors.local import LocalExecutor
 from swe_rl.executors.service import ServiceExecutor
 from swe_rl.llm.base import SamplingParams
@@ -63,7 +63,7 @@ class Link:
         return requests_total(self.metrics_url, self.prefix), self.proxy.bytes_up, self.proxy.bytes_down
 
 
-async def timed(executor: Executor, request: RolloutRequest, link: Link | None) -> dict[str, Any]:
+async def timed(executor: Executor, request: EpisodeRequest, link: Link | None) -> dict[str, Any]:
     before = link.read() if link else (0.0, 0, 0)
     t0 = time.perf_counter()
     result = await executor.run(request)
@@ -105,7 +105,7 @@ async def measure(
         for rnd in range(args.rounds + 1):  # round 0 warms every path and is not counted
             for task in tasks:
                 for name, (executor, link, url) in executors.items():
-                    request = RolloutRequest(
+                    request = EpisodeRequest(
                         task=task.to_record(),
                         model=Policy(url=url, tokenizer="qwen"),
                         sampling=SamplingParams(max_tokens=512),

@@ -1,5 +1,5 @@
-"""One CLI vocabulary: one option name per idea across commands, earlier spellings still accepted (with a
-note), and every option that fills a settings field bounded and defaulted as that field is."""
+"""One CLI vocabulary: one option name per idea across commands (another spelling is refused, naming it), and
+every option that fills a settings field bounded and defaulted as that field is."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ import typer
 from pydantic import BaseModel
 from pydantic_core import PydanticUndefined
 
-from swe_rl.cli.app import RENAMED, RENAMED_IN, app, modern_argv
+from swe_rl.cli.app import app
 from swe_rl.llm.base import SamplingParams
 from swe_rl.runs.evaluation import EvalSettings
 from swe_rl.train.grpo import GRPOSettings
@@ -32,6 +32,8 @@ CONVERTED = {
     (("eval",), "run_cost_limit"): "0 means no limit and is passed as None",
     (("train", "sft"), "thinking"): "a word (default, on, off) becomes None, True or False",
 }
+# other names for today's --tasks, --jobs and --output-dir: no command takes them
+NOT_OUR_NAMES = {"--source", "--concurrency", "--max-concurrent", "--out"}
 # --out names a file there, not a run directory
 FILE_OUT = {("report",), ("tasks", "synth"), ("tasks", "mine"), ("tasks", "split")}
 
@@ -51,19 +53,6 @@ def _commands() -> dict[tuple[str, ...], Any]:
     return found
 
 
-def test_earlier_spellings_become_todays_names_with_a_note() -> None:
-    argv, notes = modern_argv(["eval", "--source", "builtin", "--max-concurrent=3", "-o", "run"])
-    assert argv == ["eval", "--tasks", "builtin", "--jobs=3", "-o", "run"] and len(notes) == 2
-    assert modern_argv(["grade", "-p", "p.json", "--out", "logs"])[0][-2:] == ["--output-dir", "logs"]
-    assert modern_argv(["data", "sft", "runs/a", "--out", "d"])[0][-2:] == ["--output-dir", "d"]
-    # a file's --out stays, and nothing after -- is touched
-    assert modern_argv(["report", "run", "--out", "page.html"]) == (
-        ["report", "run", "--out", "page.html"],
-        [],
-    )
-    assert modern_argv(["eval", "--", "--source"]) == (["eval", "--", "--source"], [])
-
-
 def test_one_name_per_idea_across_every_command() -> None:
     commands = _commands()
     assert len(commands) > 20  # the whole tree was walked
@@ -73,12 +62,13 @@ def test_one_name_per_idea_across_every_command() -> None:
         for param in command.params
         for name in getattr(param, "opts", [])
     }
-    old = set(RENAMED) | {name for renamed in RENAMED_IN.values() for name in renamed}
     clashes = sorted(
-        (path, name) for path, name in seen if name in old and not (name == "--out" and path in FILE_OUT)
+        (path, name)
+        for path, name in seen
+        if name in NOT_OUR_NAMES and not (name == "--out" and path in FILE_OUT)
     )
     assert clashes == []
-    # and today's names are where the old ones were
+    # and today's names are where the others would be
     assert (
         (("eval",), "--jobs") in seen
         and (("env", "build"), "--tasks") in seen
@@ -97,13 +87,18 @@ def test_one_short_name_per_option_across_every_command() -> None:
     assert len(shorts) > 5 and {short for _, short in shorts} == {("-s",)}, sorted(shorts)
 
 
-def test_an_earlier_spelling_still_runs_the_command_and_says_so() -> None:
+def test_another_spelling_is_refused_naming_the_option() -> None:
+    """0.1.0 has no earlier release to keep spellings for: --source is an unknown option, named, not --tasks."""
     new = subprocess.run([*SWE_RL, "tasks", "list", "--tasks", "builtin"], capture_output=True, text=True)
-    old = subprocess.run([*SWE_RL, "tasks", "list", "--source", "builtin"], capture_output=True, text=True)
-    assert new.returncode == old.returncode == 0 and new.stdout == old.stdout and new.stdout
-    assert "--source is now --tasks" in old.stderr and "is now" not in new.stderr
-    unknown = subprocess.run([*SWE_RL, "tasks", "list", "--sauce", "builtin"], capture_output=True, text=True)
-    assert unknown.returncode == 2  # the control: an unknown name is still refused
+    assert new.returncode == 0 and new.stdout  # the control: today's name runs the command
+    for argv, name in (
+        (["tasks", "list", "--source", "builtin"], "--source"),
+        (["eval", "--max-concurrent", "3"], "--max-concurrent"),
+        (["grade", "-p", "p.json", "--out", "logs"], "--out"),
+    ):
+        old = subprocess.run([*SWE_RL, *argv], capture_output=True, text=True)
+        assert old.returncode == 2 and not old.stdout, old
+        assert f"No such option: {name}" in old.stderr, old.stderr
 
 
 def _bounds(model: type[BaseModel], field: str) -> tuple[Any, Any]:

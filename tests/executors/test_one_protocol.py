@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from pydantic import ValidationError
 from tests.conftest import available_factory
 from tests.service.servers import Server, free_port, post
 
@@ -171,6 +172,7 @@ async def test_a_rollout_server_runs_no_inline_agent_config(rollout_server, task
         ({"limits": Limits(network=True).model_dump()}, "operator's limits"),
         ({"agent_config": "../../etc/passwd"}, "a shipped config name"),
         ({"model": {"kind": "held", "name": "trl-policy"}}, "runs only in the process that holds it"),
+        ({"policy": {"url": "http://127.0.0.1:1"}}, "policy: Extra inputs are not permitted"),
     ],
 )
 async def test_a_rollout_server_refuses_what_its_operator_did_not_choose(
@@ -185,19 +187,31 @@ async def test_a_rollout_server_refuses_what_its_operator_did_not_choose(
     assert status == 400 and message in reply["error"]["message"], reply
 
 
-def test_a_training_request_written_before_models_were_typed_still_parses():
-    """The rollout server's wire body: ``policy`` (without ``kind``) is the policy being trained."""
-    old = {
+def test_a_training_requests_model_without_kind_is_the_policy_and_other_names_are_refused():
+    """The rollout server's wire body: ``model`` without ``kind`` is the policy being trained; a field the
+    request has not (``policy``, the name before models were typed, never released) is refused by name."""
+    policy_body = {
         "task": "x",
-        "policy": {"url": "http://127.0.0.1:1", "tokenizer": "qwen"},
+        "model": {"url": "http://127.0.0.1:1", "tokenizer": "qwen"},
         "sampling": {"max_tokens": 64},
     }
-    request = EpisodeRequest.model_validate(old)
+    request = EpisodeRequest.model_validate(policy_body)
     assert isinstance(request.model, Policy) and request.model.kind == "sglang" and request.train
     assert request.policy == request.model
     body = {"task": "x", "model": {"kind": "named", "llm": "scripted:oracle"}, "train": False}
     named = EpisodeRequest.model_validate(body)
     assert isinstance(named.model, NamedModel) and named.policy is None
+    for wrong, where in (
+        ({"task": "x", "policy": policy_body["model"]}, ("policy",)),
+        ({**policy_body, "stepp_limit": 3}, ("stepp_limit",)),
+        (
+            {**policy_body, "model": {**policy_body["model"], "tokeniser": "qwen"}},
+            ("model", "policy", "tokeniser"),
+        ),
+    ):
+        with pytest.raises(ValidationError) as refused:
+            EpisodeRequest.model_validate(wrong)
+        assert [e["loc"] for e in refused.value.errors() if e["type"] == "extra_forbidden"] == [where]
     with pytest.raises(
         ValueError, match="needs the policy's token ids"
     ):  # samples need ids a named model lacks

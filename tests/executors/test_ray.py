@@ -147,7 +147,7 @@ def test_eval_cli_on_three_nodes_resolves_all_within_each_nodes_slots(cluster, t
 
 @pytest.mark.ns
 async def test_token_level_rollout_on_ray_equals_the_local_executor(cluster, task_by_id, envs):
-    from swe_rl.executors.base import Policy, RolloutRequest
+    from swe_rl.executors.base import EpisodeRequest, Policy
     from swe_rl.executors.local import LocalExecutor
     from swe_rl.llm.fake_server import FakeLLMServer
     from swe_rl.llm.oracle import oracle_policy
@@ -155,7 +155,7 @@ async def test_token_level_rollout_on_ray_equals_the_local_executor(cluster, tas
     tokenizer_mod = pytest.importorskip("swe_rl.rl.tokenizer", exc_type=ImportError)
     task = task_by_id["swe-rl-builtin__statkit-2"]
     async with FakeLLMServer(oracle_policy([task]), tokenizer=tokenizer_mod.qwen_tokenizer()) as server:
-        request = RolloutRequest(
+        request = EpisodeRequest(
             task=task.to_record(),
             model=Policy(url=server.url, kind="sglang", tokenizer="qwen"),
             sampling=SamplingParams(max_tokens=256, temperature=1.0),

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from swe_rl.executors import get_executor
-from swe_rl.executors.base import Policy, RolloutRequest
+from swe_rl.executors.base import EpisodeRequest, Policy
 from swe_rl.llm.base import SamplingParams
 from swe_rl.llm.fake_server import FakeLLMServer
 from swe_rl.llm.oracle import oracle_policy
@@ -97,8 +97,8 @@ async def test_limits_and_infra_failures(task_by_id, envs, tok):
     envs.ensure(task)
     executor = get_executor("local:ns")
 
-    def request(url: str) -> RolloutRequest:
-        return RolloutRequest(
+    def request(url: str) -> EpisodeRequest:
+        return EpisodeRequest(
             task=task.to_record(),
             model=Policy(url=url, tokenizer="qwen"),
             sampling=SamplingParams(max_tokens=256, temperature=1.0),

@@ -218,7 +218,7 @@ async def test_sglang_rollout_is_one_exact_sample_even_when_sampled_ids_are_not_
     task_by_id, envs, tok
 ):
     """The next prompt holds the ids the model generated, so the multi-turn sample never has to be cut."""
-    from swe_rl.executors.base import Policy, RolloutRequest
+    from swe_rl.executors.base import EpisodeRequest, Policy
     from swe_rl.executors.local import LocalExecutor
     from swe_rl.llm.fake_server import FakeLLMServer
     from swe_rl.llm.oracle import oracle_policy
@@ -226,7 +226,7 @@ async def test_sglang_rollout_is_one_exact_sample_even_when_sampled_ids_are_not_
     task = task_by_id["swe-rl-builtin__textkit-3"]
     async with FakeLLMServer(oracle_policy([task]), tokenizer=_CharIdsServerTokenizer(tok)) as server:
         result = await LocalExecutor(available_factory("ns"), envs).run(
-            RolloutRequest(task=task.to_record(), model=Policy(url=server.url), dynamic_history=False)
+            EpisodeRequest(task=task.to_record(), model=Policy(url=server.url), dynamic_history=False)
         )
     assert result.resolved and len(result.trajectory.steps) == 3
     assert len(result.samples) == 1  # re-templating the replies' text would have broken the prefix

@@ -6,7 +6,7 @@ import pytest
 from tests.conftest import available_factory
 
 from swe_rl.errors import ConfigError
-from swe_rl.executors.base import Policy, ProcessReward, RolloutRequest
+from swe_rl.executors.base import EpisodeRequest, Policy, ProcessReward
 from swe_rl.executors.local import LocalExecutor
 from swe_rl.integrations.adapter_kit import build_request
 from swe_rl.llm.fake_server import FakeLLMServer
@@ -32,7 +32,7 @@ async def test_judge_scores_steps_m_times_and_the_reward_is_outcome_plus_coef_me
     ):
         executor = LocalExecutor(available_factory("ns"), envs, capacity=1)
         result = await executor.run(
-            RolloutRequest(
+            EpisodeRequest(
                 task=task.to_record(),
                 model=Policy(url=policy.url, tokenizer="qwen"),
                 prm=ProcessReward(url=judge_srv.api_base, m=4, coef=0.5, concurrency=1),

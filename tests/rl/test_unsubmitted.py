@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 from tests.conftest import available_factory
 
-from swe_rl.executors.base import Policy, RolloutRequest
+from swe_rl.executors.base import EpisodeRequest, Policy
 from swe_rl.executors.local import LocalExecutor
 from swe_rl.llm.fake_server import FakeLLMServer
 from swe_rl.llm.oracle import bash_reply, oracle_replies
@@ -37,7 +37,7 @@ async def test_not_submitting_pays_only_where_the_diff_at_the_limit_is_graded(ta
         ) as srv:
             executor = LocalExecutor(available_factory("ns"), envs, capacity=1)
             result = await executor.run(
-                RolloutRequest(
+                EpisodeRequest(
                     task=task.to_record(),
                     model=Policy(url=srv.url, tokenizer="qwen"),
                     step_limit=3,

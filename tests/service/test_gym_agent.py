@@ -42,7 +42,7 @@ import httpx
 import pytest
 from pydantic import ValidationError
 
-from swe_rl.executors.base import RolloutRequest
+from swe_rl.executors.base import EpisodeRequest
 from swe_rl.llm.fake_server import FakeLLMServer
 from swe_rl.llm.oracle import oracle_policy
 from swe_rl.llm.scripted import SUBMIT, bash_reply
@@ -222,19 +222,19 @@ async def test_miles_generate_gets_graded_samples_for_the_builtin_suite(rollout_
 async def test_controls_the_peer_body_is_not_swe_rl_shape_nor_its_answer_miles_shape(
     rollout_server, policy, tasks, tok
 ):
-    """Positive controls: without the Gym branch the body is a 400 (swe-rl's RunRequest refuses it, and so
+    """Positive controls: without the Gym branch the body is a 400 (swe-rl's EpisodeRequest refuses it, and so
     does the server once the discriminating field is gone), and swe-rl's own answer gives miles nothing."""
     task = tasks[0]
     body = miles_request(miles_metadata(task.model_dump(mode="json")), _router(policy))
     with pytest.raises(ValidationError):
-        RolloutRequest.model_validate(body)
+        EpisodeRequest.model_validate(body)
     stripped = {k: v for k, v in body.items() if k != "responses_create_params"}
     with pytest.raises(httpx.HTTPStatusError) as refused:
         await miles_post(rollout_server.url + "/run", stripped)
     assert refused.value.response.status_code == 400
     own = await miles_post(
         rollout_server.url + "/run",
-        {"task": task.instance_id, "policy": {"url": policy.url}, "sampling": {"max_tokens": 512}},
+        {"task": task.instance_id, "model": {"url": policy.url}, "sampling": {"max_tokens": 512}},
     )
     assert own["status"] == "completed" and own["reward"] == 1.0
     read = miles_reads(own, tok)
@@ -395,7 +395,7 @@ async def _gym_and_own_answers(rollout_server, gym, task, policy) -> tuple[dict[
         url, gym_request(gym, miles_metadata(task.model_dump(mode="json")), _router(policy))
     )
     own = await miles_post(
-        url, {"task": task.instance_id, "policy": {"url": policy.url}, "sampling": {"max_tokens": 512}}
+        url, {"task": task.instance_id, "model": {"url": policy.url}, "sampling": {"max_tokens": 512}}
     )
     return answer, own
 

@@ -19,7 +19,7 @@ import pytest
 from swe_rl.episode.result import RolloutResult
 from swe_rl.errors import ConfigError
 from swe_rl.executors import default_capacity
-from swe_rl.executors.base import Policy, RolloutRequest
+from swe_rl.executors.base import EpisodeRequest, Policy
 from swe_rl.executors.local import LocalExecutor
 from swe_rl.executors.service import ServiceExecutor
 from swe_rl.llm.base import SamplingParams
@@ -88,14 +88,14 @@ async def _run(url: str, body: object, *, request_id: str | None = None, timeout
 def _body(task, policy, **extra):
     return {
         "task": task,
-        "policy": {"url": policy.url, "tokenizer": "qwen"},
+        "model": {"url": policy.url, "tokenizer": "qwen"},
         "sampling": {"max_tokens": 512},
         **extra,
     }
 
 
-def _request(task: str, url: str, **extra) -> RolloutRequest:  # type: ignore[no-untyped-def]
-    return RolloutRequest(
+def _request(task: str, url: str, **extra) -> EpisodeRequest:  # type: ignore[no-untyped-def]
+    return EpisodeRequest(
         task=task, model=Policy(url=url, tokenizer="qwen"), sampling=SamplingParams(max_tokens=512), **extra
     )
 
@@ -163,7 +163,7 @@ async def test_an_openai_policy_runs_end_to_end_with_fixed_base_ids(rollout_serv
     """kind openai: the endpoint returns text only; the server encodes the samples by the fixed-base method."""
     task = tasks[6]
     async with FakeLLMServer(oracle_policy(tasks), tokenizer=tok) as server:
-        request = RolloutRequest(
+        request = EpisodeRequest(
             task=task.instance_id,
             model=Policy(url=server.api_base, kind="openai", model="fake-model", tokenizer="qwen"),
             sampling=SamplingParams(max_tokens=512),
@@ -275,36 +275,36 @@ async def test_a_dead_or_garbled_policy_is_an_infra_error_not_a_reward(rollout_s
     ("body", "kind"),
     [
         ("{not json", "bad_request"),
-        ({"task": "nope__nope-1", "policy": {"url": "http://127.0.0.1:9"}}, "not_found"),
-        ({"task": {"instance_id": "x"}, "policy": {"url": "http://127.0.0.1:9"}}, "bad_request"),
+        ({"task": "nope__nope-1", "model": {"url": "http://127.0.0.1:9"}}, "not_found"),
+        ({"task": {"instance_id": "x"}, "model": {"url": "http://127.0.0.1:9"}}, "bad_request"),
         ({"task": "x"}, "bad_request"),
         ("[1, 2]", "bad_request"),
-        ({"task": "x", "policy": {"url": "http://127.0.0.1:9", "kind": "vllm"}}, "bad_request"),
+        ({"task": "x", "model": {"url": "http://127.0.0.1:9", "kind": "vllm"}}, "bad_request"),
         (
-            {"task": "x", "policy": {"url": "http://127.0.0.1:9"}, "sampling": {"max_tokens": -1}},
+            {"task": "x", "model": {"url": "http://127.0.0.1:9"}, "sampling": {"max_tokens": -1}},
             "bad_request",
         ),
         (
             {
                 "task": "swe-rl-builtin__inikit-1",
-                "policy": {"url": "http://127.0.0.1:9", "tokenizer": "/nope"},
+                "model": {"url": "http://127.0.0.1:9", "tokenizer": "/nope"},
             },
             "bad_request",
         ),
         (
             {
                 "task": "swe-rl-builtin__inikit-1",
-                "policy": {"url": "http://x"},
+                "model": {"url": "http://x"},
                 "agent_config": "/etc/x.yaml",
             },
             "bad_request",
         ),
         (
-            {"task": "swe-rl-builtin__inikit-1", "policy": {"url": "http://x"}, "agent_config": "nope"},
+            {"task": "swe-rl-builtin__inikit-1", "model": {"url": "http://x"}, "agent_config": "nope"},
             "bad_request",
         ),
         (
-            {"task": "x", "policy": {"url": "http://x"}, "max_context": 300, "sampling": {"max_tokens": 512}},
+            {"task": "x", "model": {"url": "http://x"}, "max_context": 300, "sampling": {"max_tokens": 512}},
             "bad_request",
         ),
     ],
@@ -424,9 +424,9 @@ async def test_delete_cancels_a_running_rollout_and_frees_its_sandbox(rollout_se
 
 CLIENT = """
 import asyncio, sys
-from swe_rl.executors.base import RolloutRequest
+from swe_rl.executors.base import EpisodeRequest
 from swe_rl.executors.service import ServiceExecutor
-request = RolloutRequest.model_validate_json(sys.argv[2])
+request = EpisodeRequest.model_validate_json(sys.argv[2])
 print(asyncio.run(ServiceExecutor(sys.argv[1]).run(request)).status)
 """
 

@@ -47,48 +47,15 @@ def _root(
     logger.setLevel(logging.DEBUG if verbose else logging.INFO)
 
 
-# One name per idea across commands: the tasks to work on (--tasks), how many at once (--jobs), the directory a
-# run writes (--output-dir; --out names a file). Spellings of earlier releases still work, with a note, until
-# the next release; --help shows only the names above.
-RENAMED = {"--source": "--tasks", "--concurrency": "--jobs", "--max-concurrent": "--jobs"}
-RENAMED_IN = {
-    ("grade",): {"--out": "--output-dir"},
-    ("demo",): {"--out": "--output-dir"},
-    ("data", "sft"): {"--out": "--output-dir"},
-}
-
-
-def modern_argv(argv: list[str]) -> tuple[list[str], list[str]]:
-    """``argv`` (without the program) with earlier spellings of options renamed, and a note for each."""
-    words = tuple(a for a in argv if not a.startswith("-"))
-    renamed = {**RENAMED, **RENAMED_IN.get(words[:2], RENAMED_IN.get(words[:1], {}))}
-    out: list[str] = []
-    notes: list[str] = []
-    for arg in argv:
-        if arg == "--":
-            out += argv[len(out) :]
-            break
-        name, eq, value = arg.partition("=")
-        if name in renamed:
-            notes.append(f"note: {name} is now {renamed[name]} (the old name goes in the next release)")
-            arg = renamed[name] + eq + value
-        out.append(arg)
-    return out, notes
-
-
 def main() -> None:
     """Entry point: SweRlError becomes a one-line message and exit code 2 (bad input) or 3 (infrastructure)."""
     from pydantic import ValidationError
 
     from swe_rl.errors import ConfigError, SweRlError
 
-    argv, notes = modern_argv(sys.argv[1:])
-    for line in notes:
-        print(line, file=sys.stderr)
     try:
-        code = app(
-            args=argv, standalone_mode=False
-        )  # click returns Exit codes instead of raising in this mode
+        # click returns Exit codes instead of raising in this mode
+        code = app(args=sys.argv[1:], standalone_mode=False)
     except SweRlError as exc:
         print(f"error: {exc}", file=sys.stderr)
         sys.exit(2 if isinstance(exc, ConfigError) else 3)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, Discriminator, Field, Tag, model_validator
+from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag, model_validator
 
 from swe_rl.agent.config import AgentConfig
 from swe_rl.harness.grade_patch import DEFAULT_TEST_TIMEOUT
@@ -24,6 +24,8 @@ Unsubmitted = Literal["graded", "unresolved"]
 
 class Policy(BaseModel):
     """The model being trained, as the rollout reaches it: token ids in and out."""
+
+    model_config = ConfigDict(extra="forbid")
 
     url: str = Field(
         min_length=1,
@@ -47,6 +49,8 @@ class NamedModel(BaseModel):
     API keys are not part of it: whoever runs the episode reads its own ``OPENAI_API_KEY``.
     """
 
+    model_config = ConfigDict(extra="forbid")
+
     kind: Literal["named"] = "named"
     llm: str | None = Field(default=None, max_length=2048, description="An --llm spec (llm/select.py).")
     model: str | None = Field(default=None, max_length=512)
@@ -61,6 +65,8 @@ class HeldModel(BaseModel):
     """A model object this process holds (a trainer's own policy: TRL's), handed to the executor with
     ``Executor.adopt`` under this name. It gives token ids, so its episodes can train; it cannot cross the
     network, so only an executor that runs episodes in this process takes it (others refuse the adoption)."""
+
+    model_config = ConfigDict(extra="forbid")
 
     kind: Literal["held"] = "held"
     name: str = Field(min_length=1, max_length=256)
@@ -87,6 +93,8 @@ ModelConfig = Annotated[
 class ProcessReward(BaseModel):
     """A judge LLM (OpenAI-compatible) scores every step m times; reward = outcome + coef * mean step score."""
 
+    model_config = ConfigDict(extra="forbid")
+
     url: str = Field(min_length=1, max_length=2048, description="Judge base URL ending in /v1.")
     model: str = Field(default="judge", max_length=512)
     m: int = Field(default=3, ge=1, le=16, description="Judgements per step.")
@@ -96,7 +104,10 @@ class ProcessReward(BaseModel):
 
 class EpisodeRequest(BaseModel):
     """One episode to run. ``train`` (the default): training samples and a reward come back; else the
-    episode's record, trajectory and patch only (an eval attempt)."""
+    episode's record, trajectory and patch only (an eval attempt). A field it does not have is refused by
+    name (a misspelt one would otherwise be dropped and its default run)."""
+
+    model_config = ConfigDict(extra="forbid")
 
     task: str | dict[str, Any] = Field(
         description="A full task record, or an instance id the executor knows."
@@ -135,15 +146,6 @@ class EpisodeRequest(BaseModel):
         default=None, description="The agent's sandbox limits (None: the backend's)."
     )
     prices: PriceTable | None = Field(default=None, description="Price every model call (llm.cost).")
-
-    @model_validator(mode="before")
-    @classmethod
-    def _policy_is_a_model(cls, data: Any) -> Any:
-        """``policy`` (the name of the training-only request before models were typed) is ``model``."""
-        if isinstance(data, dict) and "policy" in data and "model" not in data:
-            data = {**data, "model": data["policy"]}
-            del data["policy"]
-        return data
 
     @model_validator(mode="after")
     def _context_fits_a_reply(self) -> EpisodeRequest:

@@ -17,8 +17,6 @@ from swe_rl.errors import ConfigError
 from swe_rl.llm.base import LLM
 from swe_rl.llm.select import ModelChoice
 
-RolloutRequest = EpisodeRequest  # a training rollout is an episode request with ``train`` set (the default)
-
 __all__ = [
     "EpisodeRequest",
     "Executor",
@@ -26,7 +24,6 @@ __all__ = [
     "NamedModel",
     "Policy",
     "ProcessReward",
-    "RolloutRequest",
     "policy_llm",
     "policy_tokenizer",
 ]

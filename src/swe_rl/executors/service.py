@@ -26,7 +26,7 @@ from pydantic import ValidationError
 from swe_rl import httpclient
 from swe_rl.episode.result import RolloutResult
 from swe_rl.errors import ConfigError, InfraError
-from swe_rl.executors.base import HeldModel, NamedModel, RolloutRequest, refuse_adoption
+from swe_rl.executors.base import EpisodeRequest, HeldModel, NamedModel, refuse_adoption
 from swe_rl.llm.select import ModelChoice
 
 RETRYABLE = frozenset({502, 504})
@@ -108,7 +108,7 @@ class ServiceExecutor:
         self._server_of[request_id] = url
         self._in_flight[url] += 1
 
-    async def run(self, request: RolloutRequest) -> RolloutResult:
+    async def run(self, request: EpisodeRequest) -> RolloutResult:
         request_id = uuid.uuid4().hex
         self._counts["rollouts"] += 1
         self._assign(request_id, self._pick())
@@ -123,7 +123,7 @@ class ServiceExecutor:
             self._counts["infra_errors"] += 1
         return result
 
-    async def _run(self, request: RolloutRequest, request_id: str) -> RolloutResult:
+    async def _run(self, request: EpisodeRequest, request_id: str) -> RolloutResult:
         import aiohttp
 
         body = request.model_dump_json().encode()

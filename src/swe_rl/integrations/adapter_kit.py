@@ -25,7 +25,7 @@ from swe_rl.episode.result import RolloutResult, TrainingSample, rollout_record
 from swe_rl.episode.summary import summarize
 from swe_rl.errors import ConfigError
 from swe_rl.executors import get_executor
-from swe_rl.executors.base import Executor, Policy, RolloutRequest
+from swe_rl.executors.base import EpisodeRequest, Executor, Policy
 from swe_rl.integrations.settings import AdapterSettings
 from swe_rl.llm.base import SamplingParams
 
@@ -86,11 +86,11 @@ def build_request(
     *,
     dynamic_history: bool,
     settings: AdapterSettings | None = None,
-) -> RolloutRequest:
+) -> EpisodeRequest:
     """A request with the agent settings of ``SWE_RL_STEP_LIMIT``, ``SWE_RL_AGENT_CONFIG``,
     ``SWE_RL_MAX_CONTEXT``, the process rewards of ``SWE_RL_PRM_*`` and ``SWE_RL_UNSUBMITTED``."""
     settings = settings or AdapterSettings.from_environ()
-    return RolloutRequest(
+    return EpisodeRequest(
         task=task,
         model=policy,
         sampling=params,

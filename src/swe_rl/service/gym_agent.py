@@ -20,7 +20,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from swe_rl.episode.result import RolloutResult
-from swe_rl.executors.base import Policy, RolloutRequest
+from swe_rl.executors.base import EpisodeRequest, Policy
 from swe_rl.llm.base import SamplingParams
 from swe_rl.service.server_kit import ServiceError
 
@@ -108,7 +108,7 @@ def is_gym_body(data: Any) -> bool:
     return isinstance(data, dict) and "responses_create_params" in data
 
 
-def rollout_request(gym: GymRunRequest, tokenizer: str, known: Container[str]) -> RolloutRequest:
+def rollout_request(gym: GymRunRequest, tokenizer: str, known: Container[str]) -> EpisodeRequest:
     """The swe-rl request for a Gym one: the server's task by id (as Gym looks it up), else the record."""
     record = {k: v for k, v in (gym.model_extra or {}).items() if k not in GYM_KEYS}
     task: str | dict[str, Any] = gym.instance_id
@@ -138,7 +138,7 @@ def rollout_request(gym: GymRunRequest, tokenizer: str, known: Container[str]) -
         raise ServiceError(
             "bad_request", "the policy: sglang_url (the Gym fork's) or policy_base_url is required"
         )
-    return RolloutRequest(task=task, model=policy, sampling=sampling)
+    return EpisodeRequest(task=task, model=policy, sampling=sampling)
 
 
 def _first(*values: Any) -> Any:

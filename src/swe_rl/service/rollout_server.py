@@ -28,7 +28,7 @@ from swe_rl.envs.cache import EnvCache
 from swe_rl.episode.result import RolloutResult
 from swe_rl.errors import ConfigError
 from swe_rl.executors import default_capacity
-from swe_rl.executors.base import Policy, RolloutRequest, policy_tokenizer
+from swe_rl.executors.base import EpisodeRequest, Policy, policy_tokenizer
 from swe_rl.executors.local import LocalExecutor, agent_config
 from swe_rl.executors.models import ModelBook
 from swe_rl.harness.official import preload
@@ -46,8 +46,6 @@ from swe_rl.service.server_kit import (
     validate,
 )
 from swe_rl.tasks.model import Task
-
-RunRequest = RolloutRequest  # the wire body of POST /run
 
 
 class RunResponse(RolloutResult):
@@ -85,7 +83,7 @@ class RolloutNode:
         return self.executor.running
 
     async def run_cancellable(
-        self, req: RunRequest, rollout_id: str, request: Request, retries_waiting: Callable[[], int]
+        self, req: EpisodeRequest, rollout_id: str, request: Request, retries_waiting: Callable[[], int]
     ) -> RunResponse:
         """Run as a task that ``DELETE /run/{id}`` or the client's disconnecting cancels (freeing its sandbox).
 
@@ -111,7 +109,7 @@ class RolloutNode:
         task.cancel()
         return True
 
-    def check(self, req: RunRequest) -> Task:
+    def check(self, req: EpisodeRequest) -> Task:
         """The request's task, once everything the request names is known good: a typed 4xx otherwise."""
         try:
             task = self.executor.task(req.task)
@@ -140,7 +138,7 @@ class RolloutNode:
             raise ServiceError("bad_request", str(exc)) from None
         return task
 
-    async def run(self, req: RunRequest) -> RunResponse:
+    async def run(self, req: EpisodeRequest) -> RunResponse:
         # before taking a slot, so a bad request never waits in the queue; in a thread, as the first load of a
         # tokenizer takes seconds and the server must keep answering (/healthz, other runs) meanwhile
         task = await asyncio.to_thread(self.check, req)
@@ -196,7 +194,7 @@ class RolloutHandlers:
         if gym is not None:
             req = gym_agent.rollout_request(gym, self.gym_tokenizer, self.node.executor.tasks)
         else:
-            req = validate(RunRequest, body)
+            req = validate(EpisodeRequest, body)
         rollout_id = request.headers.get("x-request-id") or uuid.uuid4().hex
         response = await self.node.run_cancellable(
             req, rollout_id, request, lambda: self.idempotency.waiting(rollout_id)

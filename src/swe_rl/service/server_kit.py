@@ -155,10 +155,13 @@ def load_object(body: bytes | bytearray) -> dict[str, Any]:
         raise _bad_request(exc) from None
 
 
-def _bad_request(exc: ValidationError) -> ServiceError:
-    first = exc.errors()[0]
-    where = ".".join(str(p) for p in first["loc"]) or "body"
-    return ServiceError("bad_request", f"{where}: {first['msg']}")
+def _bad_request(exc: ValidationError, shown: int = 5) -> ServiceError:
+    """Every field that is wrong, by name (a body with ``policy`` for ``model`` is told both: the one it
+    lacks and the one it has no use for), the first ``shown`` of them."""
+    errors = exc.errors()
+    said = [f"{'.'.join(str(p) for p in e['loc']) or 'body'}: {e['msg']}" for e in errors[:shown]]
+    more = f" (and {len(errors) - shown} more)" if len(errors) > shown else ""
+    return ServiceError("bad_request", "; ".join(said) + more)
 
 
 class Idempotency:
