@@ -5,7 +5,8 @@ An eval run (``swe-rl eval``; append-only, resumable):
 <out>/summary.json                  totals and episode/summary.py's summary (rates over graded attempts), args, provenance
 <out>/preds.json                    SWE-bench predictions (instance_id, model_name_or_path, model_patch)
 <out>/metrics.jsonl                 agent/* metrics
-<out>/<instance_id>__<ts>/          traj.json, patch.diff, meta.json (and the trajectory in mini-swe-agent's format)
+<out>/<instance_id>__<ts>/          traj.json, patch.diff, meta.json and <instance_id>.traj.json (the trajectory in
+                                    mini-swe-agent's format); <instance_id>__a<N>__<ts>/ for attempt N > 0
 
 A training run (``swe-rl train rl``):
 <out>/rollouts.jsonl                one EpisodeRecord per rollout, with its step, reward and sample status
@@ -14,11 +15,15 @@ A training run (``swe-rl train rl``):
 <out>/checkpoint-<N>/               the trainer's state after N steps (``--resume`` continues from the newest
                                     one holding checkpoint_complete.json, the mark written after the save)
 <out>/final/                        the model and tokenizer at the end
+<out>/README.md                     the model card TRL writes
 
 A supervised run (``swe-rl train sft``): config.json, metrics.jsonl, checkpoint-<N>/, final/ and
 train_sft.json (its result).
 
 Both: <out>/report.html (``swe-rl report``).
+
+A demo (``swe-rl demo``, :class:`DemoDir`): <out>/validation.json, the sample predictions graded in the
+official harness's layout (runs/grade_predictions.py), <out>/eval/ an eval run, <out>/train/ a training run.
 """
 
 from __future__ import annotations
@@ -27,6 +32,7 @@ import json
 import os
 import re
 from collections.abc import Sequence
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -67,6 +73,20 @@ class RunDir:
         self.report_path = path / "report.html"
         self.final_path = path / "final"
         self.sft_result_path = path / "train_sft.json"
+        self.model_card_path = path / "README.md"  # TRL's, written into the trainer's output directory
+
+    def attempt_dir(self, instance_id: str, attempt: int) -> Path:
+        """A new folder for one eval attempt's artifacts, named by its task, attempt and start time."""
+        stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%S%f")
+        return self.path / (
+            f"{instance_id}__{stamp}" if attempt == 0 else f"{instance_id}__a{attempt}__{stamp}"
+        )
+
+    @staticmethod
+    def mini_trajectory(instance_id: str) -> str:
+        """The name of an attempt's trajectory in mini-swe-agent 2.x's format (its inspector finds
+        ``*.traj.json``)."""
+        return f"{instance_id}.traj.json"
 
     @property
     def is_training(self) -> bool:
@@ -159,6 +179,17 @@ class RunDir:
 
     def write_preds(self, preds: dict[str, dict[str, Any]]) -> None:
         atomic_write_json(self.preds_path, preds)  # keyed by instance id, as swebench and mini-swe-agent
+
+
+class DemoDir:
+    """What ``swe-rl demo`` writes: its tasks' validation, the graded sample predictions (named as the
+    official harness names them, by runs/grade_predictions.py), an eval run and a training run."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.validation_path = path / "validation.json"
+        self.eval = RunDir(path / "eval")
+        self.train = RunDir(path / "train")
 
 
 def read_json(path: Path) -> Any:

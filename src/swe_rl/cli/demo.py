@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
@@ -17,6 +17,9 @@ from swe_rl.cli.options import (
     run,
     writable_dir,
 )
+
+if TYPE_CHECKING:
+    from swe_rl.rundir import RunDir
 
 
 def demo(
@@ -41,6 +44,7 @@ def demo(
     from swe_rl.cli.env_tables import print_validation
     from swe_rl.cli.options import pool_token
     from swe_rl.fileio import atomic_write_json
+    from swe_rl.rundir import DemoDir
     from swe_rl.runs.demo import demo_predictions
     from swe_rl.runs.grade_predictions import grade_predictions
     from swe_rl.runs.validation import validate_tasks
@@ -57,7 +61,8 @@ def demo(
     factory = get_factory(chosen, token=pool_token())
 
     validation = run(validate_tasks(tasks, cache, factory, concurrency=concurrency))
-    atomic_write_json(out / "validation.json", validation.model_dump(mode="json"))
+    layout = DemoDir(out)
+    atomic_write_json(layout.validation_path, validation.model_dump(mode="json"))
     print_validation(validation)
 
     preds, expected = demo_predictions(tasks, cache)
@@ -77,10 +82,10 @@ def demo(
         print(
             f"  {pred.instance_id:32} {expected[pred.instance_id][0]:28} -> {got}{'' if ok else '  (UNEXPECTED)'}"
         )
-    summary, unexpected = run(_demo_eval(tasks, cache, factory, out, concurrency))
+    summary, unexpected = run(_demo_eval(tasks, cache, factory, layout.eval, concurrency))
     from swe_rl.report.html import render_report
 
-    page = render_report(out / "eval")
+    page = render_report(layout.eval.path)
     print(
         f"\nagent eval (scripted oracle and a model that never submits, 4 tasks each): resolved "
         f"{summary['resolved']}/{summary['attempts']}; report: {page}"
@@ -88,16 +93,16 @@ def demo(
     for line in unexpected:
         print(f"  {line}  (UNEXPECTED)")
     mismatches += len(unexpected)
-    trained = _demo_train(tasks, cache, factory, out) if rl else None
+    trained = _demo_train(tasks, cache, factory, layout.train) if rl else None
     if trained is not None:
         rates = ", ".join(
             f"{c['resolve_rate']:.0%}" for c in trained["curve"] if c["resolve_rate"] is not None
         )
         print(
             f"\nRL (GRPO with TRL, a random tiny Qwen3 on CPU: the pipeline, not learning): "
-            f"{trained['steps']} steps, resolve rate per step {rates}; report: {out / 'train' / 'report.html'}"
+            f"{trained['steps']} steps, resolve rate per step {rates}; report: {layout.train.report_path}"
         )
-        print(f"  {_update_said(out / 'train')}")
+        print(f"  {_update_said(layout.train)}")
     print(
         f"\nvalid tasks {validation.valid}/{validation.total}; resolved {report['resolved_instances']}/"
         f"{report['submitted_instances']} predictions; {time.monotonic() - started:.1f}s; "
@@ -107,7 +112,7 @@ def demo(
 
 
 async def _demo_eval(
-    tasks: list[Any], cache: Any, factory: Any, out: Path, concurrency: int
+    tasks: list[Any], cache: Any, factory: Any, run_dir: RunDir, concurrency: int
 ) -> tuple[dict[str, Any], list[str]]:
     """The agent end to end: the oracle replays gold fixes, the other model never submits (diff fallback).
     Its summary, and a line for each attempt whose verdict is not the one its model must get (the oracle's
@@ -117,13 +122,12 @@ async def _demo_eval(
     from swe_rl.agent.config import load_agent_config
     from swe_rl.llm.base import SamplingParams
     from swe_rl.llm.oracle import scripted_for
-    from swe_rl.rundir import RunDir
     from swe_rl.runs.evaluation import Attempts, EvalSettings, run_eval
 
     chosen = tasks[:4] + tasks[-4:]
     kinds = {t.instance_id: "oracle" for t in tasks[:4]} | {t.instance_id: "never-submit" for t in tasks[-4:]}
-    shutil.rmtree(out / "eval", ignore_errors=True)  # the demo starts over each time
-    settings = EvalSettings(output_dir=out / "eval", max_concurrent=concurrency, args={"model": "scripted"})
+    shutil.rmtree(run_dir.path, ignore_errors=True)  # the demo starts over each time
+    settings = EvalSettings(output_dir=run_dir.path, max_concurrent=concurrency, args={"model": "scripted"})
     attempts = Attempts.here(
         lambda t: scripted_for(kinds[t.instance_id], t),
         cache,
@@ -135,7 +139,7 @@ async def _demo_eval(
         summary = await run_eval(chosen, attempts, SamplingParams(), settings)
     finally:
         await attempts.close()
-    results = {r.instance_id: r for r in RunDir(out / "eval").latest().values()}
+    results = {r.instance_id: r for r in run_dir.latest().values()}
     unexpected = []
     for instance_id, kind in sorted(kinds.items()):
         r = results.get(instance_id)
@@ -146,7 +150,7 @@ async def _demo_eval(
     return summary, unexpected
 
 
-def _demo_train(tasks: list[Any], cache: Any, factory: Any, out: Path) -> dict[str, Any] | None:
+def _demo_train(tasks: list[Any], cache: Any, factory: Any, run_dir: RunDir) -> dict[str, Any] | None:
     """Two GRPO steps of a tiny random Qwen3 on two tasks; None (with a note) without the train extra."""
     import importlib.util
     import os
@@ -161,10 +165,10 @@ def _demo_train(tasks: list[Any], cache: Any, factory: Any, out: Path) -> dict[s
     from swe_rl.train.grpo import GRPOSettings, train_grpo
 
     os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
-    shutil.rmtree(out / "train", ignore_errors=True)  # the demo starts over each time
+    shutil.rmtree(run_dir.path, ignore_errors=True)  # the demo starts over each time
     note("RL stage: GRPO with TRL, tiny Qwen3 (random weights), 2 steps x 2 episodes, CPU")
     settings = GRPOSettings(
-        output_dir=out / "train",
+        output_dir=run_dir.path,
         model="tiny-qwen",
         steps=2,
         tasks_per_step=1,
@@ -176,22 +180,19 @@ def _demo_train(tasks: list[Any], cache: Any, factory: Any, out: Path) -> dict[s
     executor = LocalExecutor(factory, cache, capacity=settings.max_concurrent, reuse_grading=True)
     agent = load_agent_config(step_limit=2)
     summary = train_grpo(tasks[:2], settings, cache, agent, executor=executor, quiet=True)
-    card = out / "train" / "README.md"  # TRL's generated model card ("a fine-tuned version of None")
+    card = run_dir.model_card_path  # TRL's generated one says "a fine-tuned version of None"
     if card.is_file() and "fine-tuned version of" in card.read_text(errors="replace"):
         card.unlink()
-    render_training_report(out / "train")
+    render_training_report(run_dir.path)
     return summary
 
 
-def _update_said(run_dir: Path) -> str:
+def _update_said(run_dir: RunDir) -> str:
     """Whether GRPO had anything to learn from: a group (one task's episodes in one step) whose rewards differ.
     Where every group's rewards are equal, the advantages are zero and no weight changed."""
-    import json
-
-    groups: dict[tuple[int, str], set[float]] = {}
-    for line in (run_dir / "rollouts.jsonl").read_text().splitlines():
-        record = json.loads(line)
-        groups.setdefault((record.get("step") or 0, record["instance_id"]), set()).add(record.get("reward"))
+    groups: dict[tuple[int, str], set[float | None]] = {}
+    for record in run_dir.load_rollouts():
+        groups.setdefault((record.step or 0, record.instance_id), set()).add(record.reward)
     differing = sum(len(rewards) > 1 for rewards in groups.values())
     if differing:
         return f"{differing} of {len(groups)} groups had rewards that differ: those steps updated the model"

@@ -1,12 +1,12 @@
-"""An eval attempt's settings and the folder of its artifacts.
+"""An eval attempt's settings, and its model priced.
 
 An attempt is an episode request with ``train`` off (episode/request.py), run by any executor; the eval run
-that asked for it writes its artifacts where :func:`attempt_folder` says (runs/evaluation.py).
+that asked for it writes its artifacts into the folder ``RunDir.attempt_dir`` names (rundir.py,
+runs/evaluation.py).
 """
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
 from pathlib import Path
 
 from pydantic import BaseModel, Field
@@ -28,15 +28,6 @@ class AttemptSettings(BaseModel):
     )
     limits: Limits = Field(default_factory=Limits)
     prices: PriceTable | None = Field(default=None, description="Price every model call (llm.cost).")
-
-
-def attempt_folder(output_dir: Path, instance_id: str, attempt: int) -> Path:
-    stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%S%f")
-    return (
-        output_dir / f"{instance_id}__{stamp}"
-        if attempt == 0
-        else output_dir / f"{instance_id}__a{attempt}__{stamp}"
-    )
 
 
 def priced(llm: LLM, prices: PriceTable | None) -> LLM:

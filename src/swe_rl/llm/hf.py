@@ -144,8 +144,10 @@ class BatchedHFPolicy:
     Turns that arrive within ``window_s`` of each other are generated in one left-padded ``generate``
     call (up to ``max_batch`` rows, same sampling parameters); each conversation's prompt extends its
     previous prompt + completion id for id (:class:`~swe_rl.llm.token_prompts.PromptExtender`), so a whole
-    trajectory is one exact multi-turn sample. Replies carry prompt ids, generated ids and the model's
-    own logprobs (raw logits, before temperature).
+    trajectory is one exact multi-turn sample. Replies carry prompt ids, generated ids and their logprobs
+    under the distribution sampled from, as the trainer scores them: the raw logits divided by the
+    temperature (greedy, temperature 0: the raw logits), over the whole vocabulary (``top_p`` cuts what is
+    sampled, not the softmax).
     """
 
     def __init__(

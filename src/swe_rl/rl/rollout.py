@@ -44,7 +44,8 @@ async def run_rollout(
     grader: Grader | None = None,
     unsubmitted: Unsubmitted = "graded",
 ) -> RolloutResult:
-    """Agent in a fresh sandbox, patch graded in another, samples built from ids. Never raises InfraError;
+    """Agent in a pristine sandbox (reset in place when ``grader`` lends one, else fresh), patch graded in
+    another, samples built from ids. Never raises InfraError;
     attribution as in episode/run.py (an agent's own damage is its outcome, a failure outside it unscored).
     ``tokenizer``: for a text-only policy (an OpenAI endpoint that returns no ids), steps without ids are
     encoded with the fixed-base method; with ids from the server, it is not used. ``prm``: a judge and

@@ -22,7 +22,7 @@ from pydantic import Field
 from swe_rl.agent.config import AgentConfig
 from swe_rl.agent.trajectory import Trajectory, mini_swe_agent_record
 from swe_rl.envs.cache import EnvCache
-from swe_rl.episode.attempt import AttemptSettings, attempt_folder
+from swe_rl.episode.attempt import AttemptSettings
 from swe_rl.episode.record import EpisodeRecord
 from swe_rl.episode.request import EpisodeRequest, NamedModel
 from swe_rl.episode.summary import agent_metrics
@@ -126,7 +126,7 @@ class Attempts:
         self, task: Task, attempt: int, params: SamplingParams, settings: AttemptSettings
     ) -> EpisodeRecord:
         """One attempt, its artifacts written under ``settings.output_dir``; its record."""
-        folder = attempt_folder(settings.output_dir, task.instance_id, attempt)
+        folder = RunDir(settings.output_dir).attempt_dir(task.instance_id, attempt)
         result = await self.executor.run(self.request(task, attempt, params, settings))
         record = (result.record or _lost(task, result.error)).model_copy(
             update={"attempt": attempt, "artifacts": str(folder)}
@@ -253,9 +253,9 @@ def _write_artifacts(
 ) -> None:
     if traj is not None:
         atomic_write_text(folder / RunDir.TRAJECTORY, traj.model_dump_json(indent=1))
-        # the same episode in mini-swe-agent's format: its inspector finds runs by *.traj.json
+        # the same episode in mini-swe-agent's format, for its inspector
         record = mini_swe_agent_record(traj, patch, {"model": traj.model, "swe_rl": RunDir.TRAJECTORY})
-        atomic_write_json(folder / f"{task.instance_id}.traj.json", record)
+        atomic_write_json(folder / RunDir.mini_trajectory(task.instance_id), record)
     atomic_write_text(folder / RunDir.PATCH, patch)
     atomic_write_json(
         folder / RunDir.META,
