@@ -42,7 +42,9 @@ def prepare(django: Path, python: str) -> Path:
         # (3.6's is 18) cannot tell which releases still support it
         quiet = {**os.environ, "PIP_CONFIG_FILE": os.devnull}
         subprocess.run([*pip, "-U", "pip"], check=True, env=quiet)
-        subprocess.run([*pip, "-e", str(django)], check=True, env=quiet)  # its own requirements (pytz, backports...)
+        subprocess.run(
+            [*pip, "-e", str(django)], check=True, env=quiet
+        )  # its own requirements (pytz, backports...)
     scratch = django / ".git" / "swe-rl"
     scratch.mkdir(parents=True, exist_ok=True)
     for name, text in STAGED.items():
@@ -53,7 +55,9 @@ def prepare(django: Path, python: str) -> Path:
 def modules(django: Path) -> list[str]:
     tests = django / "tests"
     return sorted(
-        p.name for p in tests.iterdir() if p.is_dir() and ((p / "tests.py").exists() or any(p.glob("test_*.py")))
+        p.name
+        for p in tests.iterdir()
+        if p.is_dir() and ((p / "tests.py").exists() or any(p.glob("test_*.py")))
     )
 
 
@@ -96,7 +100,9 @@ def measure(django: Path, python: Path, module: str) -> dict[str, object]:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("django", type=Path, help="an unpacked Django source release")
     parser.add_argument("--python", default=sys.executable, help="the interpreter the venv is made from")
     parser.add_argument("--modules", type=int, default=40, help="how many test modules to draw (0: all)")
