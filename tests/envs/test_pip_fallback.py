@@ -12,13 +12,26 @@ from pathlib import Path
 
 import pytest
 
+from swe_rl.envs.interpreters import find_python
 from swe_rl.envs.pip_fallback import missing_requirements, requested_extras
+from swe_rl.errors import ConfigError
 
 SETUP_PY = """from setuptools import setup
 setup(name="proj", version="0.1", py_modules=["m"], install_requires=["sixx>=1", "old; python_version < '3'"],
       extras_require={"test": ["gadgetx<2"], "doc": ["docx"]})
 """
-PY36 = Path("/root/.pyenv/versions/3.6.15/bin/python3.6")
+
+
+def _python36() -> Path | None:
+    """A Python 3.6 wherever the env builds would find one (pyenv under $PYENV_ROOT or ~, uv, PATH); not a
+    fixed /root path, which another user cannot even stat (/root is 0700)."""
+    try:
+        return find_python("3.6")[0]
+    except ConfigError:
+        return None
+
+
+PY36 = _python36()
 
 
 def test_the_extras_a_command_asks_of_the_repo():
@@ -37,7 +50,7 @@ def test_the_extras_a_command_asks_of_the_repo():
         pytest.param(
             PY36,
             id="pkg_resources",
-            marks=pytest.mark.skipif(not PY36.exists(), reason="no Python 3.6 here (pyenv install 3.6.15)"),
+            marks=pytest.mark.skipif(PY36 is None, reason="no Python 3.6 here (pyenv install 3.6.15)"),
         ),
     ],
 )

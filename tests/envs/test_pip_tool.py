@@ -1,7 +1,7 @@
 """The pip that runs what uv cannot (envs/pip_tool.py): one per Python version beside the venvs, run on a venv's
 interpreter, installing into that venv and adding no pip to it (an upgrade in each instance's clone put 11 MB of
 pip into every one). Installs come from the loopback index (conftest.py), which serves the pip wheel the running
-interpreter bundles."""
+interpreter's ensurepip installs."""
 
 from __future__ import annotations
 
@@ -10,14 +10,25 @@ import os
 import shutil
 import subprocess
 import sys
+import sysconfig
 from pathlib import Path
 
 import pytest
+from packaging.version import Version
 
 from swe_rl.envs.install_tools import uv_binary
 from swe_rl.envs.pip_tool import pip_tool
 
 pytestmark = pytest.mark.skipif(uv_binary() is None, reason="uv is not installed (pip install uv)")
+
+
+def _ensurepip_wheel(name: str) -> Path | None:
+    """The ``name`` wheel this Python's ensurepip installs: its own ``_bundled`` copy, or, where a distribution
+    unbundles them (Debian: /usr/share/python-wheels), the one in ``WHEEL_PKG_DIR``, as ensurepip looks."""
+    folders = [Path(ensurepip.__file__).parent / "_bundled"]
+    if unbundled := sysconfig.get_config_var("WHEEL_PKG_DIR"):
+        folders.append(Path(unbundled))
+    return next((wheel for folder in folders for wheel in sorted(folder.glob(f"{name}-*.whl"))), None)
 
 
 def test_pip_runs_from_its_tool_dir_into_the_venv_and_the_venv_gets_no_pip(tmp_path, index):
@@ -49,8 +60,10 @@ def test_pip_runs_from_its_tool_dir_into_the_venv_and_the_venv_gets_no_pip(tmp_p
 
 
 def _serve_the_tool(index) -> None:
-    """The pip this Python bundles and a ``wheel`` module, on the loopback index: what the pip tool installs."""
-    bundled = next((Path(ensurepip.__file__).parent / "_bundled").glob("pip-*.whl"))
+    """The pip this Python's ensurepip installs and a ``wheel`` module, on the loopback index: what the pip tool
+    installs."""
+    bundled = _ensurepip_wheel("pip")
+    assert bundled is not None, "this Python's ensurepip has no pip wheel"
     wheel = index.root / bundled.name
     wheel.parent.mkdir(parents=True, exist_ok=True)
     shutil.copyfile(bundled, wheel)
@@ -82,23 +95,29 @@ def _pip(python: Path, tool: Path, *args: str, cwd: Path | None = None) -> subpr
     )
 
 
+def _has_the_fallback_tools() -> bool:
+    """ensurepip's setuptools, and a pip of 23.1 or later: an older one runs ``setup.py develop`` without
+    ``wheel`` too (Debian's 23.0.1), so the control below could not tell the two apart."""
+    pip, setuptools = _ensurepip_wheel("pip"), _ensurepip_wheel("setuptools")
+    return setuptools is not None and pip is not None and Version(pip.name.split("-")[1]) >= Version("23.1")
+
+
 @pytest.mark.skipif(
-    not list((Path(ensurepip.__file__).parent / "_bundled").glob("setuptools-*.whl")),
-    reason="this Python bundles no setuptools wheel",
+    not _has_the_fallback_tools(), reason="needs ensurepip's setuptools wheel and a pip of 23.1 or later"
 )
 def test_a_project_without_pyproject_is_installed_editable_in_its_venv_as_the_images_pip_did(tmp_path, index):
     """astropy 3.1: setup.py imports ``astropy_helpers``, installed in the venv beforehand; the project has no
     pyproject.toml. The images' conda pip had ``wheel`` beside it and ran ``setup.py develop`` in the env. A pip
     without ``wheel`` builds in an isolated env instead (today's setuptools, from the index: there, none), where
     the helpers are not: the control, with the same pip minus ``wheel``."""
-    bundled = Path(ensurepip.__file__).parent / "_bundled"
+    setuptools = _ensurepip_wheel("setuptools")
     _serve_the_tool(index)
     index.add("helpers", "3.1.1", "2019-01-01T00:00:00Z")  # the analogue of astropy-helpers
     python, site = _venv(tmp_path / "venv")
     tool = pip_tool(tmp_path / "envs", python, uv_binary(), dict(os.environ))
     assert tool is not None
     # the venv as the version's packages left it: setuptools and the helpers, not from any build env
-    assert _pip(python, tool, "--no-index", str(next(bundled.glob("setuptools-*.whl")))).returncode == 0
+    assert _pip(python, tool, "--no-index", str(setuptools)).returncode == 0
     assert _pip(python, tool, "helpers==3.1.1").returncode == 0
     project = tmp_path / "proj"
     (project / "proj").mkdir(parents=True)

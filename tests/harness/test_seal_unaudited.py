@@ -12,9 +12,10 @@ from pathlib import Path
 
 import pytest
 
+from swe_rl.envs.interpreters import find_python
+from swe_rl.errors import ConfigError
 from swe_rl.harness.seal import LAUNCHER, STAGED, UNAUDITED, Seal
 
-PYENV = Path("/root/.pyenv/versions")
 CASES = """import unittest
 
 
@@ -25,8 +26,14 @@ class Cases(unittest.TestCase):
 
 
 def _old_python() -> Path | None:
-    found = sorted(PYENV.glob("3.[67].*/bin/python3")) if PYENV.is_dir() else []
-    return found[0] if found else None
+    """A Python 3.6 or 3.7 wherever the env builds would find one (pyenv under $PYENV_ROOT or ~, uv, PATH); not
+    a fixed /root path, which another user cannot even stat (/root is 0700)."""
+    for version in ("3.6", "3.7"):
+        try:
+            return find_python(version)[0]
+        except ConfigError:
+            continue
+    return None
 
 
 def _sealed_run(python: str, root: Path) -> tuple[Seal, dict[str, str], bytes | None]:
@@ -54,7 +61,7 @@ def _sealed_run(python: str, root: Path) -> tuple[Seal, dict[str, str], bytes | 
     return seal, names, out.read_bytes() if out.exists() else None
 
 
-@pytest.mark.skipif(_old_python() is None, reason="no Python 3.6 or 3.7 under /root/.pyenv")
+@pytest.mark.skipif(_old_python() is None, reason="no Python 3.6 or 3.7 here (pyenv install 3.6.15)")
 def test_a_seal_without_audit_hooks_confirms_nothing(tmp_path: Path) -> None:
     for python, state in ((sys.executable, "confirmed"), (str(_old_python()), UNAUDITED)):
         root = tmp_path / Path(python).parent.parent.name

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import uuid
 
 import pytest
 
@@ -24,10 +25,13 @@ async def test_a_program_written_anywhere_writable_runs(factory, textkit_env):
     """Tests run what they build: Conan's test client builds a package in a temporary folder and runs it.
     A noexec /tmp (Docker's tmpfs default) failed that with exit 126 on Docker only, so ns and Docker graded
     the same row differently; every backend runs it from /tmp, $HOME and the testbed alike."""
+    name = f"built-{uuid.uuid4().hex[:12]}"  # the local backend's /tmp is the host's: another user's file is there
     async with await factory.create(textkit_env) as box:
         for where in ("/tmp", "$HOME", "."):
-            made = f"printf '#!/bin/sh\\necho ran\\n' > {where}/built && chmod +x {where}/built"
-            ran = await box.exec(f"{made} && {where}/built", timeout=30)
+            made = f"printf '#!/bin/sh\\necho ran\\n' > {where}/{name} && chmod +x {where}/{name}"
+            ran = await box.exec(
+                f"{made} && {where}/{name}; ran=$?; rm -f {where}/{name}; exit $ran", timeout=30
+            )
             assert (ran.returncode, ran.output) == (0, "ran\n"), where
 
 

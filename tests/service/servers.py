@@ -9,6 +9,7 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 import urllib.request
@@ -29,7 +30,10 @@ class Server:
         self.args = args
         self.env = {**os.environ, **(env or {})}
         self.proc: subprocess.Popen[bytes] | None = None
-        self.log = Path(f"/tmp/swe-rl-test-server-{port}.log")
+        # a file of its own: a port is free again later, and /tmp's file of that name may be another user's
+        fd, log = tempfile.mkstemp(prefix=f"swe-rl-test-server-{port}-", suffix=".log")
+        os.close(fd)
+        self.log = Path(log)
 
     def start(self, timeout: float = 60.0) -> Server:
         with self.log.open("wb") as out:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -76,19 +77,25 @@ def test_every_official_repo_and_version_has_a_spec():
 def test_every_spec_runs_here_as_data():
     _, registry = _swebench()
     pythons = {spec.python for entries in SPECS.values() for _, spec in entries}
+    missing: set[str] = set()
     for version in sorted(pythons):
-        if version in NOT_ON_THIS_MACHINE:
-            try:
-                find_python(version)
-            except ConfigError as exc:  # a clear error that says how to provide it
-                assert f"Python {version} is needed" in str(exc)
+        try:
+            exe, _ = find_python(version)
+        except ConfigError as exc:  # a clear error that says how to provide it
+            assert f"Python {version} is needed" in str(exc) and f"pyenv install {version}" in str(exc)
+            missing.add(version)
             continue
-        exe, _ = find_python(version)
         assert exe.is_file(), version
     for repo, entries in SPECS.items():
         for versions, spec in entries:
             assert spec.test_cmd.strip() and spec.install.strip()
             assert parser_name(task(repo, versions.split()[0])) in registry
+    # a host with no Python but the running one (a contributor's: no pyenv) lacks the prerequisite; one that
+    # provides some of them lacks the rest by mistake
+    others = pythons - NOT_ON_THIS_MACHINE - {"{}.{}".format(*sys.version_info[:2])}
+    if others and missing >= others:
+        pytest.skip(f"no Python here but the running one (pyenv install {' '.join(sorted(others))})")
+    assert missing <= NOT_ON_THIS_MACHINE
 
 
 def test_known_facts():
