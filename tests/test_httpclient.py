@@ -197,3 +197,23 @@ async def test_a_reply_over_max_body_raises_the_typed_error(serve):
     with pytest.raises(LLMError, match="larger than 4096 bytes"):
         await _send(server.url, FAST, error=LLMError, max_body=4096)
     assert server.hits == 2
+
+
+@pytest.mark.parametrize(
+    "malformed",
+    ["127.0.0.1:{port}/run", "http//127.0.0.1:{port}/run", "http://:{port}/run", "http://[::1/run", "/run"],
+)
+async def test_a_malformed_url_is_a_config_error_at_once(serve, malformed):
+    """No scheme, no host, bad host syntax: no retry can fix it (a refused connection keeps its retries)."""
+    server = await serve([OK])
+    port = server.url.split(":")[2].split("/")[0]
+    attempts: list[int] = []
+
+    async def watch(event: Event) -> None:
+        if isinstance(event, Attempt):
+            attempts.append(event.number)
+
+    assert (await _send(server.url, FAST)).status == 200  # control: the same server with its scheme
+    with pytest.raises(ConfigError, match=r"test server: '.*' is not an http\(s\) URL with a host"):
+        await _send(malformed.format(port=port), RetryPolicy(retries=4, backoff_s=5.0), watch=watch)
+    assert attempts == [1] and server.hits == 1

@@ -7,10 +7,11 @@ session for the running loop and registers it with that loop as an async generat
 down (``asyncio.run``, ``asyncio.Runner``: they finalize async generators) closes the session before it
 closes. A loop that stops without that step leaves its session to the garbage collector.
 
-:func:`request` sends one request until it is answered, as a :class:`RetryPolicy` says: connection faults,
-timeouts and *transient* statuses are retried with jittered backoff (or after the server's
-``Retry-After``) a bounded number of times; *busy* statuses ("full, come back later") are waited for as
-asked until a deadline; any other status ends it. Each client decides what a failure is (the typed error
+:func:`request` sends one request until it is answered, as a :class:`RetryPolicy` says (tenacity runs the
+attempts): connection faults, timeouts and *transient* statuses are retried with jittered backoff (or
+after the server's ``Retry-After``) a bounded number of times; *busy* statuses ("full, come back later")
+are waited for as asked until a deadline; any other status ends it, and so does a URL that is not one
+(a ConfigError at once: no scheme, no host, a bad port). Each client decides what a failure is (the typed error
 it raises, what it refuses at once) and watches the attempts (:data:`Watcher`): the pool-server sandbox
 client (``sandbox/remote.py``), the model clients (``llm/http.py``) and the rollout-service client
 (``executors/service.py``).
@@ -27,11 +28,14 @@ from collections.abc import AsyncGenerator, Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from email.utils import parsedate_to_datetime
-from typing import TYPE_CHECKING, Any, TypeAlias
+from typing import TYPE_CHECKING, Any, NoReturn, TypeAlias
 
 from pydantic import BaseModel, ConfigDict, Field
+from tenacity import AsyncRetrying, RetryCallState, retry_if_exception_type
+from tenacity.stop import stop_base
+from tenacity.wait import wait_base
 
-from swe_rl.errors import SweRlError
+from swe_rl.errors import ConfigError, SweRlError
 
 if TYPE_CHECKING:
     import aiohttp
@@ -141,14 +145,6 @@ class RetryPolicy(BaseModel):
         default=math.inf, ge=0, description="How long busy answers are waited for, from the first attempt."
     )
 
-    def backoff(self, failures: int) -> float:
-        """The wait after the ``failures``-th transient failure: doubling, capped, with jitter in [0.5, 1)."""
-        return min(self.backoff_cap_s, self.backoff_s * 2 ** (failures - 1)) * (0.5 + random.random() / 2)
-
-    def retry_after(self, headers: Mapping[str, str]) -> float | None:
-        """The positive wait a ``Retry-After`` asks for, within the cap (0, or a date past, is no wait asked)."""
-        return retry_after_s(headers.get("Retry-After"), cap=self.retry_after_cap_s) or None
-
 
 @dataclass(frozen=True)
 class Reply:
@@ -190,6 +186,88 @@ async def _ignore(event: Event) -> None:
     pass
 
 
+class _Retryable(Exception):
+    """An attempt that may be sent again; its message is the request's error should it be the last.
+
+    ``reply`` is the answer (None for a fault); ``failures`` counts the transient failures so far, this
+    one included (a busy answer counts none).
+    """
+
+    def __init__(self, message: str, reply: Reply | None, *, busy: bool = False, failures: int = 0) -> None:
+        super().__init__(message)
+        self.reply, self.busy, self.failures = reply, busy, failures
+
+
+def _failed(state: RetryCallState) -> _Retryable:
+    assert state.outcome is not None  # tenacity asks wait and stop only after an attempt failed
+    failed = state.outcome.exception()
+    assert isinstance(failed, _Retryable)  # the only exception retried
+    return failed
+
+
+class _WaitAsAsked(wait_base):
+    """The server's positive ``Retry-After`` (a busy status's; a transient one's if the policy says so),
+    else ``busy_wait_s`` for a busy status, else a doubling backoff, capped, with jitter in [0.5, 1)."""
+
+    def __init__(self, policy: RetryPolicy) -> None:
+        self.policy = policy
+
+    def asked(self, failed: _Retryable) -> float | None:
+        policy = self.policy
+        if failed.reply is None or not (failed.busy or policy.retry_after_on_transient):
+            return None
+        asked = retry_after_s(failed.reply.headers.get("Retry-After"), cap=policy.retry_after_cap_s)
+        return asked or (policy.busy_wait_s if failed.busy else None)  # 0, or a date past: no wait asked
+
+    def __call__(self, retry_state: RetryCallState) -> float:
+        failed = _failed(retry_state)
+        asked = self.asked(failed)
+        if asked is not None:
+            return asked
+        backoff = self.policy.backoff_s * 2 ** (failed.failures - 1)
+        return min(self.policy.backoff_cap_s, backoff) * random.uniform(0.5, 1.0)
+
+
+class _StopAsAllowed(stop_base):
+    """A transient failure past ``retries``; a busy answer whose wait would end past ``max_wait_s``."""
+
+    def __init__(self, wait: _WaitAsAsked) -> None:
+        self.wait = wait
+
+    def __call__(self, retry_state: RetryCallState) -> bool:
+        failed, policy = _failed(retry_state), self.wait.policy
+        if not failed.busy:
+            return failed.failures > policy.retries
+        waited = retry_state.seconds_since_start or 0.0
+        return waited + (self.wait.asked(failed) or 0.0) > policy.max_wait_s
+
+
+def _retrying(policy: RetryPolicy, error: type[SweRlError]) -> AsyncRetrying:
+    def give_up(retry_state: RetryCallState) -> NoReturn:
+        failed = _failed(retry_state)
+        raise error(str(failed)) from failed.__cause__
+
+    wait = _WaitAsAsked(policy)
+    return AsyncRetrying(
+        retry=retry_if_exception_type(_Retryable),
+        wait=wait,
+        stop=_StopAsAllowed(wait),
+        retry_error_callback=give_up,
+    )
+
+
+def _judged(
+    reply: Reply, policy: RetryPolicy, failures: int, *, name: str, error: type[SweRlError]
+) -> Exception:
+    """What a reply other than a 200 is: busy, transient (the ``failures``-th), or ``error`` at once."""
+    where, last = reply.url, reply.describe()
+    if reply.status in policy.busy:
+        return _Retryable(f"{name} at {where} busy for {policy.max_wait_s:.0f}s: {last}", reply, busy=True)
+    if reply.status not in policy.transient:
+        return error(f"{name} at {where}: {last}")
+    return _Retryable(f"{name} at {where} failed after {failures} attempts: {last}", reply, failures=failures)
+
+
 async def request(
     session: aiohttp.ClientSession,
     method: str,
@@ -207,44 +285,35 @@ async def request(
     ``url`` may be a callable, asked before each attempt (a client that moves a request to another
     server). ``watch`` sees every attempt, answer and fault before it is judged; what it raises ends the
     request (a typed refusal, say). What fails for good raises ``error`` naming ``name``, the URL and the
-    last failure. ``options`` go to aiohttp's ``request`` (``json``, ``data``, ``headers``, ``timeout``).
+    last failure; a malformed URL raises ConfigError at once. ``options`` go to aiohttp's ``request``
+    (``json``, ``data``, ``headers``, ``timeout``).
     """
     import aiohttp
 
-    deadline = time.monotonic() + policy.max_wait_s
-    failures = number = 0
-    while True:
-        number += 1
-        where = url() if callable(url) else url
-        await watch(Attempt(where, number))
-        delay: float | None = None
-        counted = True  # a transient failure, counted against the retries whether or not it names a wait
-        try:
-            reply = await _send(session, method, where, options, max_body, name=name, error=error)
-        except SweRlError:
-            raise
-        except (aiohttp.ClientError, OSError, TimeoutError) as exc:
-            await watch(Fault(where, exc))
-            last = f"{type(exc).__name__}: {exc}"
-        else:
+    failures = 0
+    async for attempt in _retrying(policy, error):
+        with attempt:
+            where = url() if callable(url) else url
+            await watch(Attempt(where, attempt.retry_state.attempt_number))
+            try:
+                reply = await _send(session, method, where, options, max_body, name=name, error=error)
+            except SweRlError:
+                raise
+            except (aiohttp.InvalidURL, aiohttp.NonHttpUrlClientError) as exc:
+                raise ConfigError(f"{name}: {where!r} is not an http(s) URL with a host") from exc
+            except (aiohttp.ClientError, OSError, TimeoutError) as exc:
+                await watch(Fault(where, exc))
+                failures += 1
+                last = f"{type(exc).__name__}: {exc}"
+                raise _Retryable(
+                    f"{name} at {where} failed after {failures} attempts: {last}", None, failures=failures
+                ) from exc
             await watch(reply)
             if reply.status == 200:
                 return reply
-            last = reply.describe()
-            if reply.status in policy.busy:
-                counted = False
-                delay = policy.retry_after(reply.headers) or policy.busy_wait_s
-                if time.monotonic() + delay > deadline:
-                    raise error(f"{name} at {where} busy for {policy.max_wait_s:.0f}s: {last}")
-            elif reply.status not in policy.transient:
-                raise error(f"{name} at {where}: {last}")
-            elif policy.retry_after_on_transient:
-                delay = policy.retry_after(reply.headers)
-        if counted:
-            failures += 1
-            if failures > policy.retries:
-                raise error(f"{name} at {where} failed after {failures} attempts: {last}")
-        await asyncio.sleep(policy.backoff(failures) if delay is None else delay)
+            failures += reply.status not in policy.busy
+            raise _judged(reply, policy, failures, name=name, error=error)
+    raise AssertionError("unreachable: tenacity returns or raises")  # pragma: no cover
 
 
 async def _send(

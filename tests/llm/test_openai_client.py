@@ -7,6 +7,7 @@ import time
 
 import pytest
 
+from swe_rl.errors import ConfigError
 from swe_rl.llm.base import LLMError, Message, SamplingParams
 from swe_rl.llm.fake_server import FakeLLMServer, Fault
 from swe_rl.llm.openai import OpenAIClient
@@ -79,3 +80,17 @@ async def test_timeout():
                 await client.complete(MESSAGES, PARAMS)
         finally:
             await client.close()
+
+
+async def test_an_api_base_with_no_scheme_fails_at_once_as_a_config_error():
+    """``--api-base 127.0.0.1:8000/v1``: a ConfigError on the first call, not five attempts per task."""
+    async with FakeLLMServer(["ok"]) as server:
+        client = OpenAIClient("m", server.api_base.removeprefix("http://"), backoff_s=1.0)
+        started = time.monotonic()
+        try:
+            with pytest.raises(ConfigError, match="is not an http"):
+                await client.complete(MESSAGES, PARAMS)
+        finally:
+            await client.close()
+    assert server.api_base.startswith("http://") and server.requests == []
+    assert time.monotonic() - started < 1.0, "no backoff: four retries would wait 7.5 s or more"

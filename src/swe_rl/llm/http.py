@@ -1,8 +1,9 @@
 """The HTTP call the model clients share: one POST, retried with backoff on transient failures only.
 
 Transient = connection errors, timeouts, 408/409/425/429/5xx; ``Retry-After`` is honoured (up to 120 s).
-A reply over 8 MiB or a non-retryable status raises at once; what still fails after the retries is an
-LLMError. The loop itself is :func:`swe_rl.httpclient.request`.
+A reply over 8 MiB or a non-retryable status raises at once, and an ``api_base`` that is no http(s) URL
+(no scheme, no host) a ConfigError; what still fails after the retries is an LLMError. The attempts are
+:func:`swe_rl.httpclient.request`'s (tenacity, with a wait that reads ``Retry-After``).
 """
 
 from __future__ import annotations
