@@ -26,7 +26,6 @@ packs a ``.tmp-*`` in its store (``gc`` removes both).
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import hashlib
 import json
 import os
@@ -34,8 +33,8 @@ import shutil
 import subprocess
 import tempfile
 import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
+from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any, NamedTuple, TypeVar
 
@@ -53,6 +52,7 @@ from swe_rl.envs.testbed import make_testbed
 from swe_rl.envs.venvbuild import VenvBuilder, shared_env_of
 from swe_rl.errors import SweRlError
 from swe_rl.fileio import atomic_write_json, remove_leftover, thaw_leftovers, thaw_link
+from swe_rl.locks import exclusive
 from swe_rl.paths import cache_dir
 from swe_rl.sandbox.base import EnvSpec
 from swe_rl.tasks.image_names import canonical_image, image_name
@@ -360,20 +360,9 @@ class EnvCache:
             task.repo, self.repo_cache, allow_network=self.allow_network
         )
 
-    @contextmanager
-    def _lock(self, key: str, *, blocking: bool = True) -> Iterator[bool]:
-        lock_dir = self.root / "locks"
-        lock_dir.mkdir(parents=True, exist_ok=True)
-        with open(lock_dir / f"{key}.lock", "w") as fh:
-            try:
-                fcntl.flock(fh, fcntl.LOCK_EX | (0 if blocking else fcntl.LOCK_NB))
-            except BlockingIOError:
-                yield False
-                return
-            try:
-                yield True
-            finally:
-                fcntl.flock(fh, fcntl.LOCK_UN)
+    def _lock(self, key: str, *, blocking: bool = True) -> AbstractContextManager[bool]:
+        (self.root / "locks").mkdir(parents=True, exist_ok=True)
+        return exclusive(self.root / "locks" / f"{key}.lock", blocking=blocking)
 
 
 def _present(spec: EnvSpec) -> bool:

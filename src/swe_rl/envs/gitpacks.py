@@ -32,7 +32,6 @@ theirs would then contain its future (``env build`` builds each repository's ins
 
 from __future__ import annotations
 
-import fcntl
 import hashlib
 import os
 import shutil
@@ -46,6 +45,7 @@ from swe_rl.envs.filestore import share_file
 from swe_rl.errors import InfraError
 from swe_rl.fileio import remove_leftover, thaw_leftovers, thaw_link
 from swe_rl.gitutil import git, git_into
+from swe_rl.locks import Flock, exclusive
 
 MAX_PACKS = 32
 ANCHOR_EVERY = 2048  # first-parent commits from one anchor to the next (module docstring)
@@ -96,8 +96,7 @@ class PackStore:
         the next `env pack --merge` stores them once)."""
         if not packs.is_symlink():
             return
-        with open(self.dir / _THAW_LOCK, "a") as handle:
-            fcntl.flock(handle, fcntl.LOCK_EX)
+        with exclusive(self.dir / _THAW_LOCK):
             thaw_link(packs)  # False: another build did it while this one waited
 
     def _built(self, commit: str) -> bool:
@@ -165,16 +164,15 @@ class PackStore:
         killed make left is known by its free lock (:func:`drop_leftovers`). It is made and locked under the
         store's lock, which that cleanup takes too: it never sees one between the two."""
         self.dir.mkdir(parents=True, exist_ok=True)
-        with open(self.dir / _MAKE_LOCK, "a") as store_lock:
-            fcntl.flock(store_lock, fcntl.LOCK_EX)
+        with exclusive(self.dir / _MAKE_LOCK):
             work = Path(tempfile.mkdtemp(dir=self.dir, prefix=_WORK))
-            held = os.open(work, os.O_RDONLY | os.O_DIRECTORY)
-            fcntl.flock(held, fcntl.LOCK_EX)
+            held = Flock(work, directory=True)
+            held.acquire()
         try:
             yield work
         finally:
             shutil.rmtree(work, ignore_errors=True)  # gone when renamed into place
-            os.close(held)
+            held.release()
 
     def _pack(self, wanted: str, work: Path, *extra: str) -> str:
         """Pack ``wanted`` into ``work`` and index it there; returns the files' name (``pack-<hash>``).
@@ -301,17 +299,14 @@ def drop_leftovers(root: Path) -> list[Path]:
             continue
         # one listed before the store's lock is taken is locked by its make once the lock is ours
         if works := sorted(store.glob(f"{_WORK}*")):
-            with open(store / _MAKE_LOCK, "a") as store_lock:
-                fcntl.flock(store_lock, fcntl.LOCK_EX)
+            with exclusive(store / _MAKE_LOCK):
                 for work in works:
                     if _unlocked(work):
                         shutil.rmtree(work, ignore_errors=True)
                         removed.append(work)
         if leftovers := thaw_leftovers(store):
-            with open(store / _THAW_LOCK, "a") as handle:
-                try:
-                    fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                except BlockingIOError:
+            with exclusive(store / _THAW_LOCK, blocking=False) as free:
+                if not free:
                     continue
                 for _, leftover in leftovers:
                     remove_leftover(leftover)
@@ -321,17 +316,14 @@ def drop_leftovers(root: Path) -> list[Path]:
 
 def _unlocked(path: Path) -> bool:
     """Whether no process holds ``path``'s flock (taking it for a moment to see)."""
+    probe = Flock(path, directory=True)
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
+        if not probe.acquire(blocking=False):
+            return False
     except OSError:
         return False
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        return True
-    except BlockingIOError:
-        return False
-    finally:
-        os.close(fd)
+    probe.release()
+    return True
 
 
 __all__ = [

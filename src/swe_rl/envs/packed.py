@@ -38,7 +38,6 @@ filesystems (``rootfs/``) stay loose.
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import os
 import secrets
 import shutil
@@ -72,6 +71,7 @@ from swe_rl.envs.packimage import (
 )
 from swe_rl.fileio import atomic_write_json, exchange
 from swe_rl.gitutil import git
+from swe_rl.locks import Flock
 from swe_rl.sandbox.identity import own_testbed
 
 
@@ -104,16 +104,16 @@ def pack_lock(root: Path, *, exclusive: bool) -> Iterator[None]:
     builds from starving a pack: flock grants a shared lock while an exclusive one waits, so a pack first
     closes the gate (builds pass it in an instant), then waits for the builds already inside."""
     (root / "locks").mkdir(parents=True, exist_ok=True)
-    with open(root / "locks" / ".pack.gate", "a") as gate, open(root / "locks" / ".pack.lock", "a") as lock:
-        fcntl.flock(gate, fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH)
-        fcntl.flock(lock, fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH)
+    gate = Flock(root / "locks" / ".pack.gate", shared=not exclusive)
+    lock = Flock(root / "locks" / ".pack.lock", shared=not exclusive)
+    with gate:
+        lock.acquire()
         if not exclusive:
-            fcntl.flock(gate, fcntl.LOCK_UN)
+            gate.release()
         try:
             yield
         finally:
-            fcntl.flock(lock, fcntl.LOCK_UN)
-            fcntl.flock(gate, fcntl.LOCK_UN)
+            lock.release()
 
 
 def pack(

@@ -8,7 +8,6 @@ An image is ``packed/<id>.sqfs`` under the cache root, its manifest ``packed/<id
 from __future__ import annotations
 
 import errno
-import fcntl
 import os
 import shutil
 import stat
@@ -20,6 +19,7 @@ from pydantic import BaseModel, Field
 
 from swe_rl.envs.filestore import file_sha256
 from swe_rl.errors import EnvBuildError
+from swe_rl.locks import exclusive
 
 PACKED = "packed"
 
@@ -105,8 +105,7 @@ def mount_image(root: Path, image_id: str) -> Path:
             f"the packed image {image_id} of {root} is gone; build its envs again (`swe-rl env gc`)"
         )
     manifest = Manifest.model_validate_json(manifest_file.read_text())
-    with open(packed_dir(root) / f".{image_id}.mount.lock", "a") as handle:
-        fcntl.flock(handle, fcntl.LOCK_EX)
+    with exclusive(packed_dir(root) / f".{image_id}.mount.lock"):
         if os.path.ismount(mount_point):
             return mount_point
         if os.geteuid() != 0:

@@ -16,12 +16,13 @@ without it, pip builds in an isolated env with today's setuptools, where neither
 
 from __future__ import annotations
 
-import fcntl
 import os
 import shutil
 import subprocess
 import tempfile
 from pathlib import Path
+
+from swe_rl.locks import exclusive
 
 PIP = "pip<25"
 WHEEL = "wheel<0.44"  # 0.43.0 (2024-03), of the build tools' date (envs/dating.py); 3.6/3.7 get an older one
@@ -47,8 +48,7 @@ def pip_tool(root: Path, python: Path, uv: str | None, environ: dict[str, str]) 
     if _complete(final):
         return final
     tools.mkdir(parents=True, exist_ok=True)
-    with open(tools / f"{version}.lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
+    with exclusive(tools / f"{version}.lock"):
         if _complete(final):  # another build made it while this one waited
             return final
         work = Path(tempfile.mkdtemp(dir=tools, prefix=f".{version}."))

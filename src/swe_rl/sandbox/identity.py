@@ -22,7 +22,6 @@ Two consequences are handled here:
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import hashlib
 import os
 import shutil
@@ -31,6 +30,7 @@ import uuid
 from pathlib import Path
 
 from swe_rl.errors import SandboxError
+from swe_rl.locks import exclusive
 from swe_rl.paths import cache_dir
 
 SANDBOX_UID = 1_600_000
@@ -48,8 +48,7 @@ def own_testbed(testbed: Path, *, again: bool = False) -> None:
     if testbed.stat().st_uid == SANDBOX_UID and not again:
         return
     lock = testbed.parent / f".{testbed.name}.own.lock"
-    with open(lock, "a") as handle:
-        fcntl.flock(handle, fcntl.LOCK_EX)
+    with exclusive(lock):
         if testbed.stat().st_uid == SANDBOX_UID and not again:
             return
         for root, dirs, files in os.walk(testbed):
