@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 from packaging.requirements import Requirement
+from packaging.version import Version
 
 from swe_rl.envs.interpreters import find_python
 from swe_rl.errors import ConfigError, EnvBuildError
@@ -94,7 +95,9 @@ def test_every_spec_runs_here_as_data():
     # provides some of them lacks the rest by mistake
     others = pythons - NOT_ON_THIS_MACHINE - {"{}.{}".format(*sys.version_info[:2])}
     if others and missing >= others:
-        pytest.skip(f"no Python here but the running one (pyenv install {' '.join(sorted(others))})")
+        pytest.skip(
+            f"no Python here but the running one (pyenv install {' '.join(sorted(others, key=Version))})"
+        )
     assert missing <= NOT_ON_THIS_MACHINE
 
 
