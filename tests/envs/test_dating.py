@@ -19,9 +19,9 @@ from tests.envs.index import Index
 
 from swe_rl.envs.cache import EnvCache
 from swe_rl.envs.dating import widened_in
+from swe_rl.envs.freeze import LOCK_NAME
 from swe_rl.envs.install_tools import uv_binary
 from swe_rl.envs.installer import InstallRun
-from swe_rl.envs.lock import LOCK_NAME
 from swe_rl.envs.recipe import EnvRecipe, InstallOptions
 from swe_rl.envs.venv import create_venv, host_interpreter
 from swe_rl.errors import EnvBuildError

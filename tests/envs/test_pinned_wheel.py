@@ -20,8 +20,8 @@ from tests.envs.test_wheels import LATER, LATEST, PLATFORM_TAG, serve_sdist
 
 from swe_rl.envs.cache import EnvCache
 from swe_rl.envs.dating import REPLACED, Widening, widenings_in
+from swe_rl.envs.freeze import LOCK_NAME
 from swe_rl.envs.install_tools import uv_binary
-from swe_rl.envs.lock import LOCK_NAME
 from swe_rl.envs.remedies import replace_pins
 from swe_rl.envs.venvbuild import shared_env_of
 from swe_rl.tasks.model import Task

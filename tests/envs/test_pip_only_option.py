@@ -14,8 +14,8 @@ import pytest
 from tests.envs.helpers import git, make_repo, widget_task
 
 from swe_rl.envs.cache import EnvCache
+from swe_rl.envs.freeze import LOCK_NAME
 from swe_rl.envs.install_tools import uv_binary
-from swe_rl.envs.lock import LOCK_NAME
 from swe_rl.envs.recipe import InstallOptions
 
 pytestmark = [

@@ -17,8 +17,8 @@ from tests.envs.index import Index
 from tests.envs.test_dating import AFTER, BEFORE, build, pins, uv_alone
 
 from swe_rl.envs.dating import widened_in
+from swe_rl.envs.freeze import LOCK_NAME
 from swe_rl.envs.install_tools import uv_binary
-from swe_rl.envs.lock import LOCK_NAME
 
 pytestmark = [
     pytest.mark.skipif(uv_binary() is None, reason="uv is not installed (pip install uv)"),

@@ -32,7 +32,7 @@ from pathlib import Path
 
 from packaging.version import InvalidVersion, Version
 
-from swe_rl.envs.lock import LOCAL_FREETYPE, VERSION_GIVEN
+from swe_rl.envs.freeze import LOCAL_FREETYPE, VERSION_GIVEN
 from swe_rl.envs.repos import find_repo_source
 from swe_rl.errors import EnvBuildError, RepoNotFoundError
 from swe_rl.gitutil import git

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import NamedTuple
 
 from swe_rl.envs.dating import Bounding, Resolver, Widening, norm, pinned_versions
-from swe_rl.envs.lock import IMPORT_FAILS
+from swe_rl.envs.freeze import IMPORT_FAILS
 
 IMPORT_TIMEOUT_S = 600
 

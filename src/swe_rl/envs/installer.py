@@ -24,6 +24,7 @@ from swe_rl.envs.dating import (
     norm,
     widenings_in,
 )
+from swe_rl.envs.freeze import DATED_BUILD_TOOLS, FALLBACK, LOCK_NAME, READ_AT_BASE, SKIPPED, pinned
 from swe_rl.envs.import_check import ImportFailure, failed_imports, releases_to_take
 from swe_rl.envs.install_tools import (
     PROBE_FAILED,
@@ -33,7 +34,6 @@ from swe_rl.envs.install_tools import (
     install_environ,
     run_bounded,
 )
-from swe_rl.envs.lock import DATED_BUILD_TOOLS, FALLBACK, LOCK_NAME, READ_AT_BASE, SKIPPED, pinned
 from swe_rl.envs.pip_fallback import missing_requirements, pip_command, requested_extras
 from swe_rl.envs.pip_tool import PIP, pip_tool
 from swe_rl.envs.recipe import EnvRecipe, Installer

@@ -20,7 +20,7 @@ import subprocess
 from pathlib import Path
 
 from swe_rl.envs.dating import norm
-from swe_rl.envs.lock import pinned
+from swe_rl.envs.freeze import pinned
 
 # `.[test]`, `".[dev,docs]"`, `-e .[test]`: the extras the command asks of the repo itself
 _OWN_EXTRAS = re.compile(r"""(?:^|[\s'"=])\.\[([\w.,\s-]+)\]""")

@@ -13,11 +13,11 @@ from pathlib import Path
 from typing import TypeVar
 
 from swe_rl.envs.dating import Widening, widenings_in
+from swe_rl.envs.freeze import LOCK_NAME, lock_difference
 from swe_rl.envs.install_tools import forget_cached
 from swe_rl.envs.installer import InstallRun
 from swe_rl.envs.interpreters import provider
 from swe_rl.envs.layers import VENV_FILES, Clone, clone_venv, holds_inode, owners, share_venv_files
-from swe_rl.envs.lock import LOCK_NAME, lock_difference
 from swe_rl.envs.recipe import EnvRecipe, InstallOptions
 from swe_rl.envs.venv import (
     compile_venv,

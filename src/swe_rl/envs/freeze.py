@@ -1,4 +1,5 @@
-"""An env's lock: the resolved set of a build (``pip freeze`` format) with swe-rl's note lines, and what two
+"""An env's lock file (``swe-rl-lock.txt``, a lock file as package managers mean it; file locks are
+swe_rl.locks): the resolved set of a build in ``pip freeze`` format with swe-rl's note lines, and what two
 locks pin differently."""
 
 from __future__ import annotations
