@@ -31,8 +31,15 @@ chmod +x /usr/local/sbin/git
 
 
 def _in_private_tmp(script: str) -> subprocess.CompletedProcess[str]:
-    """``script`` under sh in a mount namespace of its own whose /tmp is a new tmpfs (the cache in it)."""
-    setup = "set -e\nmount -t tmpfs tmpfs /tmp\nexport SWE_RL_CACHE=/tmp/cache\n"
+    """``script`` under sh in a mount namespace of its own whose /tmp is a new tmpfs (the cache in it). A
+    checkout or venv under /tmp (a clone made there) is bound back into it from the old /tmp (on /mnt there)."""
+    keep = sorted({str(p) for p in (ROOT, Path(sys.prefix)) if Path("/tmp") in p.parents})
+    rebind = "".join(f'mkdir -p {k}\nmount --bind "/mnt/{k[len("/tmp/") :]}" {k}\n' for k in keep)
+    setup = (
+        "set -e\nmount --bind /tmp /mnt\nmount -t tmpfs tmpfs /tmp\n"
+        + rebind
+        + "export SWE_RL_CACHE=/tmp/cache\n"
+    )
     return subprocess.run(
         ["unshare", "-m", "--propagation", "private", "sh", "-c", setup + script],
         cwd=ROOT,
