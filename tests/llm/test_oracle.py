@@ -53,6 +53,25 @@ def test_zero_context_handles_insertions_deletions_and_several_hunks():
     )
 
 
+def test_zero_context_diff_adds_deletes_and_keeps_a_missing_final_newline(tmp_path):
+    _git(tmp_path, "init", "-q")
+    files = {"gone.py": "x = 1\n", "tail.py": "a\nb\nc", "end.py": "a\nb"}
+    for name, text in files.items():
+        (tmp_path / name).write_text(text)
+    _git(tmp_path, "add", "-A")
+    _git(tmp_path, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "base")
+    (tmp_path / "gone.py").unlink()
+    (tmp_path / "new.py").write_text("y = 2\nz = 3\n")
+    (tmp_path / "tail.py").write_text("A\nb\nc")  # the unterminated line is context, dropped
+    (tmp_path / "end.py").write_text("a\nB")  # the unterminated line is changed, its marker kept
+    _git(tmp_path, "add", "-A")
+    gold, want = _git(tmp_path, "diff", "--cached"), _git(tmp_path, "write-tree")
+    _git(tmp_path, "reset", "-q", "--hard")
+    _git(tmp_path, "apply", "--index", "--unidiff-zero", "-", stdin=zero_context(gold))
+    assert _git(tmp_path, "write-tree") == want
+    assert "@@ -0,0 +1,2 @@" in zero_context(gold) and "@@ -1,1 +0,0 @@" in zero_context(gold)
+
+
 def test_compact_oracle_is_two_turns_that_test_then_submit(task_by_id):
     replies = compact_oracle_replies(task_by_id["swe-rl-builtin__textkit-4"])  # a multi-line fix: a diff
     assert len(replies) == 2 and "--unidiff-zero" in replies[0] and "pytest" in replies[0]
@@ -115,7 +134,9 @@ def test_sed_fix_declines_what_one_sed_line_cannot_say():
     two_lines = "--- a/m.py\n+++ b/m.py\n@@ -1,2 +1,2 @@\n-a\n-b\n+A\n+B\n"
     insertion = "--- a/m.py\n+++ b/m.py\n@@ -1,1 +1,2 @@\n a\n+b\n"
     quoted = _one_line_patch("    return 'a'", '    return "a"')
+    renamed = _one_line_patch("x", "y").replace("b/m.py", "b/n.py")  # sed cannot rename
     assert sed_fix(two_lines) is None and sed_fix(insertion) is None and sed_fix(quoted) is None
+    assert sed_fix(renamed) is None and sed_fix(_one_line_patch("x", "y")) is not None
 
 
 @pytest.mark.ns

@@ -8,7 +8,10 @@ from __future__ import annotations
 
 import re
 import shlex
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from itertools import groupby
+
+from unidiff import Hunk, PatchSet
 
 from swe_rl.llm.scripted import SUBMIT, ScriptedLLM, bash_reply
 from swe_rl.tasks.model import Task
@@ -35,45 +38,37 @@ def oracle_replies(task: Task) -> list[str]:
 
 
 def zero_context(patch: str) -> str:
-    """The same change as a unified diff without context lines (apply with ``git apply --unidiff-zero``)."""
+    """The same change as a unified diff without context lines (apply with ``git apply --unidiff-zero``).
+
+    Each file keeps its header but the ``index`` line; each run of changed lines becomes its own hunk,
+    a "no newline" marker with the changed line it follows."""
     out: list[str] = []
-    run: list[str] = []
-    old = new = run_old = run_new = 0
-
-    def flush() -> None:
-        if not run:
-            return
-        minus = sum(1 for line in run if line.startswith("-"))
-        plus = sum(1 for line in run if line.startswith("+"))
-        a = f"{run_old - 1},0" if minus == 0 else f"{run_old},{minus}"
-        b = f"{run_new - 1},0" if plus == 0 else f"{run_new},{plus}"
-        out.append(f"@@ -{a} +{b} @@\n")
-        out.extend(run)
-        run.clear()
-
-    for line in patch.splitlines(keepends=True):
-        if line.startswith("@@"):
-            flush()
-            head = line.split("@@")[1].split()
-            old, new = (int(part[1:].split(",")[0]) for part in head[:2])
-        elif line.startswith(
-            ("diff --git", "index ", "--- ", "+++ ", "new file", "deleted file", "similarity")
-        ):
-            flush()
-            if not line.startswith("index "):
-                out.append(line)
-        elif line.startswith("\\"):  # "\ No newline at end of file" belongs to the line before it
-            (run if run else out).append(line)
-        elif line.startswith(("-", "+")):
-            if not run:
-                run_old, run_new = old, new
-            run.append(line)
-            old, new = (old + 1, new) if line.startswith("-") else (old, new + 1)
-        else:
-            flush()
-            old, new = old + 1, new + 1
-    flush()
+    for file in PatchSet(patch):
+        out.extend(line for line in file.patch_info or () if not line.startswith("index "))
+        if file:
+            out.append(f"--- {file.source_file}\n+++ {file.target_file}\n")
+        for hunk in file:
+            out.extend(_zero_context_hunks(hunk))
     return "".join(out)
+
+
+def _zero_context_hunks(hunk: Hunk) -> Iterator[str]:
+    """One hunk's runs of changed lines, each under its own header; a side a run leaves empty is
+    numbered by its line before the run, as git numbers an empty side."""
+    # each side's last line before the current run (an empty side's start already names the line before)
+    old = hunk.source_start - (1 if hunk.source_length else 0)
+    new = hunk.target_start - (1 if hunk.target_length else 0)
+    for changed, group in groupby(hunk, key=lambda line: line.line_type in ("-", "+", "\\")):
+        lines = list(group)
+        minus = [line.source_line_no for line in lines if line.is_removed]
+        plus = [line.target_line_no for line in lines if line.is_added]
+        if changed and (minus or plus):  # a lone "no newline" marker belonged to a context line
+            a = f"{minus[0]},{len(minus)}" if minus else f"{old},0"
+            b = f"{plus[0]},{len(plus)}" if plus else f"{new},0"
+            yield f"@@ -{a} +{b} @@\n"
+            yield from map(str, lines)
+        old = max([old, *(line.source_line_no or 0 for line in lines)])
+        new = max([new, *(line.target_line_no or 0 for line in lines)])
 
 
 def compact_oracle_replies(task: Task) -> list[str]:
@@ -164,32 +159,23 @@ def sed_fix(patch: str) -> str | None:
 
 
 def _one_line_change(patch: str) -> tuple[str | None, int, str | None, str | None]:
-    """(file, line, old text, new text) when the patch replaces exactly one line of one file."""
-    path: str | None = None
-    removed: list[tuple[int, str]] = []
-    added: list[str] = []
-    line_no = 0
-    for line in patch.splitlines():
-        if line.startswith("+++ "):
-            if path is not None:
-                return None, 0, None, None
-            path = line[4:].removeprefix("b/")
-        elif line.startswith(("diff --git", "index ", "--- ")):
-            continue
-        elif line.startswith("@@"):
-            line_no = int(line.split()[1][1:].split(",")[0])
-        elif line.startswith("-"):
-            removed.append((line_no, line[1:]))
-            line_no += 1
-        elif line.startswith("+"):
-            added.append(line[1:])
-        elif line.startswith("\\"):
-            return None, 0, None, None
-        else:
-            line_no += 1
-    if path is None or len(removed) != 1 or len(added) != 1:
+    """(file, line, old text, new text) when the patch replaces exactly one line of one file (a rename
+    or a "no newline" marker is more than ``sed`` can say)."""
+    files = PatchSet(patch)
+    if len(files) != 1 or files[0].is_rename:
         return None, 0, None, None
-    return path, removed[0][0], removed[0][1], added[0]
+    lines = [line for hunk in files[0] for line in hunk]
+    removed = [line for line in lines if line.is_removed]
+    added = [line for line in lines if line.is_added]
+    if len(removed) != 1 or len(added) != 1 or any(line.line_type == "\\" for line in lines):
+        return None, 0, None, None
+    path = files[0].target_file.removeprefix("b/")
+    return (
+        path,
+        removed[0].source_line_no or 0,
+        removed[0].value.removesuffix("\n"),
+        added[0].value.removesuffix("\n"),
+    )
 
 
 def never_submit_replies(task: Task, steps: int = 3) -> list[str]:

@@ -17,6 +17,8 @@ from __future__ import annotations
 import re
 from pathlib import PurePosixPath
 
+from unidiff import PatchSet
+
 from swe_rl.harness.failure_text import failure_excerpt, summary_reason
 
 _MAX_LISTED = 8
@@ -27,14 +29,14 @@ _MERGE_SUBJECT = re.compile(r"^Merge (branch|pull request|remote-tracking branch
 
 def patch_lines(patch: str) -> set[str]:
     """The stripped text of the patch's added and removed lines (four characters or more)."""
-    out = set()
-    for line in patch.splitlines():
-        if line.startswith(("+++", "---")) or not line.startswith(("+", "-")):
-            continue
-        text = line[1:].strip()
-        if len(text) >= 4:
-            out.add(text)
-    return out
+    changed = (
+        line.value.strip()
+        for file in PatchSet(patch)
+        for hunk in file
+        for line in hunk
+        if line.is_added or line.is_removed
+    )
+    return {text for text in changed if len(text) >= 4}
 
 
 def source_names(paths: list[str]) -> list[str]:
