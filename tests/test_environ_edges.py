@@ -1,7 +1,8 @@
 """Settings come from the environment only at the edges: the CLI and the trainer adapters.
 
-Below them a module takes its settings as arguments. The few reads left are listed here with their reason: path
-defaults (where a cache or an interpreter lives) and the environment handed on to a child process.
+Below them a module takes its settings as arguments. swe-rl's own variables are read through one model,
+``swe_rl.paths.Settings``; the few other reads are listed here with their reason: path defaults (where an
+interpreter lives) and the environment handed on to a child process.
 """
 
 from __future__ import annotations
@@ -14,7 +15,6 @@ import swe_rl
 PACKAGE = Path(swe_rl.__file__).parent
 EDGES = ("cli/", "integrations/")
 ALLOWED = {
-    "paths.py": "path defaults: SWE_RL_CACHE (the cache root), SWE_RL_CONDA (a conda that makes interpreters)",
     "envs/interpreters.py": "path defaults: PYENV_ROOT, UV_PYTHON_INSTALL_DIR (where interpreters live)",
     "gitutil.py": "a child's environment: git runs without the caller's GIT_* variables",
     "envs/install_tools.py": "a child's environment: the installer's uv and pip get the host's proxy and UV_* variables",
@@ -67,3 +67,31 @@ def test_only_the_edges_and_the_listed_defaults_read_the_environment() -> None:
     assert not unexplained, f"reads of os.environ below the CLI and the adapters: {unexplained}"
     stale = set(ALLOWED) - set(readers)
     assert not stale, f"listed as reading the environment but no longer do: {stale}"
+
+
+def imports_of(source: str) -> set[tuple[str, str]]:
+    """(module, name) for each ``from module import name``, and (module, "") for each ``import module``."""
+    found = set()
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.ImportFrom) and node.module:
+            found |= {(node.module, alias.name) for alias in node.names}
+        elif isinstance(node, ast.Import):
+            found |= {(alias.name, "") for alias in node.names}
+    return found
+
+
+def test_one_settings_model_read_below_the_edges_only_for_the_cache() -> None:
+    assert imports_of("from swe_rl.paths import Settings\nimport pydantic_settings.main\n") == {
+        ("swe_rl.paths", "Settings"),
+        ("pydantic_settings.main", ""),
+    }
+    makers, readers = set(), set()
+    for path in sorted(PACKAGE.rglob("*.py")):
+        rel = path.relative_to(PACKAGE).as_posix()
+        imports = imports_of(path.read_text())
+        if any(module.split(".")[0] == "pydantic_settings" for module, _ in imports):
+            makers.add(rel)
+        if ("swe_rl.paths", "Settings") in imports and not rel.startswith(EDGES):
+            readers.add(rel)
+    assert makers == {"paths.py"}, "one settings source: only paths.py builds a pydantic-settings model"
+    assert not readers, f"modules below the CLI and the adapters that read swe-rl's settings: {readers}"

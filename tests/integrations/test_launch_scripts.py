@@ -80,7 +80,7 @@ def test_the_seed_values_reach_slime():
         assert re.search(rf"^launch_slime {nodes} ", (LAUNCH / script).read_text(), re.M)
 
 
-def test_prm_script_needs_a_judge_and_passes_the_seed_settings():
+def test_prm_script_needs_a_judge_and_passes_the_seed_settings(monkeypatch):
     script = LAUNCH / "slime_8b_prm_5nodes.sh"
     done = subprocess.run(
         ["bash", str(script)], capture_output=True, text=True, env={"PATH": "/usr/bin:/bin"}
@@ -91,12 +91,12 @@ def test_prm_script_needs_a_judge_and_passes_the_seed_settings():
     # the variables it sets are the ones the adapters read
     from swe_rl.integrations.settings import AdapterSettings
 
-    prm = AdapterSettings.from_environ(
-        {
-            "SWE_RL_PRM_URL": "http://j/v1",
-            "SWE_RL_PRM_MODEL": "m",
-            "SWE_RL_PRM_M": "4",
-            "SWE_RL_PRM_COEF": "0.5",
-        }
-    ).prm
+    for variable, value in {
+        "SWE_RL_PRM_URL": "http://j/v1",
+        "SWE_RL_PRM_MODEL": "m",
+        "SWE_RL_PRM_M": "4",
+        "SWE_RL_PRM_COEF": "0.5",
+    }.items():
+        monkeypatch.setenv(variable, value)
+    prm = AdapterSettings.read().prm
     assert prm is not None and (prm.url, prm.model, prm.m, prm.coef) == ("http://j/v1", "m", 4, 0.5)

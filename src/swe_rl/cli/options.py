@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-import os
 import sys
 import types
 import typing
@@ -90,7 +89,9 @@ def sigterm_interrupts() -> None:
 
 def pool_token() -> str | None:
     """The bearer token of a pool or rollout server this command calls: ``$SWE_RL_TOKEN``."""
-    return os.environ.get("SWE_RL_TOKEN") or None
+    from swe_rl.paths import Settings
+
+    return Settings.read().token
 
 
 def resolve_backend(name: str) -> str:

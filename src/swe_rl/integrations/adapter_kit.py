@@ -43,7 +43,7 @@ def policy_from_env(
     win, and a URL from ``SWE_RL_POLICY_URL`` is an SGLang server unless ``SWE_RL_POLICY_KIND`` says
     otherwise. ConfigError when neither gives a URL.
     """
-    settings = settings or AdapterSettings.from_environ()
+    settings = settings or AdapterSettings.read()
     url = settings.policy_url
     if url:
         default_kind = "sglang"
@@ -89,7 +89,7 @@ def build_request(
 ) -> EpisodeRequest:
     """A request with the agent settings of ``SWE_RL_STEP_LIMIT``, ``SWE_RL_AGENT_CONFIG``,
     ``SWE_RL_MAX_CONTEXT``, the process rewards of ``SWE_RL_PRM_*`` and ``SWE_RL_UNSUBMITTED``."""
-    settings = settings or AdapterSettings.from_environ()
+    settings = settings or AdapterSettings.read()
     return EpisodeRequest(
         task=task,
         model=policy,
@@ -111,7 +111,7 @@ async def rollout(
     Runs on the executor ``SWE_RL_EXECUTOR`` names (one per process). An infrastructure failure gives one
     placeholder sample with status ``infra_error`` (to be removed from the batch, never scored).
     """
-    settings = AdapterSettings.from_environ()
+    settings = AdapterSettings.read()
     policy = Policy(url=policy_url, kind="sglang", tokenizer=tokenizer)
     request = build_request(task, policy, params, dynamic_history=settings.dynamic_history, settings=settings)
     result = await shared_executor(settings).run(request)
@@ -143,7 +143,7 @@ def infra_placeholder(instance_id: str) -> TrainingSample:
 def executor_from(settings: AdapterSettings | None = None) -> Executor:
     """A new executor, where the settings place rollouts (``SWE_RL_EXECUTOR``, ``SWE_RL_BACKEND``,
     ``SWE_RL_REUSE``, ...); its caller closes it (in the event loop it ran in, where it reuses sandboxes)."""
-    settings = settings or AdapterSettings.from_environ()
+    settings = settings or AdapterSettings.read()
     return get_executor(
         settings.executor,
         backend=settings.backend,
@@ -163,7 +163,7 @@ def shared_executor(settings: AdapterSettings | None = None) -> Executor:
 
     For trainer hooks, which have nowhere to keep one; :func:`close_shared_executors` ends them.
     """
-    settings = settings or AdapterSettings.from_environ()
+    settings = settings or AdapterSettings.read()
     key = (
         settings.executor,
         settings.backend,

@@ -70,7 +70,7 @@ def reward_format(args: Any = None) -> str:
     ``SWE_RL_SLIME_REWARD`` may state it; a shape or key the trainer would not read as swe-rl's reward
     (slime's ``get_reward_value`` indexing a float, or handing a dict on as the reward) is a ConfigError.
     """
-    settings = AdapterSettings.from_environ()
+    settings = AdapterSettings.read()
     stated = settings.slime_reward if "slime_reward" in settings.model_fields_set else None
     key = getattr(args, "reward_key", None)
     eval_key = getattr(args, "eval_reward_key", None)
@@ -134,7 +134,7 @@ def to_trainer_sample(
 async def generate(args: Any, sample: Any, sampling_params: dict[str, Any]) -> list[Any]:
     """slime/miles custom generate function: one agent rollout -> a list of Samples."""
     url = f"http://{args.sglang_router_ip}:{args.sglang_router_port}"
-    tokenizer = AdapterSettings.from_environ().tokenizer or getattr(args, "hf_checkpoint", None) or "qwen"
+    tokenizer = AdapterSettings.read().tokenizer or getattr(args, "hf_checkpoint", None) or "qwen"
     kind = reward_format(args)
     params = SamplingParams(
         max_tokens=int(sampling_params.get("max_new_tokens", 4096)),

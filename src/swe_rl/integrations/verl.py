@@ -135,7 +135,7 @@ class SweRlAgentLoop(AgentLoopBase):
 
     async def run(self, sampling_params: dict[str, Any], **kwargs: Any) -> Any:
         rollout = self.rollout_config
-        settings = AdapterSettings.from_environ()
+        settings = AdapterSettings.read()
         policy = policy_from_env(tokenizer=getattr(self.tokenizer, "name_or_path", None), settings=settings)
         max_tokens = settings.max_tokens or int(rollout.response_length)
         params = sampling_from({**sampling_params, "max_tokens": max_tokens}, SamplingParams(temperature=1.0))
