@@ -73,6 +73,27 @@ class Server:
             return dict(json.loads(resp.read()))
 
 
+class Scrape:
+    """A server's ``GET /metrics``, read by prometheus_client's own parser (as a Prometheus server reads it)."""
+
+    def __init__(self, url: str) -> None:
+        from prometheus_client.parser import text_string_to_metric_families
+
+        with urllib.request.urlopen(url + "/metrics", timeout=10) as resp:
+            self.content_type = str(resp.headers["Content-Type"])
+            text = resp.read().decode()
+        self.families = {family.name: family for family in text_string_to_metric_families(text)}
+
+    def value(self, sample: str, **labels: str) -> float | None:
+        """The value of the sample named ``sample`` (``<family>_total``, ``<family>_count``, ...) with exactly
+        ``labels``; None when the server exposes no such sample."""
+        for family in self.families.values():
+            for found in family.samples:
+                if found.name == sample and found.labels == labels:
+                    return float(found.value)
+        return None
+
+
 def exec_server(port: int | None = None, *extra: str, backend: str = "ns") -> Server:
     return Server(["serve", "exec", "--backend", backend, *extra], port or free_port())
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import re
 import socket
 import subprocess
 import sys
@@ -27,7 +26,7 @@ from swe_rl.llm.fake_server import FakeLLMServer, Fault
 from swe_rl.llm.oracle import oracle_policy
 from swe_rl.sandbox.capacity import host_cpus, host_memory_mb, machine_capacity
 from tests.conftest import available_factory
-from tests.service.servers import Server, TcpProxy, free_port, serve_in_thread
+from tests.service.servers import Scrape, Server, TcpProxy, free_port, serve_in_thread
 
 tokenizer_mod = pytest.importorskip("swe_rl.rl.tokenizer", exc_type=ImportError)
 
@@ -105,13 +104,9 @@ def _samples(result: RolloutResult) -> list[dict]:
     return [s.model_dump(exclude={"trajectory_id"}) for s in result.samples]
 
 
-def _metric(server: Server, name: str) -> float:
-    import urllib.request
-
-    with urllib.request.urlopen(server.url + "/metrics", timeout=10) as resp:
-        text = resp.read().decode()
-    match = re.search(rf"^swe_rl_rollout_{re.escape(name)} (\S+)$", text, re.MULTILINE)
-    return float(match.group(1)) if match else 0.0
+def _metric(server: Server, sample: str, **labels: str) -> float:
+    """A counter's sample on the server's /metrics; 0 before the first count (no sample yet)."""
+    return Scrape(server.url).value(f"swe_rl_rollout_{sample}", **labels) or 0.0
 
 
 @pytest.mark.ns
@@ -208,7 +203,7 @@ async def test_a_dropped_connection_is_retried_with_the_same_id_and_runs_once(
     rollout_server, slow_policy, tasks
 ):
     """The network drops the trainer's connection mid-rollout: its retry joins the running rollout."""
-    before = _metric(rollout_server, 'rollouts_total{status="completed"}')
+    before = _metric(rollout_server, "rollouts_total", status="completed")
     async with TcpProxy(rollout_server.port) as link:
         executor = ServiceExecutor(link.url)
         running = asyncio.ensure_future(executor.run(_request(tasks[7].instance_id, slow_policy.url)))
@@ -220,7 +215,7 @@ async def test_a_dropped_connection_is_retried_with_the_same_id_and_runs_once(
     assert len(slow_policy.requests) == 3, "one rollout's model calls"
     stats = executor.statistics()
     assert (stats.requests, stats.retries) == (2, 1) and link.connections == 2
-    assert _metric(rollout_server, 'rollouts_total{status="completed"}') - before == 1
+    assert _metric(rollout_server, "rollouts_total", status="completed") - before == 1
 
 
 @pytest.mark.ns
@@ -256,7 +251,7 @@ async def test_a_full_server_queues_then_answers_503_and_the_executor_waits(task
 @pytest.mark.ns
 @pytest.mark.parametrize("fault", ["down", "garbage"])
 async def test_a_dead_or_garbled_policy_is_an_infra_error_not_a_reward(rollout_server, tasks, fault):
-    before = _metric(rollout_server, 'rollouts_total{status="infra_error"}')
+    before = _metric(rollout_server, "rollouts_total", status="infra_error")
     async with FakeLLMServer(lambda _messages: Fault(garbage=True)) as garbled:
         url = garbled.url if fault == "garbage" else f"http://127.0.0.1:{_closed_port()}"
         executor = ServiceExecutor(rollout_server.url)
@@ -267,7 +262,7 @@ async def test_a_dead_or_garbled_policy_is_an_infra_error_not_a_reward(rollout_s
     assert (result.status, result.reward, result.resolved, result.samples) == ("infra_error", None, None, [])
     assert result.error and "LLMError" in result.error
     assert executor.statistics().infra_errors == 1
-    assert _metric(rollout_server, 'rollouts_total{status="infra_error"}') - before == 1, "counted"
+    assert _metric(rollout_server, "rollouts_total", status="infra_error") - before == 1, "counted"
 
 
 @pytest.mark.ns
@@ -434,7 +429,7 @@ print(asyncio.run(ServiceExecutor(sys.argv[1]).run(request)).status)
 @pytest.mark.ns
 async def test_a_killed_client_frees_the_rollout_and_leaks_nothing(rollout_server, slow_policy, tasks):
     """SIGKILL the trainer process mid-rollout: the server cancels it, its sandbox and cgroups vanish."""
-    cancelled = _metric(rollout_server, 'errors_total{endpoint="run",kind="cancelled"}')
+    cancelled = _metric(rollout_server, "errors_total", endpoint="run", kind="cancelled")
     request = _request(tasks[5].instance_id, slow_policy.url)
     client = subprocess.Popen(
         [sys.executable, "-c", CLIENT, rollout_server.url, request.model_dump_json()],
@@ -454,7 +449,7 @@ async def test_a_killed_client_frees_the_rollout_and_leaks_nothing(rollout_serve
         rollout_server, cgroups
     )
     assert len(slow_policy.requests) < 3, "the rollout was stopped, not run to the end"
-    assert _metric(rollout_server, 'errors_total{endpoint="run",kind="cancelled"}') - cancelled == 1
+    assert _metric(rollout_server, "errors_total", endpoint="run", kind="cancelled") - cancelled == 1
 
 
 @pytest.mark.ns

@@ -15,7 +15,7 @@ import pytest
 from swe_rl.errors import SandboxError
 from swe_rl.sandbox.remote import RemoteFactory
 from tests.conftest import available_factory
-from tests.service.servers import exec_server, free_port, pool_server
+from tests.service.servers import Scrape, exec_server, free_port, pool_server
 
 
 @pytest.fixture(scope="module")
@@ -233,15 +233,9 @@ async def test_seed_client_protocol_on_the_exec_server(nodes, task_by_id, envs):
     assert destroyed == {"ok": True}
     health = node.get("/healthz")
     assert health["ok"] is True and health["running_containers"] == "0"
-    metrics = await asyncio.to_thread(_get_text, node.url + "/metrics")
-    assert "swe_rl_exec_requests_total" in metrics and "container_exec_seconds_bucket" in metrics
-
-
-def _get_text(url: str) -> str:
-    import urllib.request
-
-    with urllib.request.urlopen(url, timeout=10) as resp:
-        return str(resp.read().decode())
+    metrics = await asyncio.to_thread(Scrape, node.url)
+    assert (metrics.value("swe_rl_exec_requests_total", endpoint="container_exec", status="200") or 0) >= 1
+    assert (metrics.value("swe_rl_exec_container_exec_seconds_count") or 0) >= 1
 
 
 @pytest.mark.ns

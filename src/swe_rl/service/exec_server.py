@@ -179,7 +179,11 @@ class ExecHandlers:
         self.node = node
         self.token = token
         self.metrics = Metrics("swe_rl_exec")
-        self.metrics.gauge("sandboxes", lambda: len(node.boxes))
+        self.metrics.gauge("sandboxes", "Sandboxes live on this node.", lambda: len(node.boxes))
+        self.exec_inner = self.metrics.histogram(
+            "exec_inner_seconds",
+            "Seconds a command took in its sandbox (no HTTP, no wait for the sandbox's lock).",
+        )
         self.idempotency = Idempotency()
         self.grading_loaded: float | None = None  # seconds swebench's grading took to import, at start
 
@@ -228,7 +232,7 @@ class ExecHandlers:
             result = await _sandbox_call(
                 held.sandbox.exec(req.command, timeout=req.timeout, cwd=req.cwd, env=req.env)
             )
-        self.metrics.observe("exec_inner_seconds", time.monotonic() - started)
+        self.exec_inner.observe(time.monotonic() - started)
         reply = ExecResponse(**result.model_dump(exclude={"truncated"}))
         if result.timed_out:  # as the seed answers a timeout: -1 and its sentence (after what ran)
             reply.returncode, reply.output = -1, reply.output + timeout_note(req.timeout)

@@ -40,9 +40,17 @@ class PoolHandlers:
         self.pool = pool
         self.token = token
         self.metrics = Metrics("swe_rl_pool")
-        self.metrics.gauge("leases", lambda: len(pool.leases))
-        self.metrics.gauge("queue_length", lambda: pool.queued())
-        self.metrics.gauge("healthy_nodes", lambda: sum(n.healthy for n in pool.nodes))
+        self.metrics.gauge("leases", "Live leases.", lambda: len(pool.leases))
+        self.metrics.gauge("queue_length", "Allocations waiting for a free slot.", pool.queued)
+        self.metrics.gauge(
+            "healthy_nodes",
+            "Exec nodes passing their health check.",
+            lambda: sum(n.healthy for n in pool.nodes),
+        )
+        self.node_call = self.metrics.histogram(
+            "node_call_seconds",
+            "Seconds a call relayed on a lease took on its node (after the lease's lock).",
+        )
         self.idempotency = Idempotency()
 
     async def allocate(self, request: Request) -> Any:
@@ -68,7 +76,7 @@ class PoolHandlers:
                     request.headers.get("x-request-id"),
                     timeout=float(getattr(req, "timeout", 180)) + 30,
                 )
-            self.metrics.observe("node_call_seconds", time.monotonic() - started)
+            self.node_call.observe(time.monotonic() - started)
             return relay(status, data)
 
         return handler

@@ -182,8 +182,9 @@ class RolloutHandlers:
         self.token = token
         self.gym_tokenizer = gym_tokenizer
         self.metrics = Metrics("swe_rl_rollout")
-        self.metrics.gauge("running", lambda: node.running)
-        self.metrics.gauge("waiting", lambda: node.waiting)
+        self.metrics.gauge("running", "Rollouts running.", lambda: node.running)
+        self.metrics.gauge("waiting", "Rollouts waiting for capacity.", lambda: node.waiting)
+        self.rollouts = self.metrics.counter("rollouts_total", "Rollouts answered, by status.", ("status",))
         self.idempotency = Idempotency()
         self.grading_loaded: float | None = None  # seconds swebench's grading took to import, at start
 
@@ -199,7 +200,7 @@ class RolloutHandlers:
         response = await self.node.run_cancellable(
             req, rollout_id, request, lambda: self.idempotency.waiting(rollout_id)
         )
-        self.metrics.inc("rollouts_total", status=response.status)
+        self.rollouts.labels(status=response.status).inc()
         if gym is not None:
             return gym_agent.gym_response(response, response.instance_id, gym)
         return response

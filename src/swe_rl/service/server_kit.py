@@ -13,9 +13,17 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
+from prometheus_client import (
+    CONTENT_TYPE_LATEST,
+    CollectorRegistry,
+    Counter,
+    Gauge,
+    Histogram,
+    generate_latest,
+)
 from pydantic import BaseModel, TypeAdapter, ValidationError
 from starlette.requests import Request
-from starlette.responses import JSONResponse, PlainTextResponse, Response
+from starlette.responses import JSONResponse, Response
 
 from swe_rl.errors import (
     BackendLostError,
@@ -234,48 +242,45 @@ class Idempotency:
 
 
 class Metrics:
-    """A tiny Prometheus registry: counters, gauges and one latency histogram family."""
+    """One server's Prometheus metrics, in a registry of its own (several servers share a test process; the
+    library's default registry is process-wide). Every server counts its requests and its structured errors
+    by endpoint, and ``endpoint`` adds a latency histogram per endpoint; each server declares the rest."""
 
     BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300)
 
     def __init__(self, prefix: str) -> None:
         self.prefix = prefix
-        self.counters: dict[tuple[str, tuple[tuple[str, str], ...]], float] = {}
-        self.gauges: dict[str, Callable[[], float]] = {}
-        self.hist: dict[str, list[float]] = {}
+        self.registry = CollectorRegistry()
+        self._histograms: dict[str, Histogram] = {}
+        self.requests = self.counter(
+            "requests_total", "Requests answered, by endpoint and HTTP status.", ("endpoint", "status")
+        )
+        self.errors = self.counter(
+            "errors_total",
+            "Requests answered with a structured error, by endpoint and kind.",
+            ("endpoint", "kind"),
+        )
 
-    def inc(self, name: str, value: float = 1.0, **labels: str) -> None:
-        key = (name, tuple(sorted(labels.items())))
-        self.counters[key] = self.counters.get(key, 0.0) + value
+    def counter(self, name: str, doc: str, labels: tuple[str, ...] = ()) -> Counter:
+        """``name`` as exposed, ending in ``_total`` (the library would add it to the samples' name anyway)."""
+        return Counter(f"{self.prefix}_{name}", doc, labels, registry=self.registry)
 
-    def gauge(self, name: str, read: Callable[[], float]) -> None:
-        self.gauges[name] = read
+    def gauge(self, name: str, doc: str, read: Callable[[], float]) -> Gauge:
+        """A gauge whose value is ``read()`` at each scrape."""
+        gauge = Gauge(f"{self.prefix}_{name}", doc, registry=self.registry)
+        gauge.set_function(read)
+        return gauge
 
-    def observe(self, name: str, seconds: float) -> None:
-        counts = self.hist.setdefault(name, [0.0] * (len(self.BUCKETS) + 2))
-        for i, bound in enumerate(self.BUCKETS):
-            if seconds <= bound:
-                counts[i] += 1
-        counts[-2] += 1
-        counts[-1] += seconds
+    def histogram(self, name: str, doc: str) -> Histogram:
+        """A latency histogram in seconds over BUCKETS; asked for again by name, the same one."""
+        if name not in self._histograms:
+            self._histograms[name] = Histogram(
+                f"{self.prefix}_{name}", doc, buckets=self.BUCKETS, registry=self.registry
+            )
+        return self._histograms[name]
 
-    def render(self) -> str:
-        lines = []
-        for (name, labels), value in sorted(self.counters.items()):
-            label = ",".join(f'{k}="{v}"' for k, v in labels)
-            lines.append(f"{self.prefix}_{name}{{{label}}} {value}")
-        for name, read in sorted(self.gauges.items()):
-            lines.append(f"{self.prefix}_{name} {read()}")
-        for name, counts in sorted(self.hist.items()):
-            for bound, count in zip(self.BUCKETS, counts, strict=False):
-                lines.append(f'{self.prefix}_{name}_bucket{{le="{bound}"}} {count}')
-            lines.append(f'{self.prefix}_{name}_bucket{{le="+Inf"}} {counts[-2]}')
-            lines.append(f"{self.prefix}_{name}_count {counts[-2]}")
-            lines.append(f"{self.prefix}_{name}_sum {counts[-1]}")
-        return "\n".join(lines) + "\n"
-
-    def response(self) -> PlainTextResponse:
-        return PlainTextResponse(self.render(), media_type="text/plain; version=0.0.4")
+    def response(self) -> Response:
+        return Response(generate_latest(self.registry), media_type=CONTENT_TYPE_LATEST)
 
 
 @dataclass(frozen=True)
@@ -321,6 +326,12 @@ def endpoint(
     """Wrap a handler: auth, typed errors (swe-rl's errors by ``error_kind``, anything else ``internal``; never
     a bare 500), idempotency, metrics."""
 
+    seconds = metrics.histogram(f"{name}_seconds", f"Seconds to answer a request to {name}.")
+
+    def failed(kind: ErrorKind, message: str, retry_after: float | None = None) -> Response:
+        metrics.errors.labels(endpoint=name, kind=kind).inc()
+        return error_response(kind, message, retry_after)
+
     async def wrapped(request: Request) -> Response:
         started = time.monotonic()
         try:
@@ -337,23 +348,19 @@ def endpoint(
             else:
                 response = await run()
         except ServiceError as exc:
-            metrics.inc("errors_total", kind=exc.kind, endpoint=name)
-            response = error_response(exc.kind, str(exc), exc.retry_after)
+            response = failed(exc.kind, str(exc), exc.retry_after)
         except json.JSONDecodeError as exc:
-            metrics.inc("errors_total", kind="bad_request", endpoint=name)
-            response = error_response("bad_request", f"invalid JSON: {exc}")
+            response = failed("bad_request", f"invalid JSON: {exc}")
         except SweRlError as exc:
             kind = error_kind(exc)
             if kind == "internal":
                 _log.exception("%s: %s", name, type(exc).__name__)
-            metrics.inc("errors_total", kind=kind, endpoint=name)
-            response = error_response(kind, f"{type(exc).__name__}: {exc}"[:4000])
+            response = failed(kind, f"{type(exc).__name__}: {exc}"[:4000])
         except Exception as exc:  # a bug: logged with its traceback, answered in the structured shape
             _log.exception("%s: unexpected %s", name, type(exc).__name__)
-            metrics.inc("errors_total", kind="internal", endpoint=name)
-            response = error_response("internal", f"{type(exc).__name__}: {exc}"[:4000])
-        metrics.inc("requests_total", endpoint=name, status=str(response.status_code))
-        metrics.observe(f"{name}_seconds", time.monotonic() - started)
+            response = failed("internal", f"{type(exc).__name__}: {exc}"[:4000])
+        metrics.requests.labels(endpoint=name, status=str(response.status_code)).inc()
+        seconds.observe(time.monotonic() - started)
         return response
 
     return wrapped
