@@ -152,7 +152,7 @@ def test_the_cli_reports_an_unfetchable_instance_in_its_progress_summary_and_jso
     as_json = subprocess.run([*SWE_RL, *args, "--json"], capture_output=True, text=True, check=False)
     assert as_json.returncode == 1, as_json.stderr
     assert re.search(
-        r"^\[build 1/1 elapsed \S+ eta 0s\] nobody__nowhere-1: unfetchable \[repository not fetchable\]: "
+        r"^\[build 1/1 elapsed \S+ eta 0:00:00\] nobody__nowhere-1: unfetchable \[repository not fetchable\]: "
         r"RepoNotFoundError: no local mirror of nobody/nowhere",
         as_json.stderr,
         re.MULTILINE,

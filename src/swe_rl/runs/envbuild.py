@@ -70,7 +70,7 @@ async def build_dataset(
     earlier = {k: e.seconds for k, e in (previous.entries.items() if previous else []) if e.status in again}
     # oldest first: a testbed can share the packs of the base commits built before it that are its ancestors
     todo.sort(key=lambda t: t.created_at or "")
-    progress = Progress(len(todo), "build", jobs=jobs)
+    progress = Progress(len(todo), "build")
     limit = asyncio.Semaphore(max(1, jobs))
     save_lock = asyncio.Lock()
 
@@ -85,7 +85,7 @@ async def build_dataset(
             if report_path is not None:
                 await asyncio.to_thread(atomic_write_json, report_path, report.model_dump(mode="json"))
         if not quiet:
-            progress.advance(task.instance_id, _outcome(entry), seconds=entry.seconds)
+            progress.advance(task.instance_id, _outcome(entry))
 
     await asyncio.gather(*(one(t) for t in todo))
     report.entries = {**{t.instance_id: report.entries[t.instance_id] for t in tasks}, **others}
