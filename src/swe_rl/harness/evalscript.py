@@ -62,8 +62,8 @@ class GradingSpec:
 
     @property
     def seal_runner(self) -> str | None:
-        """The runner whose seal the test command runs with (harness/seal.py: 'pytest', 'unittest'), or
-        None where none can (a row's own script, sympy's ``bin/test``)."""
+        """The runner whose seal the test command runs with (harness/seal.py: 'pytest', 'unittest', 'sympy'),
+        or None where none can (a row's own script, tox)."""
         return runner_of(self.test_cmd) if self.test_cmd is not None else None
 
 

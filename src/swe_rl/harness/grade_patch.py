@@ -38,7 +38,7 @@ from swe_rl.harness.official import (
     parse_test_log,
 )
 from swe_rl.harness.screen import ScreenFlag, screen_sandbox
-from swe_rl.harness.seal import UNAUDITED, Seal
+from swe_rl.harness.seal import UNARMED, UNAUDITED, Seal
 from swe_rl.harness.staging import stage
 from swe_rl.harness.verdict import ApplyMethod, GradeStatus, GradingMode, Verdict
 from swe_rl.harness.warm import WarmRunner, runner_of
@@ -294,20 +294,22 @@ class _Grading:
             )
 
     def _unverifiable(self, report: dict[str, Any]) -> bool:
-        """Strict mode, a run no seal covers (sympy's runner, a row's own script) or whose seal had no audit
-        hook (Python before 3.8): its log alone cannot make a pass, since the patched code writes it (and,
+        """Strict mode, a run no seal covers (a row's own script), whose seal had no audit hook (Python before
+        3.8) or that sympy's seal could not arm: its log alone cannot make a pass, since the patched code writes it (and,
         unaudited, could reach the seal's evidence); a log that resolves is not trusted."""
         if self.mode != "strict" or self.patch is None or self.method is None:
             return False
         if self.seal is None:
             why = (
-                "the tests ran by a command the seal does not cover (not pytest, django's or unittest's "
-                "runner), and the log alone is written by the code under test"
+                "the tests ran by a command the seal does not cover (not pytest, django's, unittest's or "
+                "sympy's runner), and the log alone is written by the code under test"
             )
         elif self.seal_state == UNAUDITED:
             why = (
                 "the seal had no audit hook (Python before 3.8): the code under test could reach its evidence"
             )
+        elif self.seal_state == UNARMED:
+            why = "sympy's bin/test ran no test file by sympy's own runner (sympy 1.12.1+ runs pytest)"
         else:
             return False
         if not report.get("resolved"):
@@ -321,7 +323,7 @@ class _Grading:
         assert self.seal is not None
         check = self.seal.check(self.sealed, report, self.parser)
         self.seal_state, self.seal_trips = check.state, check.trips
-        if check.state == UNAUDITED:  # :meth:`_unverifiable` says so
+        if check.state in (UNAUDITED, UNARMED):  # :meth:`_unverifiable` says so
             return
         for reason in check.trips:
             self.log.append(f"{STEERING_MARK} ({self.mode}): tripwire in the test process: {reason}")

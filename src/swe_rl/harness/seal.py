@@ -38,32 +38,42 @@ from swe_rl.sandbox.base import Sandbox
 _HERE = Path(__file__).with_name("insandbox")
 MODULE = "swe_rl_seal"
 LAUNCHER = f"{MODULE}_unittest.py"  # django's and unittest's runners run under it
+SYMPY_LAUNCHER = f"{MODULE}_sympy.py"  # sympy's runner (``bin/test``) runs under it
 # what is staged, by the name the seal's modules import each other by
 STAGED = {
     f"{MODULE}.py": (_HERE / "seal_plugin.py").read_text(),  # pytest's plugin
     f"{MODULE}_core.py": (_HERE / "seal_core.py").read_text(),
     f"{MODULE}_checks.py": (_HERE / "seal_checks.py").read_text(),
+    f"{MODULE}_launch.py": (_HERE / "seal_launch.py").read_text(),
     LAUNCHER: (_HERE / "seal_unittest.py").read_text(),
+    SYMPY_LAUNCHER: (_HERE / "seal_sympy.py").read_text(),
 }
 # django's runner (``./tests/runtests.py ...``, by a Python or by its shebang) and ``python -m unittest ...``
 UNITTEST_COMMAND = re.compile(
     r"^(?:(?P<python>python3?(?:\.\d+)?) )?(?P<script>(?:\./)?tests/runtests\.py)(?=\s|$)"
     r"|^(?P<module_python>python3?(?:\.\d+)?) -m unittest(?=\s|$)"
 )
+# sympy's ``bin/test``, after any variable assignments (swebench's command sets PYTHONWARNINGS)
+SYMPY_COMMAND = re.compile(
+    r"^(?P<assign>(?:[A-Za-z_]\w*=(?:'[^']*'|\"[^\"]*\"|[^\s'\"]*) +)*)(?P<script>(?:\./)?bin/test)(?=\s|$)"
+)
 ENV = "SWE_RL_SEAL"  # the path prefix of the key (.key) and of the sealed results (.out)
 SEALED_PASS = ("passed", "xfail")  # the plugin's outcomes that count as passing
 UNAUDITED = "unverifiable: no audit hooks before Python 3.8"  # a SealCheck state
+UNARMED = "unverifiable: sympy's runner ran no test file by its own runner"  # a SealCheck state (pytest's)
 MAX_SEALED = 16 * 1024 * 1024  # the names of a few hundred thousand tests, compressed
 
 
 def runner_of(test_cmd: str) -> str | None:
     """Which seal a test command can run with: 'pytest' (``pytest ...``, ``python -m pytest ...``: the plugin),
-    'unittest' (django's ``tests/runtests.py``, ``python -m unittest``: the launcher), or None (sympy's
-    ``bin/test``, anything else: graded strict as unverifiable)."""
+    'unittest' (django's ``tests/runtests.py``, ``python -m unittest``: a launcher), 'sympy' (sympy's
+    ``bin/test``: a launcher), or None (anything else: graded strict as unverifiable)."""
     if PYTEST_COMMAND.match(test_cmd) is not None:
         return "pytest"
     if UNITTEST_COMMAND.match(test_cmd) is not None:
         return "unittest"
+    if SYMPY_COMMAND.match(test_cmd) is not None:
+        return "sympy"
     return None
 
 
@@ -80,10 +90,12 @@ class Seal:
     key: bytes
     changed: tuple[str, ...] = ()  # the paths the patch changed (relative to the repository's root)
     runner: str = "pytest"  # :func:`runner_of`
+    hash_seed: int = 0  # sympy's runner: the PYTHONHASHSEED its tests run with (sympy's child would pick one)
 
     @classmethod
     def new(cls, scratch: str, changed: Sequence[str] = (), runner: str = "pytest") -> Seal:
-        return cls(scratch, secrets.token_hex(32).encode(), tuple(changed), runner)
+        key, seed = secrets.token_hex(32).encode(), secrets.randbelow(2**32)
+        return cls(scratch, key, tuple(changed), runner, seed)
 
     @property
     def prefix(self) -> str:
@@ -99,18 +111,31 @@ class Seal:
 
     def plugged(self, test_cmd: str) -> str:
         """``test_cmd`` (a command :func:`runner_of` names this seal's runner for) run with the seal: pytest
-        loading the plugin, django's or unittest's runner under the launcher."""
+        loading the plugin, django's, unittest's or sympy's runner under its launcher."""
         if runner_of(test_cmd) != self.runner:
             raise ValueError(f"not a {self.runner} command: {test_cmd!r}")
         match = PYTEST_COMMAND.match(test_cmd)
         if match is not None:
             return f"{match.group(0)} -p {MODULE}{test_cmd[match.end() :]}"
+        if self.runner == "sympy":
+            return self._sympy(test_cmd)
         match = UNITTEST_COMMAND.match(test_cmd)
         assert match is not None
         launcher = f"{shlex.quote(self.scratch)}/{LAUNCHER}"
         if match.group("script"):
             return f"{match.group('python') or 'python'} {launcher} {match.group('script')}{test_cmd[match.end() :]}"
         return f"{match.group('module_python')} {launcher} -m unittest{test_cmd[match.end() :]}"
+
+    def _sympy(self, test_cmd: str) -> str:
+        """``bin/test`` (by its shebang, ``python``) under the launcher, with a hash seed of this grading's
+        unless the command sets one: sympy's ``test()`` then runs the tests in its own process."""
+        match = SYMPY_COMMAND.match(test_cmd)
+        assert match is not None
+        assign = match.group("assign")
+        if not re.search(r"(?:^| )PYTHONHASHSEED=", assign):
+            assign += f"PYTHONHASHSEED={self.hash_seed} "
+        launcher = f"{shlex.quote(self.scratch)}/{SYMPY_LAUNCHER}"
+        return f"{assign}python {launcher} {match.group('script')}{test_cmd[match.end() :]}"
 
     def variables(self, *, cold: bool) -> str:
         """The assignments the plugged command runs with: ``SWE_RL_SEAL`` (an absolute path: a test may
@@ -158,6 +183,8 @@ class Seal:
             return SealCheck("missing or not signed with this grading's key", passing)
         if not sealed[2]:  # before Python 3.8: no audit hook, the evidence is in closures any code can walk
             return SealCheck(UNAUDITED, passing)
+        if not sealed[0] and self.runner == "sympy":  # bin/test ran its tests through pytest (sympy 1.12.1+)
+            return SealCheck(UNARMED, passing)
         read, line = log_reader(parser), _LINES[self.runner]
         keyed: dict[str, list[str]] = {}
         for name, outcome in sealed[0].items():
@@ -188,8 +215,8 @@ class Seal:
 
 
 # how the runner prints one passing test: pytest's summary line; unittest's verbose line, its description
-# (``str(test)``, then the docstring's first line on a line of its own) and " ... ok"
-_LINES = {"pytest": ("PASSED {}", 0), "unittest": ("{} ... ok", 1)}
+# (``str(test)``, then the docstring's first line on a line of its own) and " ... ok"; sympy's verbose line
+_LINES = {"pytest": ("PASSED {}", 0), "unittest": ("{} ... ok", 1), "sympy": ("{} ok", 0)}
 
 
 def _key(name: str, read: Callable[[str], dict[str, str]], line: tuple[str, int]) -> str | None:

@@ -12,6 +12,7 @@ import sys
 import types
 
 RUNNER_MODULES = ("builtins", "pytest", "_pytest", "pluggy", "unittest")
+STRICT = ("builtins", "pytest")  # modules whose every name tests may call
 _MISSING = object()
 
 
@@ -71,31 +72,53 @@ def snapshot():
     found = []
     for name, module in list(sys.modules.items()):
         if module is not None and name.split(".")[0] in RUNNER_MODULES:
-            found.extend(module_snapshot(name, module))
+            found.extend(module_snapshot(name, module, framework=name.split(".")[0] == "unittest"))
     return found
 
 
-def module_snapshot(name, module):
-    """What one module and the classes it defines hold, by identity, now."""
+def module_snapshot(name, module, framework=False):
+    """What one module and the classes it defines hold, by identity, now: (label, owner, its namespace, the
+    rule :func:`namespaces` applies). ``framework``: a test framework's module (``unittest``, django's and
+    sympy's), where what tests call may be replaced by no one."""
+    rule = "any" if name in STRICT else "callables" if framework else "patched"
     space = dict(vars(module))
-    found = [(name, module, space)]
+    found = [(name, module, space, rule)]
     for attr, value in space.items():
         if issubclass(type(value), type) and vars(value).get("__module__") == name:
-            found.append((f"{name}.{attr}", value, dict(vars(value))))
+            found.append((f"{name}.{attr}", value, dict(vars(value)), rule))
     return found
 
 
 def namespaces(snapshot, kind, trip):
     """Nothing added to or replaced in the runner's namespaces by the patch's code; in ``builtins`` and
-    ``pytest`` (what tests call: ``pytest.raises``, ``isinstance``, ...) nothing replaced by anyone."""
-    for label, owner, before in snapshot:
-        strict = label in ("builtins", "pytest")
+    ``pytest`` (what tests call: ``pytest.raises``, ``isinstance``, ...) nothing replaced by anyone; in a test
+    framework's modules and classes no callable replaced or shadowed by anyone (an assertion method swapped for
+    another of the standard library's, ``raises`` for ``functools.partial``: code that is no one's patch)."""
+    for label, owner, before, rule in snapshot:
         for attr, value in list(vars(owner).items()):
             old = before.get(attr, _MISSING)
             if old is value:
                 continue
-            if (strict and old is not _MISSING) or patched(value, kind) is not None:
+            if (
+                (rule == "any" and old is not _MISSING)
+                or (rule == "callables" and _swapped(owner, old, value))
+                or patched(value, kind) is not None
+            ):
                 trip("{}.{} {}".format(label, attr, "added" if old is _MISSING else "replaced"))
+
+
+def _swapped(owner, old, value):
+    """Under the framework rule: a callable replaced, or one added to a class (where it shadows what the class
+    inherits); a name a module adds itself (``unittest``'s lazy ``IsolatedAsyncioTestCase``) is no swap."""
+    if old is _MISSING:
+        return issubclass(type(owner), type) and _callable(value)
+    return _callable(old) or _callable(value)
+
+
+def _callable(value):
+    """Whether ``value`` is code a test calls (a function, a class, a descriptor of one), by its type alone."""
+    kind = type(value)
+    return kind in _CALLABLE_TYPES or issubclass(kind, type) or "__call__" in vars(kind)
 
 
 def hooks(config, kind, trip):
@@ -117,3 +140,12 @@ def finders(kind, trip):
 
 
 _FUNCTION, _METHOD = types.FunctionType, types.MethodType
+_CALLABLE_TYPES = (
+    _FUNCTION,
+    _METHOD,
+    types.BuiltinFunctionType,
+    classmethod,
+    staticmethod,
+    property,
+    functools.partial,
+)

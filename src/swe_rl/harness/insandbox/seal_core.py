@@ -43,7 +43,14 @@ _FRAME_HELPERS = frozenset(
 )
 OWN_FILES = tuple(
     os.path.realpath(os.path.join(os.path.dirname(__file__), name))
-    for name in ("swe_rl_seal_core.py", "swe_rl_seal_checks.py", "swe_rl_seal.py", "swe_rl_seal_unittest.py")
+    for name in (
+        "swe_rl_seal_core.py",
+        "swe_rl_seal_checks.py",
+        "swe_rl_seal.py",
+        "swe_rl_seal_launch.py",
+        "swe_rl_seal_unittest.py",
+        "swe_rl_seal_sympy.py",
+    )
 )
 
 try:

@@ -19,18 +19,17 @@ included); a run that leaves by ``os._exit`` leaves none.
 Written for Python 3.6+: no newer syntax.
 """
 
-import importlib.util
-import os
-import runpy
 import sys
 import unittest.case as _case
 
-import swe_rl_seal_core as _core  # staged beside this file
+import swe_rl_seal_core as _core  # staged beside these
+import swe_rl_seal_launch as _launch
 
 ARM, RETURNED, CLEANED, FINISH = _core.ARM, _core.RETURNED, _core.CLEANED, _core.FINISH
 NAMED = "swe_rl_seal.named"
 _audit = _core.audit
 _MISSING = object()
+USAGE = "usage: swe_rl_seal_unittest.py SCRIPT [ARG ...] | -m MODULE [ARG ...]"
 FRAMEWORKS = ("django.test",)  # the repository's test framework, whose namespaces the end checks take too
 
 
@@ -194,65 +193,10 @@ def _install(prefix, conf):
     # before the state: the runner's namespaces are taken with them in place
     _case.TestCase.run, _case.TestCase.__init__ = run, init
     watched = []  # django's test framework, taken as each of its modules finishes its import
-    sys.meta_path.insert(0, _Watch(FRAMEWORKS, watched))
+    _launch.watch(FRAMEWORKS, watched)
     hook, own_codes = _core.state(prefix, conf, _handlers, watched=watched)
     own_codes.update([run.__code__, init.__code__, main.__code__])
     _core.install(hook)
-
-
-class _Watch:
-    """An import finder that finds nothing itself: for a module of the test framework (``django.test.*``,
-    the repository's own code its tests' classes inherit from) it hands on the spec the other finders give,
-    with a loader that takes the module's namespaces when its code has run, before any later code can change
-    them; the seal's end checks then see what the patch's code added or replaced there."""
-
-    def __init__(self, prefixes, watched):
-        self.prefixes, self.watched, self.busy = tuple(prefixes), watched, set()
-
-    def find_spec(self, name, path=None, target=None):
-        if not (name in self.prefixes or name.startswith(tuple(p + "." for p in self.prefixes))):
-            return None
-        if name in self.busy:
-            return None
-        self.busy.add(name)
-        try:
-            spec = importlib.util.find_spec(name)
-        finally:
-            self.busy.discard(name)
-        if spec is not None and spec.loader is not None:
-            spec.loader = _Taking(spec.loader, name, self.watched)
-        return spec
-
-
-class _Taking:
-    """A module's loader, which also takes the module's namespaces once its code has run."""
-
-    def __init__(self, loader, name, watched):
-        self._loader, self._name, self._watched = loader, name, watched
-
-    def create_module(self, spec):
-        return self._loader.create_module(spec)
-
-    def exec_module(self, module):
-        self._loader.exec_module(module)
-        self._watched.extend(_core._checks.module_snapshot(self._name, module))
-
-    def __getattr__(self, attr):  # what else the import system or a library asks of the loader
-        return getattr(self._loader, attr)
-
-
-def _run(argv):
-    """The runner as ``python`` would run it: a script, or ``-m module``."""
-    if argv[:1] == ["-m"] and len(argv) > 1:
-        sys.argv = [argv[1], *argv[2:]]
-        sys.path[0] = os.getcwd()  # as ``python -m`` has it
-        runpy.run_module(argv[1], run_name="__main__", alter_sys=True)
-        return
-    if not argv:
-        raise SystemExit("usage: swe_rl_seal_unittest.py SCRIPT [ARG ...] | -m MODULE [ARG ...]")
-    sys.argv = list(argv)
-    sys.path[0] = os.path.dirname(os.path.abspath(argv[0]))
-    runpy.run_path(argv[0], run_name="__main__")
 
 
 def main():
@@ -260,7 +204,7 @@ def main():
     if conf:
         _install(prefix, conf)
     try:
-        _run(sys.argv[1:])
+        _launch.run(sys.argv[1:], USAGE)
     finally:
         if conf:
             _audit(FINISH, None)
