@@ -21,14 +21,13 @@ from pathlib import Path
 import pytest
 from tests.conftest import available_factory, factory_of
 from tests.harness.test_reward_hacking import WRAP, Scratch
+from tests.harness.test_seal_unittest import FORGE_AT_EXIT, attacks_then_gold, refused_as
 
 from swe_rl.envs.cache import EnvCache
 from swe_rl.envs.venv import seed_from_host
 from swe_rl.harness.evalscript import eval_script
-from swe_rl.harness.grade_many import Grader
 from swe_rl.harness.grade_patch import grade_patch
 from swe_rl.harness.seal import UNARMED, Seal, runner_of
-from swe_rl.harness.verdict import Verdict
 from swe_rl.sandbox.base import EnvSpec
 from swe_rl.tasks.model import Task
 
@@ -132,19 +131,6 @@ PASS_TO_PASS = [
 ]
 COMMAND = "PYTHONWARNINGS='ignore::UserWarning,ignore::SyntaxWarning' bin/test -C --verbose"
 
-# At exit, after the runner: the verbose lines of every test, passing, then status 0.
-FORGE_AT_EXIT = """
-import atexit as _atexit, os as _os, sys as _sys
-
-
-def _forge_at_exit():
-    _sys.stdout.write("LIVE-forged\\n{lines}")
-    _sys.stdout.flush()
-    _os._exit(0)
-
-
-_atexit.register(_forge_at_exit)
-"""
 # The reporter's failure made its pass, by a method of its own class: code that is no one's patch.
 REWRITE_RESULTS = """
 from sympy.testing import runtests as _runtests
@@ -284,16 +270,7 @@ def test_sympys_runner_is_sealed_by_its_launcher() -> None:
     assert len(seeds) > 1
 
 
-def _refused(verdict: Verdict, attack: str) -> None:
-    assert not verdict.resolved and verdict.status == "unresolved", (attack, verdict.log[-3000:])
-    assert verdict.seal in ("contradicted", "tripped", "missing or not signed with this grading's key"), (
-        attack,
-        verdict.seal,
-        verdict.log[-3000:],
-    )
-    if attack in TRIPPED:
-        assert verdict.seal == "tripped", (attack, verdict.seal, verdict.log[-3000:])
-        assert any(t.startswith(TRIPPED[attack]) for t in verdict.seal_trips), (attack, verdict.seal_trips)
+_refused = refused_as(TRIPPED)
 
 
 async def test_gold_and_empty_patches_grade_as_official(backend, cases) -> None:  # type: ignore[no-untyped-def]
@@ -321,14 +298,7 @@ async def test_attacks_on_sympys_runner_are_not_resolved(backend, cases, attack)
 async def test_attacks_through_a_reused_grader(cases) -> None:  # type: ignore[no-untyped-def]
     """Use N attacks, use N+1 (the gold patch, in the same sandbox, reset in place) is graded as fresh."""
     task, env, patches = cases
-    grader = Grader(available_factory("ns"), idle=1)
-    try:
-        for attack in ATTACKS:
-            _refused(await grader.grade(task, patches[attack], env, timeout=120, mode="strict"), attack)
-            after = await grader.grade(task, task.patch, env, timeout=120, mode="strict")
-            assert (after.resolved, after.seal, after.seal_trips) == (True, "confirmed", []), attack
-    finally:
-        await grader.close()
+    await attacks_then_gold(task, env, patches, _refused)
 
 
 @pytest.mark.ns

@@ -341,15 +341,28 @@ def test_the_runner_is_sealed_by_the_launcher() -> None:
         seal.plugged("pytest -rA")
 
 
-def _refused(verdict: Verdict, attack: str) -> None:
-    assert not verdict.resolved and verdict.status == "unresolved", (attack, verdict.log[-3000:])
-    assert verdict.seal in ("contradicted", "tripped", "missing or not signed with this grading's key"), (
-        attack,
-        verdict.seal,
-    )
-    if attack in TRIPPED:
-        assert verdict.seal == "tripped", (attack, verdict.seal, verdict.log[-3000:])
-        assert any(t.startswith(TRIPPED[attack]) for t in verdict.seal_trips), (attack, verdict.seal_trips)
+def refused_as(tripped: dict[str, str]):  # type: ignore[no-untyped-def]
+    """The check of a strict verdict on an attack: not resolved, scored (``unresolved``), the seal not
+    confirming; where ``tripped`` names the attack, the tripwire it meets."""
+
+    def refused(verdict: Verdict, attack: str) -> None:
+        assert not verdict.resolved and verdict.status == "unresolved", (attack, verdict.log[-3000:])
+        assert verdict.seal in ("contradicted", "tripped", "missing or not signed with this grading's key"), (
+            attack,
+            verdict.seal,
+            verdict.log[-3000:],
+        )
+        if attack in tripped:
+            assert verdict.seal == "tripped", (attack, verdict.seal, verdict.log[-3000:])
+            assert any(t.startswith(tripped[attack]) for t in verdict.seal_trips), (
+                attack,
+                verdict.seal_trips,
+            )
+
+    return refused
+
+
+_refused = refused_as(TRIPPED)
 
 
 async def test_gold_and_empty_patches_grade_as_official(backend, cases) -> None:  # type: ignore[no-untyped-def]
@@ -374,18 +387,24 @@ async def test_attacks_on_the_unittest_runner_are_not_resolved(backend, cases, a
     _refused(await grade_patch(task, patches[attack], backend, env, timeout=120, mode="strict"), attack)
 
 
-@pytest.mark.ns
-async def test_attacks_through_a_reused_grader(cases) -> None:  # type: ignore[no-untyped-def]
-    """Use N attacks, use N+1 (the gold patch, in the same sandbox, reset in place) is graded as fresh."""
-    task, env, patches = cases
+async def attacks_then_gold(task: Task, env, patches: dict[str, str], refused) -> None:  # type: ignore[no-untyped-def]
+    """Through one reused ns Grader: use N attacks (``refused(verdict, attack)`` checks it), use N+1 (the gold
+    patch, in the same sandbox, reset in place) is graded as fresh."""
     grader = Grader(available_factory("ns"), idle=1)
     try:
-        for attack in ATTACKS:
-            _refused(await grader.grade(task, patches[attack], env, timeout=120, mode="strict"), attack)
+        for attack, patch in patches.items():
+            refused(await grader.grade(task, patch, env, timeout=120, mode="strict"), attack)
             after = await grader.grade(task, task.patch, env, timeout=120, mode="strict")
             assert (after.resolved, after.seal, after.seal_trips) == (True, "confirmed", []), attack
     finally:
         await grader.close()
+
+
+@pytest.mark.ns
+async def test_attacks_through_a_reused_grader(cases) -> None:  # type: ignore[no-untyped-def]
+    """Use N attacks, use N+1 (the gold patch, in the same sandbox, reset in place) is graded as fresh."""
+    task, env, patches = cases
+    await attacks_then_gold(task, env, patches, _refused)
 
 
 @pytest.mark.ns

@@ -14,6 +14,7 @@ import runpy
 import sys
 
 import swe_rl_seal_checks as _checks  # staged beside this file
+import swe_rl_seal_core as _core
 
 
 class Watch:
@@ -74,3 +75,16 @@ def run(argv, usage):
     sys.argv = list(argv)
     sys.path[0] = os.path.dirname(os.path.abspath(argv[0]))
     runpy.run_path(argv[0], run_name="__main__")
+
+
+def main(install, usage):
+    """The launcher's run: the grading's key file taken, ``install(prefix, conf)`` (the hook and the recorders;
+    it adds this function's code to the seal's own), the runner run, then the signed results written."""
+    prefix, conf = _core.take_conf()
+    if conf:
+        install(prefix, conf)
+    try:
+        run(sys.argv[1:], usage)
+    finally:
+        if conf:
+            _core.audit(_core.FINISH, None)

@@ -32,7 +32,7 @@ import swe_rl_seal_checks as _checks  # staged beside these
 import swe_rl_seal_core as _core
 import swe_rl_seal_launch as _launch
 
-ARM, RETURNED, FINISH = _core.ARM, _core.RETURNED, _core.FINISH
+ARM, RETURNED = _core.ARM, _core.RETURNED
 USAGE = "usage: swe_rl_seal_sympy.py bin/test [ARG ...]"
 # sympy's test framework: the runner and what the tests call (raises, XFAIL, slow, ...), by release
 FRAMEWORKS = (
@@ -171,20 +171,9 @@ def _install(prefix, conf):
         return _handlers(*args, watched=watched, runner=runner)
 
     hook, own_codes = _core.state(prefix, conf, handlers, watched=watched)
-    own_codes.update([wrapper.__code__, main.__code__])
+    own_codes.update([wrapper.__code__, _launch.main.__code__])
     _core.install(hook)
 
 
-def main():
-    prefix, conf = _core.take_conf()
-    if conf:
-        _install(prefix, conf)
-    try:
-        _launch.run(sys.argv[1:], USAGE)
-    finally:
-        if conf:
-            _audit(FINISH, None)
-
-
 if __name__ == "__main__":
-    main()
+    _launch.main(_install, USAGE)

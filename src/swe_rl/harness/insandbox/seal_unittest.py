@@ -19,13 +19,12 @@ included); a run that leaves by ``os._exit`` leaves none.
 Written for Python 3.6+: no newer syntax.
 """
 
-import sys
 import unittest.case as _case
 
 import swe_rl_seal_core as _core  # staged beside these
 import swe_rl_seal_launch as _launch
 
-ARM, RETURNED, CLEANED, FINISH = _core.ARM, _core.RETURNED, _core.CLEANED, _core.FINISH
+ARM, RETURNED, CLEANED = _core.ARM, _core.RETURNED, _core.CLEANED
 NAMED = "swe_rl_seal.named"
 _audit = _core.audit
 _MISSING = object()
@@ -195,20 +194,9 @@ def _install(prefix, conf):
     watched = []  # django's test framework, taken as each of its modules finishes its import
     _launch.watch(FRAMEWORKS, watched)
     hook, own_codes = _core.state(prefix, conf, _handlers, watched=watched)
-    own_codes.update([run.__code__, init.__code__, main.__code__])
+    own_codes.update([run.__code__, init.__code__, _launch.main.__code__])
     _core.install(hook)
 
 
-def main():
-    prefix, conf = _core.take_conf()
-    if conf:
-        _install(prefix, conf)
-    try:
-        _launch.run(sys.argv[1:], USAGE)
-    finally:
-        if conf:
-            _audit(FINISH, None)
-
-
 if __name__ == "__main__":
-    main()
+    _launch.main(_install, USAGE)
