@@ -119,8 +119,20 @@ def sed_fix(patch: str) -> str | None:
     text needs quoting a single-quoted shell word cannot hold.
     """
     path, line_no, old, new = _one_line_change(patch)
-    if path is None or old is None or new is None:
+    if path is None or old is None or new is None or (span := _changed_span(old, new)) is None:
         return None
+    a, b = span
+    before, after = old[a:b], new[a : len(new) - (len(old) - b)]
+    if any(c in before + after + path for c in "'\n\t") or not before.isascii() or not after.isascii():
+        return None
+    pattern = re.sub(r"([\\/.*\[\]^$])", r"\\\1", before)
+    replacement = re.sub(r"([\\/&])", r"\\\1", after)
+    return f"sed -i '{line_no}s/{pattern}/{replacement}/' {shlex.quote(path)}"
+
+
+def _changed_span(old: str, new: str) -> tuple[int, int] | None:
+    """``(a, b)``: ``old[a:b]``, whole words that occur once in ``old``, is all that ``new`` changes (the
+    rest of the line is the same on both sides); None when no such span says the change."""
     start = 0
     while start < min(len(old), len(new)) and old[start] == new[start]:
         start += 1
@@ -148,14 +160,8 @@ def sed_fix(patch: str) -> str | None:
                 b += 1
         else:
             return None
-    before, after = old[a:b], new[a : len(new) - (len(old) - b)]
-    if old.replace(before, after, 1) != new:
-        return None
-    if any(c in before + after + path for c in "'\n\t") or not before.isascii() or not after.isascii():
-        return None
-    pattern = re.sub(r"([\\/.*\[\]^$])", r"\\\1", before)
-    replacement = re.sub(r"([\\/&])", r"\\\1", after)
-    return f"sed -i '{line_no}s/{pattern}/{replacement}/' {shlex.quote(path)}"
+    after = new[a : len(new) - (len(old) - b)]
+    return (a, b) if old.replace(old[a:b], after, 1) == new else None
 
 
 def _one_line_change(patch: str) -> tuple[str | None, int, str | None, str | None]:
