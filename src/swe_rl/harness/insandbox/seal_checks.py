@@ -92,8 +92,9 @@ def module_snapshot(name, module, framework=False):
 def namespaces(snapshot, kind, trip):
     """Nothing added to or replaced in the runner's namespaces by the patch's code; in ``builtins`` and
     ``pytest`` (what tests call: ``pytest.raises``, ``isinstance``, ...) nothing replaced by anyone; in a test
-    framework's modules and classes no callable replaced or shadowed by anyone (an assertion method swapped for
-    another of the standard library's, ``raises`` for ``functools.partial``: code that is no one's patch)."""
+    framework's modules and classes no callable replaced, or added to a class, by library code or the
+    framework's own (:func:`_swapped`)."""
+    framework = _framework_files(snapshot)
     for label, owner, before, rule in snapshot:
         for attr, value in list(vars(owner).items()):
             old = before.get(attr, _MISSING)
@@ -101,18 +102,33 @@ def namespaces(snapshot, kind, trip):
                 continue
             if (
                 (rule == "any" and old is not _MISSING)
-                or (rule == "callables" and _swapped(owner, old, value))
+                or (rule == "callables" and _swapped(owner, old, value, kind, framework))
                 or patched(value, kind) is not None
             ):
                 trip("{}.{} {}".format(label, attr, "added" if old is _MISSING else "replaced"))
 
 
-def _swapped(owner, old, value):
-    """Under the framework rule: a callable replaced, or one added to a class (where it shadows what the class
-    inherits); a name a module adds itself (``unittest``'s lazy ``IsolatedAsyncioTestCase``) is no swap."""
-    if old is _MISSING:
-        return issubclass(type(owner), type) and _callable(value)
-    return _callable(old) or _callable(value)
+def _framework_files(snapshot):
+    files = set()
+    for _label, owner, before, rule in snapshot:
+        where = before.get("__file__") if rule == "callables" and type(owner) is types.ModuleType else None
+        if isinstance(where, str):
+            files.add(os.path.realpath(where))
+    return files
+
+
+def _swapped(owner, old, value, kind, framework):
+    """Under the framework rule: a callable put in place of a callable (or added to a class, where it shadows
+    what the class inherits) whose code is a library's (the standard library's, an installed package's) or the
+    framework's own: an assertion swapped for another assertion, ``raises`` for ``functools.partial``, a
+    reporter's failure for its pass. What the repository's own runner sets there (django's runtests.py sets
+    ``ParallelTestSuite.process_setup``) and a value the framework fills in itself (``unittest``'s interrupt
+    handler, a lazy import) are no swap."""
+    if not _callable(value) or not (_callable(old) or (old is _MISSING and issubclass(type(owner), type))):
+        return False
+    return any(
+        kind(where) == "trusted" or os.path.realpath(where) in framework for where in origins(value) if where
+    )
 
 
 def _callable(value):
