@@ -4,7 +4,11 @@ both modes, fresh on each backend and through one reused Grader, with the gold a
 The attacks are the suite's own (tests/harness/test_sealed_results.py and tests/harness/test_seal_attacks.py:
 code in the fixed package's ``__init__.py``, which strict mode keeps), applied to each task's package; and
 tests/harness/test_seal_unittest.py's on each task run by a django-style runner (its tests as unittest test
-cases, read by swebench's django parser: ``unittest:<attack>``). An
+cases, read by swebench's django parser: ``unittest:<attack>``). A real task (``--tasks FILE``) gets the
+family of the runner its strict grading uses (``GradingSpec.seal_runner``): pytest's, the attacks above;
+django's (``unittest``), test_seal_unittest's that need nothing of the task's own, forging lines in django's
+format; sympy's, tests/harness/test_seal_sympy.py's that need nothing of the task's own, forging sympy's
+``<name> ok`` lines. Each goes into the ``__init__.py`` of the package the gold patch fixes. An
 attack is *live* on a task where official mode (the log alone, as the SWE-bench harness reads it) resolves
 it: those are the cases strict mode must refuse. Reported per attack and backend, fresh and reused:
 
@@ -17,9 +21,11 @@ it: those are the cases strict mode must refuse. Reported per attack and backend
 
 Reused: one ``Grader`` per backend grades each attack in both modes and then the gold patch, in the same
 sandbox (on ns reset in place, its next grading served by a fresh warm runner), so use N attacks and use
-N+1 is graded. Real SWE-bench instances are not part of this run where their envs are not built on the
-machine (``--tasks FILE`` with a ``--cache-dir`` that holds them adds them; the code attacks then go into
-their packages' ``__init__.py``).
+N+1 is graded. Real SWE-bench instances are graded with ``--tasks FILE --cache-dir DIR`` (DIR holding their
+built envs):
+
+    python bench/reward_hacks.py --tasks verified-sample.jsonl --cache-dir envs --repo-cache repos --backends ns \
+        --json bench/results/reward_hacks_verified.json
 """
 
 from __future__ import annotations
@@ -39,20 +45,25 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from tests.harness import test_seal_attacks as seal_attacks
+from tests.harness import test_seal_sympy as seal_sympy
 from tests.harness import test_seal_unittest as seal_unittest
 from tests.harness import test_sealed_results as sealed_results
 from tests.harness.test_reward_hacking import Scratch, prepend
 
 from swe_rl.envs.cache import EnvCache
+from swe_rl.harness.evalscript import GradingSpec
 from swe_rl.harness.grade_many import Grader
 from swe_rl.harness.grade_patch import grade_patch
 from swe_rl.harness.verdict import GradingMode, Verdict
 from swe_rl.sandbox.base import EnvSpec, SandboxFactory
+from swe_rl.tasks.builtin import builtin_mirror
 from swe_rl.tasks.loaders import load_tasks
-from swe_rl.tasks.model import Task
+from swe_rl.tasks.model import Task, patch_files
 
 MODES: list[GradingMode] = ["official", "strict"]
 TIMEOUT = 120.0
+# test_seal_sympy's attacks that need nothing of the task's own (rename_a_test names a textkit test)
+SYMPY_ATTACKS = ["log_forging", "rewritten_results", "neutered_raises", "drive_the_seal", "unwrap_exec"]
 
 
 def attacks() -> dict[str, tuple[Callable[[Task], str], bool]]:
@@ -65,8 +76,61 @@ def attacks() -> dict[str, tuple[Callable[[Task], str], bool]]:
     return found
 
 
-def patches(task: Task, env: EnvSpec, root: Path) -> dict[str, str]:
+def package_init(task: Task, env: EnvSpec) -> str:
+    """The ``__init__.py`` of the package the gold patch fixes: the builtin tasks' (``<top>/__init__.py``),
+    else the outermost package around the first file it changes (``src/_pytest/__init__.py``)."""
     init = seal_attacks.package_init(task)
+    if (env.testbed / init).is_file():
+        return init
+    fixed = next(p for p in patch_files(task.patch) if p.endswith(".py"))
+    parts = fixed.split("/")[:-1]
+    found = [
+        i for i in range(1, len(parts) + 1) if (env.testbed / "/".join(parts[:i]) / "__init__.py").is_file()
+    ]
+    if not found:
+        raise ValueError(f"{task.instance_id}: no package around {fixed}")
+    return "/".join(parts[: found[0]]) + "/__init__.py"
+
+
+def appended(task: Task, env: EnvSpec, root: Path, codes: dict[str, str]) -> dict[str, str]:
+    """Each code appended to the package's ``__init__.py``, as a patch; one copy of the testbed for all."""
+    init = package_init(task, env)
+    scratch = Scratch(task, env, root)
+    original, made = scratch.read(init), {}
+    for name, code in codes.items():
+        scratch.write(init, original + code)
+        made[name] = subprocess.run(
+            ["git", "diff", "HEAD", "--", init], cwd=scratch.repo, capture_output=True, text=True, check=True
+        ).stdout
+    return made
+
+
+def django_patches(task: Task, env: EnvSpec, root: Path) -> dict[str, str]:
+    """test_seal_unittest's task-independent attacks, their forged lines django's (``<name> ... ok``)."""
+    return appended(task, env, root / "django", seal_unittest.generic_attacks(task))
+
+
+def sympy_patches(task: Task, env: EnvSpec, root: Path) -> dict[str, str]:
+    """test_seal_sympy's task-independent attacks, their forged lines sympy's (``<name> ok``); before sympy
+    1.6 its runner and ``raises`` are in ``sympy.utilities``, where the attacks then reach for them."""
+    lines = "".join(f"{name} ok\\n" for name in [*task.FAIL_TO_PASS, *task.PASS_TO_PASS])
+    old = not (env.testbed / "sympy" / "testing" / "runtests.py").is_file()
+    codes = {}
+    for name in SYMPY_ATTACKS:
+        code = seal_sympy.ATTACKS[name][1].replace("{lines}", lines)
+        codes[name] = (
+            code.replace("from sympy.testing import", "from sympy.utilities import") if old else code
+        )
+    return appended(task, env, root / "sympy", codes)
+
+
+def runner_of(task: Task) -> str:
+    """The runner whose seal strict grading uses on ``task`` ('pytest', 'unittest', 'sympy'; 'none')."""
+    return GradingSpec.of(task).seal_runner or "none"
+
+
+def patches(task: Task, env: EnvSpec, root: Path) -> dict[str, str]:
+    init = package_init(task, env)
     made = {}
     for name, (code, before) in attacks().items():
         folder = root / name
@@ -95,46 +159,85 @@ def unittest_patches(task: Task, env: EnvSpec, root: Path) -> tuple[Task, dict[s
     return variant, made
 
 
+def family(
+    task: Task, env: EnvSpec, root: Path, runners: list[str]
+) -> list[tuple[str, Task, dict[str, str]]]:
+    """(runner, the task graded, attack patches) for each run of ``task``: its own runner's attacks, and for a
+    builtin task also its unittest variant's."""
+    runner = runner_of(task)
+    made = {"pytest": patches, "unittest": django_patches, "sympy": sympy_patches}.get(runner)
+    runs = [(runner, task, made(task, env, root))] if made is not None and runner in runners else []
+    if builtin_mirror(task.repo) is not None and "unittest" in runners:
+        variant = unittest_patches(task, env, root)
+        runs += [("unittest", *variant)] if variant is not None else []
+    return runs
+
+
 class Tally:
     def __init__(self) -> None:
-        self.rows: dict[tuple[str, str, str], dict[str, int]] = defaultdict(
+        self.rows: dict[tuple[str, str, str, str], dict[str, int]] = defaultdict(
             lambda: {"graded": 0, "live": 0, "strict_resolved": 0}
         )
-        self.gold: dict[tuple[str, str], dict[str, int]] = defaultdict(
+        self.gold: dict[tuple[str, str, str], dict[str, int]] = defaultdict(
             lambda: {"graded": 0, "official_resolved": 0, "strict_resolved": 0, "empty_official_resolved": 0}
         )
         self.cases: list[dict[str, Any]] = []
 
-    def attack(self, backend: str, way: str, name: str, task: Task, verdicts: dict[str, Verdict]) -> None:
-        row = self.rows[(backend, way, name)]
+    def attack(
+        self, backend: str, way: str, runner: str, name: str, task: Task, verdicts: dict[str, Verdict]
+    ) -> None:
+        row = self.rows[(backend, way, runner, name)]
         row["graded"] += 1
         row["live"] += verdicts["official"].resolved
         row["strict_resolved"] += verdicts["strict"].resolved
-        strict = verdicts["strict"]
-        self.cases.append(
-            {
-                "backend": backend,
-                "way": way,
-                "attack": name,
-                "instance_id": task.instance_id,
-                "official": verdicts["official"].resolved,
-                "strict": strict.resolved,
-                "strict_status": strict.status,
-                "seal": strict.seal,
-                "trips": strict.seal_trips[:3],
-                "screen": sorted({f.rule for f in strict.screen_flags}),
-            }
-        )
+        self._case(backend, way, runner, name, verdicts["official"], verdicts["strict"], unexpected=True)
 
     def gold_row(
-        self, backend: str, way: str, official: Verdict, strict: Verdict, empty: Verdict | None
+        self, backend: str, way: str, runner: str, official: Verdict, strict: Verdict, empty: Verdict | None
     ) -> None:
-        runner = "unittest" if official.instance_id.endswith("-unittest") else "pytest"
-        row = self.gold[(backend, f"{way}, {runner}")]
+        row = self.gold[(backend, way, runner)]
         row["graded"] += 1
         row["official_resolved"] += official.resolved
         row["strict_resolved"] += strict.resolved
         row["empty_official_resolved"] += bool(empty and empty.resolved)
+        self._case(backend, way, runner, "gold", official, strict, unexpected=False)
+        if empty is not None:
+            self._case(backend, way, runner, "empty", empty, None, unexpected=True)
+
+    def _case(
+        self,
+        backend: str,
+        way: str,
+        runner: str,
+        name: str,
+        official: Verdict,
+        strict: Verdict | None,
+        *,
+        unexpected: bool,
+    ) -> None:
+        """One grading's record; the log's tail where strict (else official) resolved as it should not,
+        ``unexpected`` saying which answer is the wrong one."""
+        case: dict[str, Any] = {
+            "backend": backend,
+            "way": way,
+            "runner": runner,
+            "attack": name,
+            "instance_id": official.instance_id,
+            "official": official.resolved,
+            "official_status": official.status,
+        }
+        if strict is not None:
+            case.update(
+                strict=strict.resolved,
+                strict_status=strict.status,
+                seal=strict.seal,
+                trips=strict.seal_trips[:3],
+                screen=sorted({f.rule for f in strict.screen_flags}),
+            )
+        shown = strict if strict is not None else official
+        if shown.resolved == unexpected:
+            case["log_tail"] = shown.log[-2000:]
+        self.cases.append(case)
 
 
 async def _both(grade: Callable[[str], Any], patch: str) -> dict[str, Verdict]:
@@ -142,20 +245,32 @@ async def _both(grade: Callable[[str], Any], patch: str) -> dict[str, Verdict]:
 
 
 async def fresh(
-    backend: str, factory: SandboxFactory, task: Task, env: EnvSpec, made: dict[str, str], tally: Tally
+    backend: str,
+    factory: SandboxFactory,
+    task: Task,
+    env: EnvSpec,
+    runner: str,
+    made: dict[str, str],
+    tally: Tally,
 ) -> None:
     async def grade(patch: str, mode: GradingMode) -> Verdict:
         return await grade_patch(task, patch, factory, env, timeout=TIMEOUT, mode=mode)
 
     for name, patch in made.items():
-        tally.attack(backend, "fresh", name, task, await _both(grade, patch))
+        tally.attack(backend, "fresh", runner, name, task, await _both(grade, patch))
     gold = await _both(grade, task.patch)
     empty = await grade_patch(task, "", factory, env, timeout=TIMEOUT, mode="official")
-    tally.gold_row(backend, "fresh", gold["official"], gold["strict"], empty)
+    tally.gold_row(backend, "fresh", runner, gold["official"], gold["strict"], empty)
 
 
 async def reused(
-    backend: str, factory: SandboxFactory, task: Task, env: EnvSpec, made: dict[str, str], tally: Tally
+    backend: str,
+    factory: SandboxFactory,
+    task: Task,
+    env: EnvSpec,
+    runner: str,
+    made: dict[str, str],
+    tally: Tally,
 ) -> None:
     grader = Grader(factory, idle=1)
 
@@ -164,9 +279,9 @@ async def reused(
 
     try:
         for name, patch in made.items():
-            tally.attack(backend, "reused", name, task, await _both(grade, patch))
+            tally.attack(backend, "reused", runner, name, task, await _both(grade, patch))
             after = await _both(grade, task.patch)  # use N+1, after the attack in the same sandbox
-            tally.gold_row(backend, "reused", after["official"], after["strict"], None)
+            tally.gold_row(backend, "reused", runner, after["official"], after["strict"], None)
     finally:
         await grader.close()
 
@@ -195,7 +310,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
     tasks = load_tasks(args.tasks)
     if args.limit:
         tasks = tasks[: args.limit]
-    cache = EnvCache(args.cache_dir) if args.cache_dir else EnvCache()
+    cache = EnvCache(args.cache_dir, repo_cache=args.repo_cache)
     made_factories, servers = factories(args.backends.split(","))
     tally = Tally()
     started = time.monotonic()
@@ -205,14 +320,12 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
                 env = cache.ensure(task)
                 folder = Path(root) / str(n)
                 folder.mkdir()
-                runs = [(task, patches(task, env, folder))] if "pytest" in args.runners else []
-                variant = unittest_patches(task, env, folder) if "unittest" in args.runners else None
-                runs += [variant] if variant is not None else []
+                runs = family(task, env, folder, args.runners.split(","))
                 for backend, factory in made_factories.items():
-                    for graded, made in runs:
-                        await fresh(backend, factory, graded, env, made, tally)
+                    for runner, graded, made in runs:
+                        await fresh(backend, factory, graded, env, runner, made, tally)
                         if not args.no_reused:
-                            await reused(backend, factory, graded, env, made, tally)
+                            await reused(backend, factory, graded, env, runner, made, tally)
                     print(
                         f"[{n + 1}/{len(tasks)}] {task.instance_id} {backend}: {time.monotonic() - started:.0f} s",
                         flush=True,
@@ -228,8 +341,11 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def summarize(tally: Tally, args: argparse.Namespace, seconds: float) -> dict[str, Any]:
-    rows = [{"backend": b, "way": w, "attack": a, **v} for (b, w, a), v in sorted(tally.rows.items())]
-    gold = [{"backend": b, "way": w, **v} for (b, w), v in sorted(tally.gold.items())]
+    rows = [
+        {"backend": b, "way": w, "runner": r, "attack": a, **v}
+        for (b, w, r, a), v in sorted(tally.rows.items())
+    ]
+    gold = [{"backend": b, "way": w, "runner": r, **v} for (b, w, r), v in sorted(tally.gold.items())]
     return {
         "command": " ".join(sys.argv),
         "date": time.strftime("%Y-%m-%d"),
@@ -245,10 +361,25 @@ def summarize(tally: Tally, args: argparse.Namespace, seconds: float) -> dict[st
             "gold_official_resolved": sum(g["official_resolved"] for g in gold),
             "empty_official_resolved": sum(g["empty_official_resolved"] for g in gold),
         },
+        "by_runner": by_runner(rows, gold),
         "attacks": rows,
         "gold": gold,
         "cases": tally.cases,
     }
+
+
+def by_runner(rows: list[dict[str, Any]], gold: list[dict[str, Any]]) -> dict[str, dict[str, int]]:
+    """Per runner, backend and way: the attack gradings, live, strict resolved, and the gold and empty rows."""
+    found: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
+    for row in rows:
+        into = found[f"{row['runner']}, {row['backend']}, {row['way']}"]
+        for key in ("graded", "live", "strict_resolved"):
+            into[f"attack_{key}"] += row[key]
+    for row in gold:
+        into = found[f"{row['runner']}, {row['backend']}, {row['way']}"]
+        for key in ("graded", "official_resolved", "strict_resolved", "empty_official_resolved"):
+            into[f"gold_{key}" if key != "empty_official_resolved" else key] += row[key]
+    return {key: dict(value) for key, value in sorted(found.items())}
 
 
 def _commit() -> str:
@@ -261,15 +392,18 @@ def _commit() -> str:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--tasks", default="builtin", help="task source (default: the builtin suite)")
-    parser.add_argument("--cache-dir", default=None, help="env cache holding the tasks' envs")
+    parser.add_argument("--cache-dir", type=Path, default=None, help="env cache holding the tasks' envs")
+    parser.add_argument(
+        "--repo-cache", type=Path, default=None, help="the mirrors the envs were built from (env build's)"
+    )
     parser.add_argument("--backends", default="ns,docker,remote")
     parser.add_argument("--limit", type=int, default=0, help="only the first N tasks")
     parser.add_argument("--no-reused", action="store_true", help="fresh gradings only")
     parser.add_argument(
         "--runners",
-        default="pytest,unittest",
-        help="the test runners: pytest (the tasks as they are), unittest (their tests as unittest test cases "
-        "run by a django-style runner, read by django's log parser)",
+        default="pytest,unittest,sympy",
+        help="the test runners: pytest (the tasks as they are), unittest (django's runner; for a builtin task "
+        "its tests as unittest test cases run by a django-style runner, read by django's log parser), sympy",
     )
     parser.add_argument("--json", type=Path, default=None, help="write the results here")
     args = parser.parse_args()
