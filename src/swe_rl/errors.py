@@ -9,6 +9,8 @@ times out) are *data*, returned in results. Exceptions are for what stops the wo
     │   ├── SynthError                             a repository tasks cannot be synthesized from
     │   ├── MineError                              a repository or range tasks cannot be mined from
     │   ├── RepoNotFoundError                      no mirror (and no network) holds a task's repository
+    │   ├── InProcessObjectError                   a model or task object given to an executor whose
+    │   │                                          episodes run in another process
     │   └── MissingExtraError(ConfigError, ImportError)
     ├── OutputLimitError(SweRlError, OSError)      a file or patch larger than its cap: refused, never truncated
     └── InfraError(SweRlError, RuntimeError)       the machinery failed; not a wrong answer (but see below)
@@ -71,6 +73,11 @@ class RepoNotFoundError(ConfigError):
 class SourceIncompleteError(RepoNotFoundError):
     """The repository's source lacks objects of the commit a task needs (a snapshot that leaves out its largest
     files): that commit cannot be checked out from it. Not the task's fault: a complete mirror builds it."""
+
+
+class InProcessObjectError(ConfigError):
+    """An object of this process (a model, a task) handed to an executor whose episodes run in another process,
+    where it cannot go: send what the request can carry instead (a served model's endpoint, the task's record)."""
 
 
 class MissingExtraError(ConfigError, ImportError):

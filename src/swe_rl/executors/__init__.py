@@ -4,7 +4,8 @@ servers (``service``), on a Ray cluster (``ray``).
 A request is plain data (the task record, the model's endpoint and tokenizer, sampling and agent settings), so
 the same request runs unchanged in this process, on a rollout server across the network, or in a Ray worker on
 another node. Callers hold an executor and ``await executor.run(request)``; switching ``--executor`` changes
-nothing else in their configuration. Every executor reports an infrastructure failure as an ``infra_error``
+nothing else in their configuration. A caller that holds the task object and runs in this process passes it
+as it is (``run(request, task=task)``, the request naming its id); executors elsewhere refuse it. Every executor reports an infrastructure failure as an ``infra_error``
 result rather than raising, so a trainer never scores a dead node as a wrong answer.
 
 Layout: :mod:`.base` (requests and the protocols), :mod:`.local`, :mod:`.service`, :mod:`.ray` (with

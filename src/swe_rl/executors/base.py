@@ -2,9 +2,10 @@
 
 The request (episode/request.py) is plain data, sent across the network as it is; the result
 (episode/result.py) carries the episode's record, trajectory and patch, and for training its samples and
-reward. A model that is an object of the caller's process (a trainer's own policy, a test's scripted model)
-is handed over with ``adopt`` and named in requests by its ``HeldModel`` or ``NamedModel``; an executor
-whose episodes run elsewhere refuses it.
+reward. Objects of the caller's process go beside the request, never through it: a model (a trainer's own
+policy, a test's scripted model) is handed over with ``adopt`` and named in requests by its ``HeldModel`` or
+``NamedModel``; a task object is given to ``run(request, task=...)`` and reaches the episode as it is. An
+executor whose episodes run elsewhere (``in_process`` false) refuses both with InProcessObjectError.
 """
 
 from __future__ import annotations
@@ -13,9 +14,10 @@ from typing import Any, Protocol
 
 from swe_rl.episode.request import EpisodeRequest, HeldModel, NamedModel, Policy, ProcessReward
 from swe_rl.episode.result import RolloutResult
-from swe_rl.errors import ConfigError
+from swe_rl.errors import ConfigError, InProcessObjectError
 from swe_rl.llm.base import LLM
 from swe_rl.llm.select import ModelChoice
+from swe_rl.tasks.model import Task
 
 __all__ = [
     "EpisodeRequest",
@@ -37,8 +39,14 @@ class Executor(Protocol):
     """
 
     name: str
+    in_process: bool
+    """Whether its episodes run in this process (and so take this process's model and task objects)."""
 
-    async def run(self, request: EpisodeRequest) -> RolloutResult: ...
+    async def run(self, request: EpisodeRequest, *, task: Task | None = None) -> RolloutResult:
+        """Run ``request``. ``task``: the task object the caller holds for the instance ``request.task``
+        names, handed to the episode unchanged (no record parsed back); InProcessObjectError where episodes
+        run in another process: send the record in ``request.task`` there."""
+        ...
 
     def adopt(self, model: NamedModel | HeldModel, choice: ModelChoice) -> None:
         """Run requests that name ``model`` with ``choice``, a model object of this process (closed with the
@@ -49,12 +57,20 @@ class Executor(Protocol):
     async def close(self) -> None: ...
 
 
-def refuse_adoption(executor: str, model: NamedModel | HeldModel) -> ConfigError:
+def refuse_adoption(executor: str, model: NamedModel | HeldModel) -> InProcessObjectError:
     """The error of an executor whose episodes run in other processes, asked to adopt a model object."""
     name = model.name if isinstance(model, HeldModel) else model.llm or model.model
-    return ConfigError(
+    return InProcessObjectError(
         f"executor {executor} runs episodes in other processes; the model object {name!r} of this one "
         "cannot go there: use a local or pool executor, or serve the model and name its endpoint (a policy)"
+    )
+
+
+def refuse_task(executor: str, task: Task) -> InProcessObjectError:
+    """The error of an executor whose episodes run in other processes, given a task object to run."""
+    return InProcessObjectError(
+        f"executor {executor} runs episodes in other processes; the task object {task.instance_id!r} of this "
+        "one cannot go there: send its record in request.task (Task.to_record()) and no task object"
     )
 
 

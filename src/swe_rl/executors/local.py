@@ -36,6 +36,7 @@ class LocalExecutor:
     """
 
     name = "local"
+    in_process = True
 
     def __init__(
         self,
@@ -65,16 +66,20 @@ class LocalExecutor:
             raise ConfigError(f"unknown instance id {spec!r} (send the full record instead)")
         return task
 
-    async def run(self, request: EpisodeRequest) -> RolloutResult:
-        return await self.run_task(self.task(request.task), request)
+    async def run(self, request: EpisodeRequest, *, task: Task | None = None) -> RolloutResult:
+        """Run ``request`` in a slot, on ``task`` as the caller built it where given (``request.task`` must
+        name it), else on the task ``request.task`` is or names."""
+        if task is None:
+            task = self.task(request.task)
+        elif request.instance_id != task.instance_id:
+            raise ConfigError(
+                f"request.task names {request.instance_id!r}, the task object given is {task.instance_id!r}"
+            )
+        async with self.slots:
+            return await self.run_now(task, request)
 
     def adopt(self, model: NamedModel | HeldModel, choice: ModelChoice) -> None:
         self.models.adopt(model, choice)
-
-    async def run_task(self, task: Task, request: EpisodeRequest) -> RolloutResult:
-        """Run ``request`` on a task object the caller holds (``request.task`` names it), in a slot."""
-        async with self.slots:
-            return await self.run_now(task, request)
 
     async def run_now(self, task: Task, request: EpisodeRequest) -> RolloutResult:
         """Run without taking a slot (the caller already holds one)."""

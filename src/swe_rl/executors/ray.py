@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, Any
 
 from swe_rl.episode.result import RolloutResult
 from swe_rl.errors import ConfigError
-from swe_rl.executors.base import refuse_adoption
+from swe_rl.executors.base import refuse_adoption, refuse_task
 from swe_rl.executors.ray_node import (
     NAMESPACE,
     REFRESH_S,
@@ -124,6 +124,7 @@ class RayExecutor:
     """Rollouts as Ray tasks on the cluster's nodes (see the module docstring)."""
 
     name = "ray"
+    in_process = False
 
     def __init__(
         self,
@@ -154,7 +155,9 @@ class RayExecutor:
         self._refresh_envs_sync()
 
     # -- the Executor protocol --------------------------------------------------------------------
-    async def run(self, request: EpisodeRequest) -> RolloutResult:
+    async def run(self, request: EpisodeRequest, *, task: Task | None = None) -> RolloutResult:
+        if task is not None:
+            raise refuse_task(self.name, task)  # the nodes parse the record the request carries
         task = self._task(request.task)
         payload = request.model_dump(mode="json")
         payload["task"] = task.to_record()

@@ -26,8 +26,9 @@ from pydantic import ValidationError
 from swe_rl import httpclient
 from swe_rl.episode.result import RolloutResult
 from swe_rl.errors import ConfigError, InfraError
-from swe_rl.executors.base import EpisodeRequest, HeldModel, NamedModel, refuse_adoption
+from swe_rl.executors.base import EpisodeRequest, HeldModel, NamedModel, refuse_adoption, refuse_task
 from swe_rl.llm.select import ModelChoice
+from swe_rl.tasks.model import Task
 
 RETRYABLE = frozenset({502, 504})
 BUSY = 503  # capacity or draining: wait as the server asks
@@ -49,6 +50,7 @@ class ServiceExecutor:
     """Rollouts on the rollout server(s) at ``url`` (comma-separated); ``token`` defaults to ``$SWE_RL_TOKEN``."""
 
     name = "service"
+    in_process = False
 
     def __init__(
         self,
@@ -108,7 +110,9 @@ class ServiceExecutor:
         self._server_of[request_id] = url
         self._in_flight[url] += 1
 
-    async def run(self, request: EpisodeRequest) -> RolloutResult:
+    async def run(self, request: EpisodeRequest, *, task: Task | None = None) -> RolloutResult:
+        if task is not None:
+            raise refuse_task(self.name, task)  # the servers parse the record the request carries
         request_id = uuid.uuid4().hex
         self._counts["rollouts"] += 1
         self._assign(request_id, self._pick())

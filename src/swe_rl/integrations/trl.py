@@ -139,9 +139,10 @@ class SweRolloutFunc:
         return str(text)
 
     def request(self, instance_id: str) -> EpisodeRequest:
-        """The episode of one prompt: the task's record, the trainer's model, one exact multi-turn sample."""
+        """The episode of one prompt: the task by its id (the object goes beside it: the trainer's executor
+        runs episodes in this process), the trainer's model, one exact multi-turn sample."""
         return EpisodeRequest(
-            task=self.tasks[instance_id].to_record(),
+            task=instance_id,
             model=POLICY,
             sampling=self.params,
             agent=self.agent,
@@ -205,7 +206,7 @@ class SweRolloutFunc:
 
         async def one(instance_id: str) -> RolloutResult:
             async with limit:
-                return await self.executor.run(self.request(instance_id))
+                return await self.executor.run(self.request(instance_id), task=self.tasks[instance_id])
 
         return list(await asyncio.gather(*(one(i) for i in ids)))
 

@@ -95,10 +95,12 @@ class Attempts:
     def request(
         self, task: Task, attempt: int, params: SamplingParams, settings: AttemptSettings
     ) -> EpisodeRequest:
-        """The attempt's request, with the full task record (it may run on another machine); prices: the
-        model's own, not the whole map (LiteLLM's has thousands of entries), where it runs elsewhere."""
+        """The attempt's request. Where it runs in this process, it names the task (the object itself goes
+        beside it, :meth:`run`); elsewhere it carries the full record, and of the prices the model's own, not
+        the whole map (LiteLLM's has thousands of entries)."""
+        here = self.executor.in_process
         prices = settings.prices
-        if prices is not None and self.executor.name != "local":
+        if prices is not None and not here:
             prices = prices.only(self.model.model, self.model.llm)
         agent: dict[str, Any] = {"agent": self.agent}
         if self.agent_name is not None:
@@ -109,7 +111,7 @@ class Attempts:
                 "cost_limit": self.agent.cost_limit,
             }
         return EpisodeRequest(
-            task=task.to_record(),
+            task=task.instance_id if here else task.to_record(),
             model=self.model,
             sampling=params,
             train=False,
@@ -127,7 +129,8 @@ class Attempts:
     ) -> EpisodeRecord:
         """One attempt, its artifacts written under ``settings.output_dir``; its record."""
         folder = RunDir(settings.output_dir).attempt_dir(task.instance_id, attempt)
-        result = await self.executor.run(self.request(task, attempt, params, settings))
+        request = self.request(task, attempt, params, settings)
+        result = await self.executor.run(request, task=task if self.executor.in_process else None)
         record = (result.record or _lost(task, result.error)).model_copy(
             update={"attempt": attempt, "artifacts": str(folder)}
         )
