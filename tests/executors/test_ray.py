@@ -171,6 +171,21 @@ async def test_token_level_rollout_on_ray_equals_the_local_executor(cluster, tas
 
 
 @pytest.mark.ns
+async def test_a_task_object_of_this_process_is_refused_and_its_record_runs(cluster, task_by_id):
+    from swe_rl.errors import InProcessObjectError
+    from swe_rl.executors.base import EpisodeRequest
+
+    task = task_by_id["swe-rl-builtin__textkit-1"]
+    request = EpisodeRequest(task=task.instance_id, model=NamedModel(llm="scripted:oracle"), train=False)
+    executor = _executor()
+    with pytest.raises(InProcessObjectError, match="task object 'swe-rl-builtin__textkit-1'"):
+        await executor.run(request, task=task)
+    assert executor.counts["submitted"] == 0  # refused before anything went to a node
+    sent = await executor.run(request.model_copy(update={"task": task.to_record()}))
+    assert sent.record is not None and sent.record.resolved, sent.error
+
+
+@pytest.mark.ns
 async def test_killing_a_node_mid_run_loses_no_task_and_scores_no_failure(cluster, tasks, tmp_path):
     executor = _executor(retries=1)
     victim = cluster.nodes[1]  # the node with two slots
