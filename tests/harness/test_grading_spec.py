@@ -50,3 +50,23 @@ async def test_the_grading_spec_is_derived_once_per_grading(task_by_id, envs, mo
                 assert calls == Counter(row_spec=1, spec_for=1, parser_name=1), (mode, way, calls)
     finally:
         await grader.close()
+
+
+@pytest.mark.ns
+async def test_a_runner_that_is_the_repository_under_test_is_not_sealed(task_by_id, envs) -> None:  # type: ignore[no-untyped-def]
+    """pytest-dev/pytest's patches change its tests' runner, which its tests run inside itself: strict mode runs
+    no seal there, and a log that resolves is unverifiable (not a pass from the log, not a wrong answer). The
+    control: the same task under its own name is sealed and resolves."""
+    base = task_by_id[WRAP]
+    env = envs.ensure(base)
+    own = base.model_copy(update={"repo": "pytest-dev/pytest"})
+    assert evalscript.GradingSpec.of(base).seal_runner == "pytest"
+    assert evalscript.GradingSpec.of(own).seal_runner is None
+    factory = available_factory("ns")
+    strict = await grade_patch(own, own.patch, factory, env, timeout=120, mode="strict")
+    assert (strict.resolved, strict.status, strict.seal) == (False, "unverifiable", ""), strict.log[-2000:]
+    assert "runner is the repository under test (pytest-dev/pytest)" in strict.log
+    official_run = await grade_patch(own, own.patch, factory, env, timeout=120, mode="official")
+    assert official_run.resolved, official_run.log[-2000:]
+    control = await grade_patch(base, base.patch, factory, env, timeout=120, mode="strict")
+    assert (control.resolved, control.seal) == (True, "confirmed"), control.log[-2000:]

@@ -25,10 +25,10 @@ class Cases(unittest.TestCase):
 """
 
 
-def _old_python() -> Path | None:
-    """A Python 3.6 or 3.7 wherever the env builds would find one (pyenv under $PYENV_ROOT or ~, uv, PATH); not
-    a fixed /root path, which another user cannot even stat (/root is 0700)."""
-    for version in ("3.6", "3.7"):
+def _python(*versions: str) -> Path | None:
+    """A Python of one of ``versions`` wherever the env builds would find one (pyenv under $PYENV_ROOT or ~, uv,
+    PATH); not a fixed /root path, which another user cannot even stat (/root is 0700)."""
+    for version in versions:
         try:
             return find_python(version)[0]
         except ConfigError:
@@ -36,14 +36,22 @@ def _old_python() -> Path | None:
     return None
 
 
-def _sealed_run(python: str, root: Path) -> tuple[Seal, dict[str, str], bytes | None]:
+def _old_python() -> Path | None:
+    return _python("3.6", "3.7")
+
+
+def _sealed_run(python: str, root: Path, changed: str = "") -> tuple[Seal, dict[str, str], bytes | None]:
+    """``python -m unittest`` of one passing test under the launcher; ``changed``: the code of ``helper.py``,
+    a file the patch changed, which the test module imports."""
     seal = Seal.new(".git/swe-rl", runner="unittest")
     scratch = root / seal.scratch
     scratch.mkdir(parents=True)
     for name, text in STAGED.items():
         (scratch / name).write_text(text)
-    (root / "test_cases.py").write_text(CASES)
-    (root / f"{seal.prefix}.key").write_text(json.dumps({"key": seal.key.decode(), "changed": []}))
+    (root / "test_cases.py").write_text(("import helper  # noqa: F401\n" if changed else "") + CASES)
+    (root / "helper.py").write_text(changed)
+    conf = {"key": seal.key.decode(), "changed": ["helper.py"] if changed else []}
+    (root / f"{seal.prefix}.key").write_text(json.dumps(conf))
     (root / "bin").mkdir()
     (root / "bin" / "python").symlink_to(python)  # the command's `python`, as an env's venv gives it
     plugged = seal.plugged("python -m unittest -v test_cases").split()
@@ -55,7 +63,7 @@ def _sealed_run(python: str, root: Path) -> tuple[Seal, dict[str, str], bytes | 
         text=True,
         timeout=120,
     )
-    assert run.returncode == 0, run.stdout + run.stderr
+    assert run.returncode == 0 or "not allowed in the code under test" in run.stderr, run.stdout + run.stderr
     names = {"test_adds (test_cases.Cases)": "PASSED", "test_adds (test_cases.Cases.test_adds)": "PASSED"}
     out = root / f"{seal.prefix}.out"
     return seal, names, out.read_bytes() if out.exists() else None
@@ -78,3 +86,26 @@ def test_a_seal_without_audit_hooks_confirms_nothing(tmp_path: Path) -> None:
 
 def plugged_launcher(seal: Seal) -> str:
     return seal.plugged("python -m unittest -v")
+
+
+# Python 3.8's marshal raises code.__new__ for every code object of a module it loads: a changed file's import
+# of a standard-library module not yet loaded (as django__django-14011's gold patch imports wsgiref's server)
+IMPORTS_A_MODULE = "from wsgiref import simple_server  # noqa: F401\n"
+MAKES_CODE = "made = (lambda: 0).__code__.replace(co_name='made')\n"  # a code object made: stopped
+
+
+@pytest.mark.skipif(_python("3.8") is None, reason="no Python 3.8 here (pyenv install 3.8.18)")
+def test_python_38s_import_system_is_not_the_changed_files_code(tmp_path: Path) -> None:
+    python = str(_python("3.8"))
+    for name, changed, state in (
+        ("imports", IMPORTS_A_MODULE, "confirmed"),
+        ("makes", MAKES_CODE, "tripped"),
+    ):
+        seal, names, data = _sealed_run(python, tmp_path / name, changed)
+        printed = [n for n in names if not n.endswith(".test_adds)")]
+        check = seal.check(data, {"tests_status": {"PASS_TO_PASS": {"success": printed}}}, "parse_log_django")
+        assert check.state == state, (name, check)
+        if state == "tripped":  # the control: code made by the changed file is still stopped
+            assert any(t.startswith("code.__new__ by the patched code at helper.py") for t in check.trips), (
+                check
+            )

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from swe_rl.errors import ConfigError
 from swe_rl.harness import warm
 from swe_rl.harness.official import END_TEST_OUTPUT, START_TEST_OUTPUT, TEST_EXIT_CODE, parser_name
-from swe_rl.harness.seal import Seal, runner_of
+from swe_rl.harness.seal import SELF_HOSTED, Seal, runner_of
 from swe_rl.tasks.model import Task
 from swe_rl.tasks.repospec import RepoSpec
 from swe_rl.tasks.rowspec import row_eval_setup, row_spec
@@ -54,17 +54,19 @@ class GradingSpec:
     spec: RepoSpec | None
     test_cmd: str | None
     parser: str
+    repo: str = ""  # 'owner/name' of the task's repository
 
     @classmethod
     def of(cls, task: Task, *, image_env: bool = False) -> GradingSpec:
         spec = row_spec(task) or spec_for(task)
-        return cls(spec, _test_cmd(task, spec, image_env), parser_name(task))
+        return cls(spec, _test_cmd(task, spec, image_env), parser_name(task), task.repo)
 
     @property
     def seal_runner(self) -> str | None:
         """The runner whose seal the test command runs with (harness/seal.py: 'pytest', 'unittest', 'sympy'),
-        or None where none can (a row's own script, tox)."""
-        return runner_of(self.test_cmd) if self.test_cmd is not None else None
+        or None where none can (a row's own script, tox; a runner that is the repository under test)."""
+        runner = runner_of(self.test_cmd) if self.test_cmd is not None else None
+        return None if runner is not None and SELF_HOSTED.get(self.repo) == runner else runner
 
 
 def _test_cmd(task: Task, spec: RepoSpec | None, image_env: bool) -> str | None:

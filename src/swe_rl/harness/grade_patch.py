@@ -38,7 +38,7 @@ from swe_rl.harness.official import (
     parse_test_log,
 )
 from swe_rl.harness.screen import ScreenFlag, screen_sandbox
-from swe_rl.harness.seal import UNARMED, UNAUDITED, Seal
+from swe_rl.harness.seal import SELF_HOSTED, UNARMED, UNAUDITED, Seal
 from swe_rl.harness.staging import stage
 from swe_rl.harness.verdict import ApplyMethod, GradeStatus, GradingMode, Verdict
 from swe_rl.harness.warm import WarmRunner, runner_of
@@ -299,7 +299,12 @@ class _Grading:
         unaudited, could reach the seal's evidence); a log that resolves is not trusted."""
         if self.mode != "strict" or self.patch is None or self.method is None:
             return False
-        if self.seal is None:
+        if self.seal is None and self.task.repo in SELF_HOSTED:
+            why = (
+                f"the tests' runner is the repository under test ({self.task.repo}): a patch changes the runner, "
+                "and its tests run it inside itself"
+            )
+        elif self.seal is None:
             why = (
                 "the tests ran by a command the seal does not cover (not pytest, django's, unittest's or "
                 "sympy's runner), and the log alone is written by the code under test"

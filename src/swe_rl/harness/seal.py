@@ -57,6 +57,9 @@ UNITTEST_COMMAND = re.compile(
 SYMPY_COMMAND = re.compile(
     r"^(?P<assign>(?:[A-Za-z_]\w*=(?:'[^']*'|\"[^\"]*\"|[^\s'\"]*) +)*)(?P<script>(?:\./)?bin/test)(?=\s|$)"
 )
+# repositories that are their own tests' runner: a patch changes the runner, and the tests run it inside itself
+# (pytest's ``testdir.inline_run``), so the seal's evidence would be the code under test's (graded unverifiable)
+SELF_HOSTED = {"pytest-dev/pytest": "pytest"}
 ENV = "SWE_RL_SEAL"  # the path prefix of the key (.key) and of the sealed results (.out)
 SEALED_PASS = ("passed", "xfail")  # the plugin's outcomes that count as passing
 UNAUDITED = "unverifiable: no audit hooks before Python 3.8"  # a SealCheck state

@@ -126,9 +126,10 @@ def _swapped(owner, old, value, kind, framework):
     handler, a lazy import) are no swap."""
     if not _callable(value) or not (_callable(old) or (old is _MISSING and issubclass(type(owner), type))):
         return False
-    return any(
-        kind(where) == "trusted" or os.path.realpath(where) in framework for where in origins(value) if where
-    )
+    found = [where for where in origins(value) if where]
+    if not found:  # a C type or function (``functools.partial``): no file, a library's
+        return True
+    return any(kind(where) == "trusted" or os.path.realpath(where) in framework for where in found)
 
 
 def _callable(value):

@@ -28,6 +28,9 @@ SETUP_XFAIL, CLEANED = "swe_rl_seal.setup_xfail", "swe_rl_seal.cleaned"
 _FRAME_SOURCES = frozenset(["tb_frame", "gi_frame", "cr_frame", "ag_frame"])
 _STOPPED = ("gc.", "ctypes.", "sys.settrace", "sys.setprofile", "sys.monitoring", "sys._current_frames")
 _STOPPED_EXACT = frozenset(["code.__new__", "function.__new__", "sys.addaudithook"])
+_IMPORT_SYSTEM = (
+    "<frozen importlib._bootstrap"  # its frames' file (both modules: _bootstrap, _bootstrap_external)
+)
 # standard-library functions that hand frames to their caller: a frame event inside one is its caller's
 _FRAME_HELPERS = frozenset(
     [
@@ -240,7 +243,9 @@ def _dispatcher(stack, handlers, trip, own_codes, ident, getframe):
                 handler(caller, *args)
             return
         found, what = None, event
-        if event.startswith(_STOPPED) or event in _STOPPED_EXACT:
+        if event == "code.__new__" and getframe(depth).f_code.co_filename.startswith(_IMPORT_SYSTEM):
+            pass  # Python 3.8's marshal, loading a module's bytecode for whoever imports it
+        elif event.startswith(_STOPPED) or event in _STOPPED_EXACT:
             found = culprit(getframe(depth))
         elif event == "sys._getframe" or (event == "object.__getattr__" and args[1] in _FRAME_SOURCES):
             found, what = frame_source(getframe(depth)), event if event == "sys._getframe" else args[1]
