@@ -390,6 +390,7 @@ def _commit() -> str:
 
 
 def main() -> None:
+    global TIMEOUT
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--tasks", default="builtin", help="task source (default: the builtin suite)")
     parser.add_argument("--cache-dir", type=Path, default=None, help="env cache holding the tasks' envs")
@@ -405,8 +406,15 @@ def main() -> None:
         help="the test runners: pytest (the tasks as they are), unittest (django's runner; for a builtin task "
         "its tests as unittest test cases run by a django-style runner, read by django's log parser), sympy",
     )
+    parser.add_argument(
+        "--timeout",
+        type=float,
+        default=TIMEOUT,
+        help="seconds per test run (real instances: as validation's)",
+    )
     parser.add_argument("--json", type=Path, default=None, help="write the results here")
     args = parser.parse_args()
+    TIMEOUT = args.timeout
     result = asyncio.run(run(args))
     print(json.dumps(result["totals"], indent=2))
     for row in result["attacks"]:
