@@ -355,7 +355,7 @@ async def test_a_run_no_seal_covers_is_unverifiable_in_strict_mode(attacks, task
     (the control) and, before, in strict mode; now strict calls it unverifiable, and the gold patch too,
     while a patch that fails stays an ordinary unresolved."""
     from swe_rl.harness.evalscript import eval_script
-    from swe_rl.harness.seal import seals
+    from swe_rl.harness.seal import runner_of
 
     task, env, _ = attacks
     own = task.model_copy(update={"eval_script": eval_script(task)})
@@ -372,7 +372,7 @@ async def test_a_run_no_seal_covers_is_unverifiable_in_strict_mode(attacks, task
     wrong = task_by_id["swe-rl-builtin__textkit-1"].patch  # a real fix of another bug: F2P still fails
     missed = await grade_patch(own, wrong, factory, env, timeout=120, mode="strict")
     assert (missed.resolved, missed.status) == (False, "unresolved"), missed.log[-2000:]
-    assert not seals(own.eval_script or "")
+    assert runner_of(own.eval_script or "") is None
 
 
 async def _forged_log_patch(task: Task, env) -> str:  # type: ignore[no-untyped-def]

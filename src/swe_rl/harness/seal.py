@@ -80,10 +80,6 @@ def runner_of(test_cmd: str) -> str | None:
     return None
 
 
-def seals(test_cmd: str) -> bool:
-    return runner_of(test_cmd) is not None
-
-
 @dataclass
 class Seal:
     """One grading's key and where its files go (``scratch``: the grading files' directory, relative to the
