@@ -65,8 +65,16 @@ class GradingSpec:
     def seal_runner(self) -> str | None:
         """The runner whose seal the test command runs with (harness/seal.py: 'pytest', 'unittest', 'sympy'),
         or None where none can (a row's own script, tox; a runner that is the repository under test)."""
-        runner = runner_of(self.test_cmd) if self.test_cmd is not None else None
-        return None if runner is not None and SELF_HOSTED.get(self.repo) == runner else runner
+        return None if self.self_hosted else self._runner
+
+    @property
+    def self_hosted(self) -> bool:
+        """Whether the test command's runner is the repository under test (harness/seal.py ``SELF_HOSTED``)."""
+        return self._runner is not None and SELF_HOSTED.get(self.repo) == self._runner
+
+    @property
+    def _runner(self) -> str | None:
+        return runner_of(self.test_cmd) if self.test_cmd is not None else None
 
 
 def _test_cmd(task: Task, spec: RepoSpec | None, image_env: bool) -> str | None:

@@ -38,7 +38,7 @@ from swe_rl.harness.official import (
     parse_test_log,
 )
 from swe_rl.harness.screen import ScreenFlag, screen_sandbox
-from swe_rl.harness.seal import SELF_HOSTED, UNARMED, UNAUDITED, Seal
+from swe_rl.harness.seal import UNARMED, UNAUDITED, Seal
 from swe_rl.harness.staging import stage
 from swe_rl.harness.verdict import ApplyMethod, GradeStatus, GradingMode, Verdict
 from swe_rl.harness.warm import WarmRunner, runner_of
@@ -137,7 +137,7 @@ async def grade_in(
     ``installed``: the env's module names (inventory.installed_modules), when the caller knows them.
     ``spec``: the grading's spec (how the tests run and are read), where the caller derived it already."""
     spec = spec or GradingSpec.of(task, image_env=image_env)
-    grading = _Grading(task, patch, mode, spec.parser)
+    grading = _Grading(task, patch, mode, spec.parser, self_hosted=spec.self_hosted)
     if (
         patch is not None
         and (ended := await _apply_candidate(box, task, patch, grading, installed)) is not None
@@ -220,8 +220,11 @@ async def _apply(box: Sandbox, log: list[str]) -> ApplyMethod | None:
 class _Grading:
     """The state of one grading, and the verdict it comes to."""
 
-    def __init__(self, task: Task, patch: str | None, mode: GradingMode, parser: str) -> None:
+    def __init__(
+        self, task: Task, patch: str | None, mode: GradingMode, parser: str, *, self_hosted: bool = False
+    ) -> None:
         self.task, self.patch, self.mode, self.parser = task, patch, mode, parser
+        self.self_hosted = self_hosted  # the tests' runner is the repository under test: no seal
         self.log: list[str] = []  # the apply log; the test output is the verdict's own
         self.method: ApplyMethod | None = None
         self.guard: Guard | None = None
@@ -294,12 +297,13 @@ class _Grading:
             )
 
     def _unverifiable(self, report: dict[str, Any]) -> bool:
-        """Strict mode, a run no seal covers (a row's own script), whose seal had no audit hook (Python before
-        3.8) or that sympy's seal could not arm: its log alone cannot make a pass, since the patched code writes it (and,
-        unaudited, could reach the seal's evidence); a log that resolves is not trusted."""
+        """Strict mode, a run no seal covers (a row's own script, a runner that is the repository under test),
+        whose seal had no audit hook (Python before 3.8) or that sympy's seal could not arm: its log alone cannot
+        make a pass, since the patched code writes it (and, unaudited, could reach the seal's evidence); a log
+        that resolves is not trusted."""
         if self.mode != "strict" or self.patch is None or self.method is None:
             return False
-        if self.seal is None and self.task.repo in SELF_HOSTED:
+        if self.seal is None and self.self_hosted:
             why = (
                 f"the tests' runner is the repository under test ({self.task.repo}): a patch changes the runner, "
                 "and its tests run it inside itself"

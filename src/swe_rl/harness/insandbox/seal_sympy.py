@@ -68,9 +68,8 @@ def _handlers(kind, from_patch, trip, outcomes, own_codes, watched, runner):
             if "\n" in test or "\r" in test:
                 trip(f"a test whose name holds a line break: {test[:200]!r}")
                 continue
-            if not bound_to(
-                value, test, kind
-            ):  # not: the name bound to another function, the patch's wrapper
+            # not: the name bound to another function, or a wrapper of the patch's
+            if not bound_to(value, test, kind):
                 outcomes[test] = "unbound"
                 continue
             token = object()
