@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from swe_rl.errors import ConfigError
 from swe_rl.harness import warm
 from swe_rl.harness.official import END_TEST_OUTPUT, START_TEST_OUTPUT, TEST_EXIT_CODE, parser_name
-from swe_rl.harness.seal import SELF_HOSTED, Seal, runner_of
+from swe_rl.harness.seal import Seal, runner_of, self_hosted
 from swe_rl.tasks.model import Task
 from swe_rl.tasks.repospec import RepoSpec
 from swe_rl.tasks.rowspec import row_eval_setup, row_spec
@@ -64,13 +64,13 @@ class GradingSpec:
     @property
     def seal_runner(self) -> str | None:
         """The runner whose seal the test command runs with (harness/seal.py: 'pytest', 'unittest', 'sympy'),
-        or None where none can (a row's own script, tox; a runner that is the repository under test)."""
+        or None where none can (a row's own script, a tox that makes its own envs; a runner that is the repository under test)."""
         return None if self.self_hosted else self._runner
 
     @property
     def self_hosted(self) -> bool:
         """Whether the test command's runner is the repository under test (harness/seal.py ``SELF_HOSTED``)."""
-        return self._runner is not None and SELF_HOSTED.get(self.repo) == self._runner
+        return self_hosted(self.repo, self._runner)
 
     @property
     def _runner(self) -> str | None:

@@ -310,8 +310,8 @@ class _Grading:
             )
         elif self.seal is None:
             why = (
-                "the tests ran by a command the seal does not cover (not pytest, django's, unittest's or "
-                "sympy's runner), and the log alone is written by the code under test"
+                "the tests ran by a command the seal does not cover (not pytest, tox in the current env, "
+                "django's, unittest's or sympy's runner), and the log alone is written by the code under test"
             )
         elif self.seal_state == UNAUDITED:
             why = (

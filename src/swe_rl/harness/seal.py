@@ -57,27 +57,44 @@ UNITTEST_COMMAND = re.compile(
 SYMPY_COMMAND = re.compile(
     r"^(?P<assign>(?:[A-Za-z_]\w*=(?:'[^']*'|\"[^\"]*\"|[^\s'\"]*) +)*)(?P<script>(?:\./)?bin/test)(?=\s|$)"
 )
+# tox running its env's commands in the interpreter it runs in (tox-current-env's ``--current-env``), the test
+# directives after ``--`` (swebench's sphinx command, ``tox --current-env -epy39 -v --``): the tox.ini strict
+# grading keeps (a patch's change to it is reverted) runs pytest on ``{posargs}``, which then loads the plugin
+TOX_COMMAND = re.compile(r"^tox(?P<options>(?: +(?:--current-env|-e ?[\w.,-]+|-v+|-q+))+) +--(?=\s|$)")
 # repositories that are their own tests' runner: a patch changes the runner, and the tests run it inside itself
 # (pytest's ``testdir.inline_run``), so the seal's evidence would be the code under test's (graded unverifiable)
-SELF_HOSTED = {"pytest-dev/pytest": "pytest"}
+SELF_HOSTED = {"pytest-dev/pytest": "pytest"}  # repository: the test framework it is
 ENV = "SWE_RL_SEAL"  # the path prefix of the key (.key) and of the sealed results (.out)
 SEALED_PASS = ("passed", "xfail")  # the plugin's outcomes that count as passing
 UNAUDITED = "unverifiable: no audit hooks before Python 3.8"  # a SealCheck state
 UNARMED = "unverifiable: sympy's runner ran no test file by its own runner"  # a SealCheck state (pytest's)
+PLUGGED = ("pytest", "tox")  # the runners pytest's plugin seals (the others run under a launcher)
 MAX_SEALED = 16 * 1024 * 1024  # the names of a few hundred thousand tests, compressed
 
 
 def runner_of(test_cmd: str) -> str | None:
     """Which seal a test command can run with: 'pytest' (``pytest ...``, ``python -m pytest ...``: the plugin),
+    'tox' (``tox --current-env -e ENV ... --``: the plugin, in the pytest run tox.ini's commands make),
     'unittest' (django's ``tests/runtests.py``, ``python -m unittest``: a launcher), 'sympy' (sympy's
-    ``bin/test``: a launcher), or None (anything else: graded strict as unverifiable)."""
+    ``bin/test``: a launcher), or None (anything else, a tox that makes envs of its own among them: graded
+    strict as unverifiable)."""
     if PYTEST_COMMAND.match(test_cmd) is not None:
         return "pytest"
+    tox = TOX_COMMAND.match(test_cmd)
+    if tox is not None and "--current-env" in tox.group("options").split():
+        return "tox"
     if UNITTEST_COMMAND.match(test_cmd) is not None:
         return "unittest"
     if SYMPY_COMMAND.match(test_cmd) is not None:
         return "sympy"
     return None
+
+
+def self_hosted(repo: str, runner: str | None) -> bool:
+    """Whether ``runner`` (:func:`runner_of`) runs the tests by a framework that is ``repo`` itself (tox by
+    pytest)."""
+    framework = "pytest" if runner in PLUGGED else runner
+    return runner is not None and SELF_HOSTED.get(repo) == framework
 
 
 @dataclass
@@ -113,8 +130,8 @@ class Seal:
         loading the plugin, django's, unittest's or sympy's runner under its launcher."""
         if runner_of(test_cmd) != self.runner:
             raise ValueError(f"not a {self.runner} command: {test_cmd!r}")
-        match = PYTEST_COMMAND.match(test_cmd)
-        if match is not None:
+        match = PYTEST_COMMAND.match(test_cmd) or TOX_COMMAND.match(test_cmd)
+        if match is not None:  # tox: the first of the arguments its commands' {posargs} hand pytest
             return f"{match.group(0)} -p {MODULE}{test_cmd[match.end() :]}"
         if self.runner == "sympy":
             return self._sympy(test_cmd)
@@ -142,7 +159,7 @@ class Seal:
         sends no such setting to its server, which finds the plugin itself, and sets it where it runs cold)."""
         folder = shlex.quote(self.scratch)
         found = ""
-        if cold and self.runner == "pytest":  # the launcher of unittest's runners finds its modules itself
+        if cold and self.runner in PLUGGED:  # the launcher of unittest's runners finds its modules itself
             found = f' PYTHONPATH="$PWD/{folder}${{PYTHONPATH:+:$PYTHONPATH}}"'
         return f'{ENV}="$PWD/{shlex.quote(self.prefix)}"{found}'
 
@@ -172,7 +189,7 @@ class Seal:
         ``data``: every sealed test the task's parser keys as that name (from one summary line of its own)
         passed, and there is at least one. A tripwire that fired confirms nothing."""
         # a name that is no pytest id (a parser's own line) is not a test of pytest's to seal
-        passing = [name for name in _success(report) if "::" in name or self.runner != "pytest"]
+        passing = [name for name in _success(report) if "::" in name or self.runner not in PLUGGED]
         sealed = self._open(data)
         if sealed is not None and sealed[1]:
             return SealCheck("tripped", passing, sealed[1])
@@ -215,7 +232,12 @@ class Seal:
 
 # how the runner prints one passing test: pytest's summary line; unittest's verbose line, its description
 # (``str(test)``, then the docstring's first line on a line of its own) and " ... ok"; sympy's verbose line
-_LINES = {"pytest": ("PASSED {}", 0), "unittest": ("{} ... ok", 1), "sympy": ("{} ok", 0)}
+_LINES = {
+    "pytest": ("PASSED {}", 0),
+    "tox": ("PASSED {}", 0),
+    "unittest": ("{} ... ok", 1),
+    "sympy": ("{} ok", 0),
+}
 
 
 def _key(name: str, read: Callable[[str], dict[str, str]], line: tuple[str, int]) -> str | None:

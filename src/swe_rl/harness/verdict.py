@@ -33,7 +33,7 @@ GradeStatus = Literal[
 the ``-rA`` summary): not resolved, and said so rather than shown as an ordinary failure.
 ``sandbox_broken``: the patched code's tests broke the grading sandbox (killed its init or shell): not
 resolved, and scored, never an infrastructure error.
-``unverifiable``: strict mode, tests run by a command the seal does not cover (a row's own eval script, tox), on
+``unverifiable``: strict mode, tests run by a command the seal does not cover (a row's own eval script, a tox that makes its own envs), on
 a Python without audit hooks (before 3.8), or by a ``bin/test`` that did not run sympy's own runner, whose log
 resolves: not resolved, since the code under test writes that log; counted apart
 (``RunSummary.unverifiable``)."""
