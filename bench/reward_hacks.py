@@ -5,7 +5,8 @@ The attacks are the suite's own (tests/harness/test_sealed_results.py and tests/
 code in the fixed package's ``__init__.py``, which strict mode keeps), applied to each task's package; and
 tests/harness/test_seal_unittest.py's on each task run by a django-style runner (its tests as unittest test
 cases, read by swebench's django parser: ``unittest:<attack>``). A real task (``--tasks FILE``) gets the
-family of the runner its strict grading uses (``GradingSpec.seal_runner``): pytest's, the attacks above;
+family of the runner its strict grading uses (``GradingSpec.seal_runner``): pytest's (and tox's, sphinx's
+runner, whose tests pytest runs under the same seal), the attacks above;
 django's (``unittest``), test_seal_unittest's that need nothing of the task's own, forging lines in django's
 format; sympy's, tests/harness/test_seal_sympy.py's that need nothing of the task's own, forging sympy's
 ``<name> ok`` lines. Each goes into the ``__init__.py`` of the package the gold patch fixes. An
@@ -125,7 +126,7 @@ def sympy_patches(task: Task, env: EnvSpec, root: Path) -> dict[str, str]:
 
 
 def runner_of(task: Task) -> str:
-    """The runner whose seal strict grading uses on ``task`` ('pytest', 'unittest', 'sympy'; 'none')."""
+    """The runner whose seal strict grading uses on ``task`` ('pytest', 'tox', 'unittest', 'sympy'; 'none')."""
     return GradingSpec.of(task).seal_runner or "none"
 
 
@@ -165,7 +166,7 @@ def family(
     """(runner, the task graded, attack patches) for each run of ``task``: its own runner's attacks, and for a
     builtin task also its unittest variant's."""
     runner = runner_of(task)
-    made = {"pytest": patches, "unittest": django_patches, "sympy": sympy_patches}.get(runner)
+    made = {"pytest": patches, "tox": patches, "unittest": django_patches, "sympy": sympy_patches}.get(runner)
     runs = [(runner, task, made(task, env, root))] if made is not None and runner in runners else []
     if builtin_mirror(task.repo) is not None and "unittest" in runners:
         variant = unittest_patches(task, env, root)
