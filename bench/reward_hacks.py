@@ -57,6 +57,7 @@ from swe_rl.harness.grade_many import Grader
 from swe_rl.harness.grade_patch import grade_patch
 from swe_rl.harness.verdict import GradingMode, Verdict
 from swe_rl.sandbox.base import EnvSpec, SandboxFactory
+from swe_rl.sandbox.pool import SandboxPool
 from swe_rl.tasks.builtin import builtin_mirror
 from swe_rl.tasks.loaders import load_tasks
 from swe_rl.tasks.model import Task, patch_files
@@ -273,7 +274,7 @@ async def reused(
     made: dict[str, str],
     tally: Tally,
 ) -> None:
-    grader = Grader(factory, idle=1)
+    grader = Grader(SandboxPool(factory, idle=1))
 
     async def grade(patch: str, mode: GradingMode) -> Verdict:
         return await grader.grade(task, patch, env, timeout=TIMEOUT, mode=mode)

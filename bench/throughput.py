@@ -51,8 +51,9 @@ async def _run(
     from swe_rl.harness.grade_many import Grader
     from swe_rl.llm.base import SamplingParams
     from swe_rl.llm.oracle import scripted_for
+    from swe_rl.sandbox.pool import SandboxPool
 
-    grader = Grader(factory, idle=64) if warm else None
+    grader = Grader(SandboxPool(factory, idle=64)) if warm else None
     limit = asyncio.Semaphore(jobs)
     agent = load_agent_config()
     rows: list[dict[str, Any]] = []

@@ -1,4 +1,4 @@
-"""The agents' sandboxes, reused through a reset in place (harness/grade_many.py, ``Grader.agent_sandbox``):
+"""The agents' sandboxes, reused through a reset in place (sandbox/pool.py, the pool a Grader grades from):
 nothing one agent's commands leave reaches the next agent, and no agent gets a sandbox a grading had (its
 warm runner). Real ns sandboxes, a scripted model, episode/run.py's own path."""
 
@@ -9,9 +9,11 @@ from tests.conftest import available_factory
 
 from swe_rl.agent.config import load_agent_config
 from swe_rl.episode.run import run_episode
-from swe_rl.harness.grade_many import Grader
+from swe_rl.errors import SandboxError
+from swe_rl.harness.grade_many import Grader, Slot
 from swe_rl.llm.base import SamplingParams
 from swe_rl.llm.scripted import SUBMIT, ScriptedLLM, bash_reply
+from swe_rl.sandbox.pool import SandboxPool
 
 pytestmark = pytest.mark.ns
 
@@ -38,7 +40,7 @@ def _seen(observation: str) -> set[str]:
 
 async def test_one_agent_cannot_reach_the_next_through_a_reused_sandbox(task_by_id, envs):
     task = task_by_id["swe-rl-builtin__textkit-3"]
-    grader = Grader(available_factory("ns"), idle=2)
+    grader = Grader(SandboxPool(available_factory("ns"), idle=2))
     agent, params = load_agent_config(), SamplingParams()
     # the first agent plants, then probes in the same sandbox: the positive control, every leftover seen
     planter = ScriptedLLM([bash_reply("plant", PLANT), bash_reply("probe", PROBE), bash_reply("go", SUBMIT)])
@@ -53,27 +55,30 @@ async def test_one_agent_cannot_reach_the_next_through_a_reused_sandbox(task_by_
         assert second.trajectory is not None, second.error
         probed = second.trajectory.steps[0].observation
         assert "probed" in probed and _seen(probed) == set(), probed
-        assert grader.stats["agent_created"] == 1 and grader.stats["agent_reused"] == 1, grader.stats
+        agent_counts = grader.pool.counts("agent")
+        assert agent_counts["created"] == 1 and agent_counts["reused"] == 1, agent_counts
 
         # the agents' sandbox is not one a grading had, and has no runner
-        shelves = {use: shelf.free for use, shelf in grader._shelves.items()}
+        shelves = {use: shelf.free for use, shelf in grader.pool._shelves.items()}
         agents = [slot for slots in shelves["agent"].values() for slot in slots]
         graders = [slot for slots in shelves["grading"].values() for slot in slots]
         assert len(agents) == 1 and len(graders) == 1 and agents[0].box is not graders[0].box
-        assert agents[0].runner is None
+        assert agents[0].tenant is None and isinstance(graders[0].tenant, Slot)
     finally:
         await grader.close()
 
 
 async def test_without_reuse_every_agent_gets_a_fresh_sandbox(task_by_id, envs):
     task = task_by_id["swe-rl-builtin__textkit-3"]
-    grader = Grader(available_factory("ns"), reuse=False)
+    pool = SandboxPool(available_factory("ns"), reuse=False)
     seen = []
     try:
         for _ in range(2):
-            async with grader.agent_sandbox(envs.ensure(task)) as box:
+            async with pool.sandbox(envs.ensure(task)) as box:
                 seen.append(box)
                 assert (await box.exec("true", timeout=30)).returncode == 0
+        with pytest.raises(SandboxError):
+            await seen[0].exec("true", timeout=30)  # closed after its lease
     finally:
-        await grader.close()
-    assert seen[0] is not seen[1] and grader.stats["agent_created"] == grader.stats["agent_reused"] == 0
+        await pool.close()
+    assert seen[0] is not seen[1] and pool.counts("agent") == {"created": 0, "reused": 0, "switched": 0}

@@ -15,6 +15,7 @@ from tests.harness.test_reward_hacking import WRAP
 from swe_rl.harness import evalscript, official
 from swe_rl.harness.grade_many import Grader
 from swe_rl.harness.grade_patch import grade_patch
+from swe_rl.sandbox.pool import SandboxPool
 
 DERIVED = {evalscript: ("row_spec", "spec_for", "parser_name"), official: ("parser_name",)}
 
@@ -35,7 +36,7 @@ async def test_the_grading_spec_is_derived_once_per_grading(task_by_id, envs, mo
     for module, names in DERIVED.items():
         for name in names:
             monkeypatch.setattr(module, name, counted(name, getattr(module, name)))
-    grader = Grader(available_factory("ns"), idle=1)
+    grader = Grader(SandboxPool(available_factory("ns"), idle=1))
     try:
         for mode in ("official", "strict"):
             for way in ("fresh", "reused"):

@@ -23,6 +23,7 @@ from swe_rl.harness.grade_many import Grader
 from swe_rl.harness.grade_patch import grade_patch
 from swe_rl.harness.verdict import Verdict
 from swe_rl.sandbox.base import EnvSpec
+from swe_rl.sandbox.pool import SandboxPool
 from swe_rl.tasks.model import Task
 
 pytestmark = pytest.mark.ns
@@ -81,7 +82,7 @@ async def test_each_grading_of_a_reused_sandbox_draws_its_own_hash_secret(task_b
     assert all(follows_its_secret(v) for v in fresh), [(v.status, seen(v)) for v in fresh]
     assert len({seen(v) for v in fresh}) == GRADINGS, "cold runs draw their own secrets"
 
-    grader = Grader(factory, idle=1)
+    grader = Grader(SandboxPool(factory, idle=1))
     try:
         reused = [await grader.grade(task, patch, env, timeout=60) for _ in range(GRADINGS)]
         stats = dict(grader.stats)

@@ -14,6 +14,7 @@ from tests.harness.test_reward_hacking import BY_NAME, Scratch
 from swe_rl.harness.grade_many import Grader
 from swe_rl.harness.grade_patch import grade_in, grade_patch
 from swe_rl.harness.verdict import GradingMode, Verdict
+from swe_rl.sandbox.pool import SandboxPool
 
 pytestmark = pytest.mark.ns
 
@@ -54,7 +55,7 @@ async def test_no_attack_reaches_the_next_gradings_in_a_reused_sandbox(mode: Gra
         await grade_in(box, task, patches[force.name], timeout=60)
         assert (await grade_in(box, task, readme[force.instance], timeout=60)).resolved
 
-    grader = Grader(factory, idle=1)
+    grader = Grader(SandboxPool(factory, idle=1))
     reached: list[str] = []
     try:
         for attack in BY_NAME.values():

@@ -33,6 +33,7 @@ from swe_rl.harness.grade_many import Grader
 from swe_rl.harness.grade_patch import grade_in, grade_patch
 from swe_rl.harness.verdict import GradingMode, Verdict
 from swe_rl.sandbox.base import EnvSpec, SandboxFactory
+from swe_rl.sandbox.pool import SandboxPool
 from swe_rl.tasks.model import Task
 
 # A module that the standard library imports inside try/except ImportError (copy and pickle try
@@ -160,7 +161,7 @@ async def _grade_matrix(
             return await grade_patch(task, patch, factory, env, timeout=TIMEOUT, mode=mode)
 
     async def reused(patch: str, mode: GradingMode) -> tuple[list[Verdict], dict[str, int]]:
-        grader = Grader(factory, idle=1)
+        grader = Grader(SandboxPool(factory, idle=1))
         try:
             verdicts = []
             for each in (patch, patch, readme):

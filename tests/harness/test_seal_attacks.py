@@ -22,6 +22,7 @@ from swe_rl.harness.grade_many import Grader
 from swe_rl.harness.grade_patch import grade_patch
 from swe_rl.harness.verdict import Verdict
 from swe_rl.sandbox.base import EnvSpec
+from swe_rl.sandbox.pool import SandboxPool
 from swe_rl.tasks.model import Task, patch_files
 
 FORGE_AT_EXIT = """
@@ -334,7 +335,7 @@ async def test_attacks_through_a_reused_grader(attacks):
     """Use N attacks, use N+1 (the gold patch, in the same sandbox, reset in place, the warm runner's next
     run) is graded as a fresh one would be."""
     task, env, patches = attacks
-    grader = Grader(available_factory("ns"), idle=1)
+    grader = Grader(SandboxPool(available_factory("ns"), idle=1))
     try:
         for attack in ATTACKS:
             official = await grader.grade(task, patches[attack], env, timeout=120, mode="official")
@@ -412,7 +413,7 @@ async def test_comparisons_that_lie_are_flagged(backend, always_equal):
 @pytest.mark.ns
 async def test_comparisons_that_lie_through_a_reused_grader(always_equal):
     task, env, patch = always_equal
-    grader = Grader(available_factory("ns"), idle=1)
+    grader = Grader(SandboxPool(available_factory("ns"), idle=1))
     try:
         for _ in range(2):
             _flagged(await grader.grade(task, patch, env, timeout=120, mode="strict"))

@@ -27,6 +27,7 @@ from swe_rl.harness.grade_many import Grader
 from swe_rl.harness.grade_patch import grade_patch
 from swe_rl.harness.seal import Seal, runner_of
 from swe_rl.harness.verdict import Verdict
+from swe_rl.sandbox.pool import SandboxPool
 from swe_rl.tasks.model import Task
 
 RUNTESTS = '''#!/usr/bin/env python
@@ -390,7 +391,7 @@ async def test_attacks_on_the_unittest_runner_are_not_resolved(backend, cases, a
 async def attacks_then_gold(task: Task, env, patches: dict[str, str], refused) -> None:  # type: ignore[no-untyped-def]
     """Through one reused ns Grader: use N attacks (``refused(verdict, attack)`` checks it), use N+1 (the gold
     patch, in the same sandbox, reset in place) is graded as fresh."""
-    grader = Grader(available_factory("ns"), idle=1)
+    grader = Grader(SandboxPool(available_factory("ns"), idle=1))
     try:
         for attack, patch in patches.items():
             refused(await grader.grade(task, patch, env, timeout=120, mode="strict"), attack)

@@ -20,6 +20,7 @@ from swe_rl.harness.grade_many import Grader
 from swe_rl.harness.grade_patch import grade_patch
 from swe_rl.harness.seal import Seal
 from swe_rl.harness.verdict import Verdict
+from swe_rl.sandbox.pool import SandboxPool
 from swe_rl.tasks.model import Task
 
 # Before any test runs: pytest's capture suspended (its CaptureManager found among the live objects), PASSED
@@ -202,7 +203,7 @@ async def test_a_seal_signed_with_the_key_would_be_taken(wrap, monkeypatch):
 async def test_forked_runs_are_sealed(wrap):
     """Through one Grader (ns): the sandbox is reset in place and the warm runner forks the runs."""
     task, env, patches = wrap
-    grader = Grader(available_factory("ns"), idle=1)
+    grader = Grader(SandboxPool(available_factory("ns"), idle=1))
     try:
         gold = [await grader.grade(task, task.patch, env, timeout=120, mode="strict") for _ in range(2)]
         assert [(v.resolved, v.seal) for v in gold] == [(True, "confirmed")] * 2

@@ -18,6 +18,7 @@ from tests.conftest import available_factory, readme_patch
 
 from swe_rl.harness.grade_many import Grader
 from swe_rl.harness.grade_patch import grade_in, grade_patch
+from swe_rl.sandbox.pool import SandboxPool
 
 pytestmark = pytest.mark.ns
 
@@ -102,7 +103,7 @@ async def test_requests_queued_on_the_runner_in_one_use_are_not_served_in_the_ne
     readme = await readme_patch(factory, env)
     fresh = await grade_patch(task, readme, factory, env, timeout=60, mode=mode)
     assert not fresh.resolved and fresh.status == "unresolved"
-    grader = Grader(factory, idle=1)
+    grader = Grader(SandboxPool(factory, idle=1))
     try:
         assert (
             await grader.grade(task, task.patch, env, timeout=60, mode=mode)
@@ -140,7 +141,7 @@ async def test_requests_queued_on_the_runner_in_one_use_are_not_served_in_the_ne
 async def test_a_wedged_runner_is_let_go_before_the_next_use(task_by_id, envs):
     task = task_by_id["swe-rl-builtin__textkit-3"]
     env = envs.ensure(task)
-    grader = Grader(available_factory("ns"), idle=1)
+    grader = Grader(SandboxPool(available_factory("ns"), idle=1))
     try:
         assert (await grader.grade(task, task.patch, env, timeout=60)).resolved
         async with grader.sandbox(env) as slot:
@@ -174,7 +175,7 @@ async def test_an_attack_from_the_patched_module_reaches_nothing_of_the_next_gra
         attack = await box.diff()
     readme = await readme_patch(factory, env)
     fresh = await grade_patch(task, readme, factory, env, timeout=60, mode=mode)
-    grader = Grader(factory, idle=1)
+    grader = Grader(SandboxPool(factory, idle=1))
     try:
         assert (await grader.grade(task, task.patch, env, timeout=60, mode=mode)).resolved
         assert (await grader.grade(task, attack, env, timeout=60, mode=mode)).test_runner == "forked"

@@ -57,6 +57,6 @@ def test_grpo_episodes_reuse_the_executors_sandboxes_across_steps(
     assert all(r["exit_status"] not in ("infra_error", "agent_error") and r["n_steps"] > 0 for r in rows), (
         rows
     )
-    stats = executor.grader.stats
+    stats = executor.grader.pool.counts("agent")
     # step 0's two agents got new sandboxes, step 1's got the same two back, reset in place
-    assert stats["agent_created"] == 2 and stats["agent_reused"] == 2, stats
+    assert stats["created"] == 2 and stats["reused"] == 2, stats

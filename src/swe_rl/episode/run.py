@@ -92,14 +92,14 @@ async def run_episode(
 ) -> Episode:
     """Run one episode; never raises for an infrastructure failure (see the module's docstring).
 
-    ``grader``: lends the agent's sandbox and grades, both in reused sandboxes (harness/grade_many.py); None:
-    each in a fresh sandbox of ``factory``."""
+    ``grader``: grades in reused sandboxes (harness/grade_many.py), and its pool (sandbox/pool.py) lends the
+    agent's sandbox; None: each in a fresh sandbox of ``factory``."""
     settings = settings or EpisodeSettings()
     started = time.monotonic()
     episode = Episode(instance_id=task.instance_id)
     try:
         env = await asyncio.to_thread(cache.ensure, task)
-        lent = grader.agent_sandbox(env, settings.limits) if grader is not None else None
+        lent = grader.pool.sandbox(env, settings.limits) if grader is not None else None
         async with lent or await factory.create(env, settings.limits) as box:
             episode.trajectory = traj = await run_agent(
                 task, box, llm, agent, params, context=context, workdir=env.workdir

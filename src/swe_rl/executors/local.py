@@ -19,6 +19,7 @@ from swe_rl.llm.base import LLM
 from swe_rl.llm.select import ModelChoice
 from swe_rl.rl.rollout import run_rollout
 from swe_rl.sandbox.base import SandboxFactory
+from swe_rl.sandbox.pool import SandboxPool
 from swe_rl.tasks.model import Task, parse_task
 
 # grading sandboxes kept between episodes (each with a warm runner, ~30 MiB), and as many agents' sandboxes
@@ -53,7 +54,7 @@ class LocalExecutor:
         self.capacity = capacity
         self.tasks = {t.instance_id: t for t in tasks or []}
         self.models = models or ModelBook()
-        self.grader = Grader(factory, idle=min(capacity, IDLE_GRADING), reuse=reuse_grading)
+        self.grader = Grader(SandboxPool(factory, idle=min(capacity, IDLE_GRADING), reuse=reuse_grading))
         self.slots = asyncio.Semaphore(capacity)
         self.running = 0
 

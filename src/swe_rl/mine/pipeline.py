@@ -36,6 +36,7 @@ from swe_rl.mine.state import (
 )
 from swe_rl.mine.validate import validate
 from swe_rl.sandbox.base import SandboxFactory
+from swe_rl.sandbox.pool import SandboxPool
 from swe_rl.tasks.model import Task
 
 MINE_OWNER = "swe-rl-mine"
@@ -149,7 +150,7 @@ class Miner:
         folder = name or history.path.name.removesuffix(".git")  # owner__name for a mirror named by the user
         self.name = safe_name(folder)
         self.started = time.monotonic()
-        self.grader = Grader(factory, idle=options.concurrency)
+        self.grader = Grader(SandboxPool(factory, idle=options.concurrency))
         self.exclusion = Exclusion()
 
     async def run(self, out: Path) -> MineReport:

@@ -209,14 +209,15 @@ class RolloutHandlers:
         return {"ok": True, "cancelled": self.node.cancel(request.path_params["rollout_id"])}
 
     async def healthz(self, request: Request) -> dict[str, Any]:
-        node = self.node
+        node, grader = self.node, self.node.executor.grader
         return {
             "ok": True,
             "running": node.running,
             "waiting": node.waiting,
             "capacity": node.capacity,
             "grading_loaded_s": self.grading_loaded,
-            "grading_sandboxes": dict(node.executor.grader.stats) if node.executor.grader.reuse else None,
+            "grading_sandboxes": grader.stats if grader.reuse else None,
+            "agent_sandboxes": grader.pool.counts("agent") if grader.reuse else None,
         }
 
     async def render_metrics(self, request: Request) -> Any:
@@ -271,8 +272,8 @@ def create_app(
     """``capacity`` defaults to what the machine's CPUs and memory allow (executors.default_capacity).
 
     ``gym_tokenizer``: the policy's tokenizer for NeMo-Gym-shaped requests (service/gym_agent.py), which
-    name none. ``reuse_grading``: keep agent and grading sandboxes between rollouts (harness/grade_many.py);
-    they are closed with the app."""
+    name none. ``reuse_grading``: keep agent and grading sandboxes between rollouts (sandbox/pool.py,
+    harness/grade_many.py); they are closed with the app."""
     node = RolloutNode(factory, cache, tasks or [], capacity or default_capacity(), wait, reuse_grading)
     handlers = RolloutHandlers(node, token, gym_tokenizer)
     app = Starlette(

@@ -25,6 +25,7 @@ from swe_rl.envs.cache import EnvCache
 from swe_rl.errors import ConfigError
 from swe_rl.harness.grade_many import Grader
 from swe_rl.sandbox.base import EnvSpec, SandboxFactory
+from swe_rl.sandbox.pool import SandboxPool
 from swe_rl.synth.mutations import MUTATION_KINDS, Candidate, combinations, same_bytecode
 from swe_rl.synth.mutators import find_mutations
 from swe_rl.synth.options import KindStats, SynthOptions, SynthReport
@@ -80,7 +81,7 @@ class Synthesizer:
         self.started = time.monotonic()
         self._limit = asyncio.Semaphore(options.concurrency)
         # candidates run in sandboxes reset in place between runs, each with a warm test runner
-        self.sandboxes = Grader(factory, idle=options.concurrency)
+        self.sandboxes = Grader(SandboxPool(factory, idle=options.concurrency))
 
     async def run(self, sources: Sequence[SourceTree]) -> SynthReport:
         try:
