@@ -2,7 +2,7 @@
 
     python bench/cache_relayout.py ENV_CACHE [--mirror SOURCE ...]
 
-1. Venv files shared by content (envs/layers.py ``share_venv_files``): every venv's ``lib/`` files linked to
+1. Venv files shared by content (envs/store/venv_clones.py ``share_venv_files``): every venv's ``lib/`` files linked to
    ``venvfiles/``, a shared venv's links into uv's cache included (as a new build does), and a clone's too (a new
    build links a clone's files to its shared venv's, which this brings to the same inodes).
 2. For each ``--mirror`` (the source string the cache was built with, e.g. ``repos/matplotlib/matplotlib.git``):
@@ -23,9 +23,9 @@ import sys
 import time
 from pathlib import Path
 
-from swe_rl.envs.gitpacks import PackStore, link_packs
-from swe_rl.envs.layers import VENV_FILES, share_venv_files
-from swe_rl.envs.testbed import PROMISOR_NOWHERE, as_sealed_partial_clone
+from swe_rl.envs.build.testbed import PROMISOR_NOWHERE, as_sealed_partial_clone
+from swe_rl.envs.store.gitpacks import PackStore, link_packs
+from swe_rl.envs.store.venv_clones import VENV_FILES, share_venv_files
 from swe_rl.gitutil import git
 
 PARTS = ("testbeds", "venvs", "gitpacks", VENV_FILES)

@@ -23,8 +23,8 @@ async def main(rounds: int, per_round: int, out: Path) -> dict:
     import os
 
     os.environ.setdefault("SWE_RL_CACHE", tempfile.mkdtemp(prefix="swe-rl-bench-"))
+    from swe_rl.envs.build.venv import compile_venv
     from swe_rl.envs.cache import EnvCache
-    from swe_rl.envs.venv import compile_venv
     from swe_rl.harness.grade_patch import grade_patch
     from swe_rl.sandbox import get_factory
     from swe_rl.tasks.builtin import builtin_tasks

@@ -1,5 +1,5 @@
 """Issue #39: the git history the pack stores of an env cache would hold for a list of instances, built in a given
-order, without building their envs: each base's pack chain (swe_rl.envs.gitpacks.PackStore) made in a scratch cache.
+order, without building their envs: each base's pack chain (swe_rl.envs.store.gitpacks.PackStore) made in a scratch cache.
 Runs are the order `env build` would take them in: each run's instances per repository oldest first.
 
     python bench/history_packs.py PARQUET REPOS SCRATCH RUN1.txt [RUN2.txt ...] [--chunk 50 --rest REST.txt]
@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 
-from swe_rl.envs.gitpacks import ANCHOR_EVERY, PackStore
+from swe_rl.envs.store.gitpacks import ANCHOR_EVERY, PackStore
 from swe_rl.errors import InfraError
 
 

@@ -404,9 +404,10 @@ def main() -> None:
     parser.add_argument("--no-reused", action="store_true", help="fresh gradings only")
     parser.add_argument(
         "--runners",
-        default="pytest,unittest,sympy",
-        help="the test runners: pytest (the tasks as they are), unittest (django's runner; for a builtin task "
-        "its tests as unittest test cases run by a django-style runner, read by django's log parser), sympy",
+        default="pytest,tox,unittest,sympy",
+        help="the test runners: pytest (the tasks as they are), tox (sphinx's: pytest's attacks), unittest "
+        "(django's runner; for a builtin task its tests as unittest test cases run by a django-style runner, "
+        "read by django's log parser), sympy",
     )
     parser.add_argument(
         "--timeout",

@@ -30,7 +30,7 @@ import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path, PurePosixPath
 
-from swe_rl.envs.repos import find_repo_source
+from swe_rl.envs.build.repo_sources import find_repo_source
 from swe_rl.errors import ConfigError, SweRlError
 from swe_rl.harness.steering import CONFIG_SUFFIXES, REFUSE, action_for, path_rule, shadow_names
 from swe_rl.tasks.loaders import load_tasks

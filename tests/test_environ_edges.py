@@ -15,10 +15,10 @@ import swe_rl
 PACKAGE = Path(swe_rl.__file__).parent
 EDGES = ("cli/", "integrations/")
 ALLOWED = {
-    "envs/interpreters.py": "path defaults: PYENV_ROOT, UV_PYTHON_INSTALL_DIR (where interpreters live)",
+    "envs/build/interpreters.py": "path defaults: PYENV_ROOT, UV_PYTHON_INSTALL_DIR (where interpreters live)",
     "gitutil.py": "a child's environment: git runs without the caller's GIT_* variables",
-    "envs/install_tools.py": "a child's environment: the installer's uv and pip get the host's proxy and UV_* variables",
-    "envs/system_deps.py": "a child's environment: apt-get (--install-system-deps) gets the host's, non-interactive",
+    "envs/build/install_tools.py": "a child's environment: the installer's uv and pip get the host's proxy and UV_* variables",
+    "envs/build/system_deps.py": "a child's environment: apt-get (--install-system-deps) gets the host's, non-interactive",
     "llm/openai.py": "the provider's credential, OPENAI_API_KEY, read where the client is made so keys never "
     "travel in a request to a remote node",
 }

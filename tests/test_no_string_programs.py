@@ -1,5 +1,5 @@
 """No program that runs as root, in a sandbox or in a subprocess is Python source held in a string (#59): each is
-a real file (sandbox/helper/, envs/invenv/, harness/insandbox/, synth/insandbox/) that ruff, mypy and test_sizes
+a real file (sandbox/helper/, envs/build/invenv/, harness/insandbox/, synth/insandbox/) that ruff, mypy and test_sizes
 see, staged or run by path or fed to its interpreter from that file."""
 
 from __future__ import annotations
@@ -24,8 +24,8 @@ PROGRAMS = {
     "sandbox/helper/spawn_helper.py": (3, 11),  # the caller's own interpreter, with -S
     "sandbox/helper/reset_worker.py": (3, 11),
     "sandbox/helper/tree_walk.py": (3, 11),
-    "envs/invenv/import_probe.py": (3, 5),  # the venv's
-    "envs/invenv/missing_requirements.py": (3, 5),
+    "envs/build/invenv/import_probe.py": (3, 5),  # the venv's
+    "envs/build/invenv/missing_requirements.py": (3, 5),
     "synth/insandbox/swe_rl_synth_trace.py": (3, 5),  # the env's, in a sandbox
     "harness/insandbox/list_modules.py": (3, 5),
 }

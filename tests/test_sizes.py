@@ -26,11 +26,11 @@ _SPLIT = "to split by responsibility: "
 # fmt: off
 ALLOWED = {  # module, or module::function -> why it may be over its cap for now
     "envs/cache.py": _SPLIT + "lookups and builds (ensure, get, key_for) / upkeep (gc, disk_usage, pack)",
-    "envs/installer.py": _SPLIT + "running a command and remedying its failures / the build's steps and lock",
+    "envs/build/installer.py": _SPLIT + "running a command and remedying its failures / the build's steps and lock",
     "sandbox/ns.py": _SPLIT + "the bwrap lifecycle (start, teardown, reset) / commands and files over the shell",
     "sandbox/docker.py": _SPLIT + "the Docker host (client, base image, reaping leftovers) / sandbox and factory",
     "envs/cache.py::EnvCache._gc": _SPLIT + "removing build leftovers / removing what no kept record uses",
-    "envs/installer.py::InstallRun.build": _SPLIT + "installing the recipe's parts in order / the lock's notes",
+    "envs/build/installer.py::InstallRun.build": _SPLIT + "installing the recipe's parts in order / the lock's notes",
     "harness/insandbox/seal_plugin.py::_recorders": _SPLIT + "arming a test's recorder / judging its reports",
     "harness/insandbox/seal_sympy.py::_handlers": _SPLIT + "arming a test file's namespace / judging its reports",
     "cli/eval.py::eval_command": _SPLIT + "options into settings / running the eval and printing its summary",

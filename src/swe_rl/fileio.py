@@ -48,7 +48,7 @@ def exchange(a: Path, b: Path) -> None:
 
 
 def thaw_link(link: Path) -> bool:
-    """Replace ``link``, a symbolic link to a directory (a packed tree: envs/packed.py), by a copy of that
+    """Replace ``link``, a symbolic link to a directory (a packed tree: envs/store/packing.py), by a copy of that
     directory: names, bytes, modes, owners, mtimes and symbolic links as they are. The copy is made beside it
     and exchanged with the link in one step, so the path always leads to the same files. False when ``link`` is
     not a link (any more)."""

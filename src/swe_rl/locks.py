@@ -2,9 +2,9 @@
 
 :func:`exclusive` is the ``filelock`` library's lock (``flock(2)`` underneath). :class:`Flock` is ``flock(2)``
 by hand, kept for the two things that library cannot do: a shared lock (readers beside readers, a writer
-alone: builds beside builds, a pack alone, envs/packed.py's ``pack_lock``) and a lock on a directory (a pack
+alone: builds beside builds, a pack alone, envs/store/packing.py's ``pack_lock``) and a lock on a directory (a pack
 store's work directory, locked while in use so that one a killed build left is known by its free lock:
-envs/gitpacks.py). Both are flocks, so each sees the other's (and any other program's) on the same file.
+envs/store/gitpacks.py). Both are flocks, so each sees the other's (and any other program's) on the same file.
 
 A lock file is made where missing and never removed: every waiter locks the same inode.
 """

@@ -16,7 +16,7 @@ from typing import Any
 
 from tests.envs.helpers import git
 
-from swe_rl.envs.venv import seed_from_host
+from swe_rl.envs.build.venv import seed_from_host
 
 PYTHON = "/usr/bin/python3.11"
 BINARIES = [

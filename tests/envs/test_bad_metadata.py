@@ -12,7 +12,7 @@ import sysconfig
 import pytest
 from tests.envs.test_dating import AFTER, BEFORE, build, make_c_sdist, pins, uv_alone
 
-from swe_rl.envs.install_tools import uv_binary
+from swe_rl.envs.build.install_tools import uv_binary
 
 pytestmark = [
     pytest.mark.skipif(uv_binary() is None, reason="uv is not installed (pip install uv)"),

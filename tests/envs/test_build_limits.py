@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from swe_rl.envs.install_tools import run_bounded
+from swe_rl.envs.build.install_tools import run_bounded
 from swe_rl.sandbox.base import Limits
 
 pytestmark = pytest.mark.ns  # root and a cgroup hierarchy

@@ -19,9 +19,9 @@ from tests.envs.index import Index
 from tests.envs.test_dating import AFTER, BEFORE, TASK_DATE, build, make_c_sdist, pins
 from tests.envs.test_wheels import LATEST, PLATFORM_TAG
 
-from swe_rl.envs.install_tools import uv_binary
-from swe_rl.envs.uv_output import DEPENDENCY_FAILED
-from swe_rl.envs.venv import create_venv, host_interpreter
+from swe_rl.envs.build.install_tools import uv_binary
+from swe_rl.envs.build.uv_output import DEPENDENCY_FAILED
+from swe_rl.envs.build.venv import create_venv, host_interpreter
 
 pytestmark = [
     pytest.mark.skipif(uv_binary() is None, reason="uv is not installed (pip install uv)"),

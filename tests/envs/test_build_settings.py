@@ -25,10 +25,10 @@ import pytest
 from tests.envs.helpers import git, make_repo
 from tests.envs.test_dating import AFTER, BEFORE, build, make_old_backend_repo, pins
 
+from swe_rl.envs.build.install_tools import uv_binary
+from swe_rl.envs.build.pins import LOCK_NAME
+from swe_rl.envs.build.recipe import InstallOptions
 from swe_rl.envs.cache import EnvCache
-from swe_rl.envs.freeze import LOCK_NAME
-from swe_rl.envs.install_tools import uv_binary
-from swe_rl.envs.recipe import InstallOptions
 from swe_rl.errors import EnvBuildError
 from swe_rl.tasks.model import Task
 

@@ -17,13 +17,13 @@ import pytest
 from tests.envs.helpers import git, make_repo, make_wheel, widget_task
 from tests.envs.index import Index
 
+from swe_rl.envs.build.dating import widened_in
+from swe_rl.envs.build.install_tools import uv_binary
+from swe_rl.envs.build.installer import InstallRun
+from swe_rl.envs.build.pins import LOCK_NAME
+from swe_rl.envs.build.recipe import EnvRecipe, InstallOptions
+from swe_rl.envs.build.venv import create_venv, host_interpreter
 from swe_rl.envs.cache import EnvCache
-from swe_rl.envs.dating import widened_in
-from swe_rl.envs.freeze import LOCK_NAME
-from swe_rl.envs.install_tools import uv_binary
-from swe_rl.envs.installer import InstallRun
-from swe_rl.envs.recipe import EnvRecipe, InstallOptions
-from swe_rl.envs.venv import create_venv, host_interpreter
 from swe_rl.errors import EnvBuildError
 
 pytestmark = [
@@ -404,7 +404,7 @@ def test_setuptools_plugins_follow_the_build_tools_date_not_the_tasks(tmp_path, 
 def test_a_traceback_through_prepare_metadata_for_build_editable_is_not_a_missing_pep_660_hook():
     """matplotlib 3.4's metadata step failed inside prepare_metadata_for_build_editable (a setuptools-scm
     error): that is not a backend without build_editable, and pip's legacy path must not be taken for it."""
-    from swe_rl.envs.uv_output import NO_PEP660
+    from swe_rl.envs.build.uv_output import NO_PEP660
 
     astroid = "AttributeError: module 'setuptools.build_meta' has no attribute 'build_editable'"
     matplotlib = "Call to `setuptools.build_meta:__legacy__.prepare_metadata_for_build_editable` failed"

@@ -7,7 +7,7 @@ import subprocess
 from pathlib import Path
 
 from swe_rl.envs.cache import ENV_PARTS, EnvCache
-from swe_rl.envs.disk import disk_usage
+from swe_rl.envs.store.disk_usage import disk_usage
 
 
 def _du(*paths: Path) -> list[int]:

@@ -14,9 +14,9 @@ from pathlib import Path
 import pytest
 from tests.envs.helpers import git
 
-from swe_rl.envs import gitpacks
-from swe_rl.envs.gitpacks import PackStore, link_packs
-from swe_rl.envs.testbed import make_testbed
+from swe_rl.envs.build.testbed import make_testbed
+from swe_rl.envs.store import gitpacks
+from swe_rl.envs.store.gitpacks import PackStore, link_packs
 from swe_rl.sandbox.shell import diff_command
 
 
@@ -177,7 +177,7 @@ def test_gc_removes_a_killed_makes_work_dir_but_not_a_running_ones(tmp_path):
     bare, head = _heavy_mirror(tmp_path)
     root = tmp_path / "cache"
     code = (
-        "import sys; from pathlib import Path; from swe_rl.envs.gitpacks import PackStore; "
+        "import sys; from pathlib import Path; from swe_rl.envs.store.gitpacks import PackStore; "
         "PackStore(Path(sys.argv[1]), sys.argv[2]).chain(sys.argv[3])"
     )
     child = subprocess.Popen([sys.executable, "-c", code, str(root), str(bare), head], start_new_session=True)

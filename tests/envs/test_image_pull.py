@@ -15,7 +15,7 @@ import pytest
 from tests.conftest import available_factory
 
 from swe_rl.envs.cache import EnvCache
-from swe_rl.envs.image_pull import image_inventory, pull_images, split_name
+from swe_rl.envs.images.pull import image_inventory, pull_images, split_name
 from swe_rl.sandbox.docker import BASE_IMAGE
 
 pytestmark = pytest.mark.docker

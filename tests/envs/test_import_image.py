@@ -11,7 +11,7 @@ from tests.conftest import available_factory
 from tests.envs import rootfs
 
 from swe_rl.envs.cache import EnvCache
-from swe_rl.envs.from_images import import_image, instance_from_image
+from swe_rl.envs.images.importing import import_image, instance_from_image
 from swe_rl.harness.grade_patch import grade_patch, run_tests
 from swe_rl.tasks.model import Task
 

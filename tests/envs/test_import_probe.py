@@ -1,4 +1,4 @@
-"""The import probe (envs/invenv/import_probe.py, fed by envs/import_check.py to the venv's interpreter): a real venv
+"""The import probe (envs/build/invenv/import_probe.py, fed by envs/build/import_check.py to the venv's interpreter): a real venv
 with a distribution that requires numpy and fails at import in another distribution's file."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from swe_rl.envs.import_check import ImportFailure, failed_imports
+from swe_rl.envs.build.import_check import ImportFailure, failed_imports
 
 
 def _dist(site: Path, name: str, version: str, module: str, code: str, requires: str = "") -> None:

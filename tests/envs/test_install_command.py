@@ -9,9 +9,9 @@ import re
 
 import pytest
 
-from swe_rl.envs.install_tools import uv_binary
-from swe_rl.envs.installer import InstallRun
-from swe_rl.envs.recipe import EnvRecipe
+from swe_rl.envs.build.install_tools import uv_binary
+from swe_rl.envs.build.installer import InstallRun
+from swe_rl.envs.build.recipe import EnvRecipe
 
 pytestmark = pytest.mark.skipif(uv_binary() is None, reason="uv is not installed (pip install uv)")
 

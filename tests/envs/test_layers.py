@@ -1,11 +1,11 @@
-"""What an instance's venv clone shares with its version's venv (envs/layers.py): package files are hard links,
+"""What an instance's venv clone shares with its version's venv (envs/store/venv_clones.py): package files are hard links,
 what installs rewrite in place is the clone's own. Checked on a venv tree laid out as the installers leave it."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from swe_rl.envs.layers import clone_venv
+from swe_rl.envs.store.venv_clones import clone_venv
 
 SITE = "lib/python3.9/site-packages"
 FILES = {
@@ -44,7 +44,7 @@ def test_a_clones_conda_only_packages_are_its_shared_venvs(tmp_path):
     own records name none, and the validator must still hear of them (xarray 0.12's cdms2)."""
     import json
 
-    from swe_rl.envs.venvbuild import skipped_conda_packages
+    from swe_rl.envs.build.venvbuild import skipped_conda_packages
 
     shared, clone = tmp_path / "venvs" / "aaaa", tmp_path / "venvs" / "bbbb"
     for venv, record in (

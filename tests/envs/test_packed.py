@@ -1,4 +1,4 @@
-"""Envs packed into a read-only image (envs/packed.py) grade as the loose ones did, and the image is a lower
+"""Envs packed into a read-only image (envs/store/packing.py) grade as the loose ones did, and the image is a lower
 layer nothing can change: not a sandbox, not root on the host, not a reboot that finds it altered.
 
 Each attack carries its control: the same write into the loose tree succeeds (the target exists and is
@@ -20,8 +20,7 @@ import pytest
 from tests.conftest import available_factory
 
 from swe_rl.envs.cache import EnvCache
-from swe_rl.envs.packed import packable
-from swe_rl.envs.packimage import (
+from swe_rl.envs.store.pack_images import (
     TRASH,
     PackError,
     collect_trash,
@@ -30,6 +29,7 @@ from swe_rl.envs.packimage import (
     manifests,
     mount_image,
 )
+from swe_rl.envs.store.packing import packable
 from swe_rl.harness.grade_patch import grade_in, grade_patch
 from swe_rl.sandbox.base import EnvSpec
 from swe_rl.sandbox.identity import SANDBOX_UID, own_testbed
@@ -363,16 +363,18 @@ async def test_a_dataset_build_with_pack_measures_its_disk_after_the_pack(cache,
 def test_a_pack_is_not_starved_by_builds_that_keep_coming(tmp_path):
     """Two builds hand the shared lock to each other: each lets go only once the other holds it too, so the lock
     is never free. A pack must still get its turn (the builds that come after it wait for it). The control: the
-    bare shared lock alone, the same hand-over, never lets the pack in."""
+    bare shared lock alone, the same hand-over, never lets the pack in. (The hand-over counts holders under one
+    condition, so the two never let go at once: with an event each, both could see the other's and leave
+    together, a moment the lock was free, and the control let the pack in on a loaded machine.)"""
     import threading
 
-    from swe_rl.envs.packed import pack_lock
+    from swe_rl.envs.store.packing import pack_lock
 
     def run(gated: bool) -> bool:
         root = tmp_path / ("gated" if gated else "bare")
         (root / "locks").mkdir(parents=True)
-        stop, packed = threading.Event(), threading.Event()
-        held = [threading.Event(), threading.Event()]
+        stop, packed, turn = threading.Event(), threading.Event(), threading.Condition()
+        holders: list[int] = []  # the builds holding the lock, in the order they took it
 
         def shared() -> contextlib.AbstractContextManager[object]:
             if gated:
@@ -381,21 +383,31 @@ def test_a_pack_is_not_starved_by_builds_that_keep_coming(tmp_path):
 
         def build(me: int) -> None:
             while not stop.is_set():
-                with shared():
-                    held[me].set()
-                    held[1 - me].wait(2)  # the other holds it too (or is kept out by the pack's gate)
-                    held[1 - me].clear()
+                with shared(), turn:
+                    holders.append(me)
+                    turn.notify_all()
+                    # the earlier holder leaves once the other holds it too; or, after 2 s, the other is
+                    # kept out by the pack's gate
+                    turn.wait_for(
+                        lambda: (holders[0] == me and len(holders) >= 2) or stop.is_set(), timeout=2
+                    )
+                    holders.remove(me)
+                    turn.notify_all()
 
         def packer() -> None:
             with pack_lock(root, exclusive=True):
                 packed.set()
 
-        for me in (0, 1):
-            threading.Thread(target=build, args=(me,), daemon=True).start()
-        assert held[0].wait(2) or held[1].wait(2)
+        builds = [threading.Thread(target=build, args=(me,), daemon=True) for me in (0, 1)]
+        for thread in builds:
+            thread.start()
+        with turn:
+            assert turn.wait_for(lambda: len(holders) >= 1, timeout=2)
         threading.Thread(target=packer, daemon=True).start()
         got = packed.wait(8 if gated else 4)
         stop.set()
+        for thread in builds:  # none outlives its folder
+            thread.join(5)
         return got
 
     assert run(gated=True)

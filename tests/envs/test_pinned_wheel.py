@@ -18,12 +18,12 @@ from tests.envs.index import Index
 from tests.envs.test_dating import BEFORE, TASK_DATE, pins
 from tests.envs.test_wheels import LATER, LATEST, PLATFORM_TAG, serve_sdist
 
+from swe_rl.envs.build.dating import REPLACED, Widening, widenings_in
+from swe_rl.envs.build.install_tools import uv_binary
+from swe_rl.envs.build.pins import LOCK_NAME
+from swe_rl.envs.build.remedies import replace_pins
+from swe_rl.envs.build.venvbuild import shared_env_of
 from swe_rl.envs.cache import EnvCache
-from swe_rl.envs.dating import REPLACED, Widening, widenings_in
-from swe_rl.envs.freeze import LOCK_NAME
-from swe_rl.envs.install_tools import uv_binary
-from swe_rl.envs.remedies import replace_pins
-from swe_rl.envs.venvbuild import shared_env_of
 from swe_rl.tasks.model import Task
 
 pytestmark = [

@@ -1,4 +1,4 @@
-"""What pip's fallback leaves out with ``--no-deps`` (envs/pip_fallback.py): read in the venv from the installed
+"""What pip's fallback leaves out with ``--no-deps`` (envs/build/pip_fallback.py): read in the venv from the installed
 distributions' metadata, the repo's own with the extras its install command asks. Python 3.8 on reads it with
 importlib.metadata, older ones with pip's pkg_resources; both are run here on a real venv with the repo
 installed by ``setup.py develop`` (astropy 3.1's way)."""
@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from swe_rl.envs.interpreters import find_python
-from swe_rl.envs.pip_fallback import missing_requirements, requested_extras
+from swe_rl.envs.build.interpreters import find_python
+from swe_rl.envs.build.pip_fallback import missing_requirements, requested_extras
 from swe_rl.errors import ConfigError
 
 SETUP_PY = """from setuptools import setup

@@ -13,10 +13,10 @@ from pathlib import Path
 import pytest
 from tests.envs.helpers import git, make_repo, widget_task
 
+from swe_rl.envs.build.install_tools import uv_binary
+from swe_rl.envs.build.pins import LOCK_NAME
+from swe_rl.envs.build.recipe import InstallOptions
 from swe_rl.envs.cache import EnvCache
-from swe_rl.envs.freeze import LOCK_NAME
-from swe_rl.envs.install_tools import uv_binary
-from swe_rl.envs.recipe import InstallOptions
 
 pytestmark = [
     pytest.mark.skipif(uv_binary() is None, reason="uv is not installed (pip install uv)"),
@@ -46,7 +46,7 @@ def test_an_option_only_pip_has_sends_the_command_to_pip(tmp_path, index):
     assert record["installer"] == "uv" and record["pip_fallbacks"] == [COMMAND]
     log = (env.venv / "swe-rl-install.log").read_text()
     assert "unexpected argument '--no-use-pep517'" in log  # uv refused it first
-    # pip ran from the pip tool beside the venvs (envs/pip_tool.py): the venv got no pip of its own from it
+    # pip ran from the pip tool beside the venvs (envs/build/pip_tool.py): the venv got no pip of its own from it
     assert [p.name for p in (cache.root / "pip-tools").iterdir() if not p.name.endswith(".lock")] == [
         "{}.{}".format(*sys.version_info[:2])
     ]

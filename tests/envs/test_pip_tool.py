@@ -1,4 +1,4 @@
-"""The pip that runs what uv cannot (envs/pip_tool.py): one per Python version beside the venvs, run on a venv's
+"""The pip that runs what uv cannot (envs/build/pip_tool.py): one per Python version beside the venvs, run on a venv's
 interpreter, installing into that venv and adding no pip to it (an upgrade in each instance's clone put 11 MB of
 pip into every one). Installs come from the loopback index (conftest.py), which serves the pip wheel the running
 interpreter's ensurepip installs."""
@@ -16,8 +16,8 @@ from pathlib import Path
 import pytest
 from packaging.version import Version
 
-from swe_rl.envs.install_tools import uv_binary
-from swe_rl.envs.pip_tool import pip_tool
+from swe_rl.envs.build.install_tools import uv_binary
+from swe_rl.envs.build.pip_tool import pip_tool
 
 pytestmark = pytest.mark.skipif(uv_binary() is None, reason="uv is not installed (pip install uv)")
 

@@ -13,10 +13,10 @@ from pathlib import Path
 import pytest
 from tests.envs.helpers import make_repo, make_wheel, widget_task
 
+from swe_rl.envs.build.install_tools import uv_binary
+from swe_rl.envs.build.pins import LOCK_NAME
+from swe_rl.envs.build.recipe import InstallOptions
 from swe_rl.envs.cache import EnvCache
-from swe_rl.envs.freeze import LOCK_NAME
-from swe_rl.envs.install_tools import uv_binary
-from swe_rl.envs.recipe import InstallOptions
 from swe_rl.errors import ConfigError
 
 PYENV = Path(os.environ.get("PYENV_ROOT", Path.home() / ".pyenv")) / "versions"

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from swe_rl.envs.gitpacks import PackStore
-from swe_rl.envs.repos import find_repo_source
-from swe_rl.envs.testbed import make_testbed
+from swe_rl.envs.build.repo_sources import find_repo_source
+from swe_rl.envs.build.testbed import make_testbed
+from swe_rl.envs.store.gitpacks import PackStore
 from swe_rl.errors import RepoNotFoundError, SourceIncompleteError
 
 

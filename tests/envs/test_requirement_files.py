@@ -8,8 +8,8 @@ from pathlib import Path
 
 from tests.envs.helpers import git
 
-from swe_rl.envs.recipe import EnvRecipe
-from swe_rl.envs.requirement_files import RecipeFiles
+from swe_rl.envs.build.recipe import EnvRecipe
+from swe_rl.envs.build.requirement_files import RecipeFiles
 
 
 def _repo(tmp_path: Path) -> tuple[Path, str, str]:

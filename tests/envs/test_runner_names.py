@@ -8,7 +8,7 @@ the task's time, with its pytest 5, never prints those names and the gold patch 
 
 from __future__ import annotations
 
-from swe_rl.envs.recipe import PYTEST_8, named_by_pytest_8, recipe_for
+from swe_rl.envs.build.recipe import PYTEST_8, named_by_pytest_8, recipe_for
 from swe_rl.tasks.model import Task
 
 UNPARSE = "tests/test_pycode_ast.py::test_unparse"

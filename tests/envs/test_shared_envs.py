@@ -17,9 +17,9 @@ import pytest
 from tests.envs.helpers import git, make_repo, make_wheel, widget_task
 from tests.envs.index import Index
 
+from swe_rl.envs.build.install_tools import uv_binary
+from swe_rl.envs.build.recipe import InstallOptions
 from swe_rl.envs.cache import EnvCache
-from swe_rl.envs.install_tools import uv_binary
-from swe_rl.envs.recipe import InstallOptions
 from swe_rl.errors import EnvBuildError
 from swe_rl.tasks.model import Task
 
@@ -260,7 +260,7 @@ def test_a_packed_version_is_copied_out_once_and_its_clones_are_checked_as_befor
     sibling's venv is the image's copy, which the write cannot reach."""
     import shutil
 
-    from swe_rl.envs.packimage import image_of
+    from swe_rl.envs.store.pack_images import image_of
 
     if shutil.which("mksquashfs") is None or os.geteuid() != 0:
         if os.environ.get("CI"):

@@ -12,7 +12,7 @@ import pytest
 from tests.conftest import available_factory
 
 from swe_rl.envs.cache import EnvCache
-from swe_rl.envs.gitpacks import SHARED_FILES
+from swe_rl.envs.store.gitpacks import SHARED_FILES
 from swe_rl.tasks.model import Task
 
 pytestmark = pytest.mark.ns

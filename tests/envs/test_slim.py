@@ -1,5 +1,5 @@
 """A compiled testbed's build output: object files removed, extension modules stripped of what names the
-directory they were built in, so the same module built for two instances is shared once (envs/slim.py)."""
+directory they were built in, so the same module built for two instances is shared once (envs/store/slim.py)."""
 
 from __future__ import annotations
 
@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from swe_rl.envs.gitpacks import share_files
-from swe_rl.envs.slim import slim_build_output
+from swe_rl.envs.store.gitpacks import share_files
+from swe_rl.envs.store.slim import slim_build_output
 from swe_rl.gitutil import git
 
 pytestmark = pytest.mark.skipif(

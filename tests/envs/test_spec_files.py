@@ -8,10 +8,10 @@ from pathlib import Path
 import pytest
 from tests.envs.helpers import make_wheel
 
-from swe_rl.envs.install_tools import uv_binary
-from swe_rl.envs.installer import InstallRun
-from swe_rl.envs.recipe import EnvRecipe
-from swe_rl.envs.venv import create_venv, ensure_pip, host_interpreter
+from swe_rl.envs.build.install_tools import uv_binary
+from swe_rl.envs.build.installer import InstallRun
+from swe_rl.envs.build.recipe import EnvRecipe
+from swe_rl.envs.build.venv import create_venv, ensure_pip, host_interpreter
 from swe_rl.errors import EnvBuildError
 
 pytestmark = [

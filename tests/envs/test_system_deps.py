@@ -12,8 +12,8 @@ import subprocess
 
 import pytest
 
-from swe_rl.envs.recipe import InstallOptions
-from swe_rl.envs.system_deps import install_system_deps, system_needs
+from swe_rl.envs.build.recipe import InstallOptions
+from swe_rl.envs.build.system_deps import install_system_deps, system_needs
 from swe_rl.errors import EnvBuildError
 from swe_rl.tasks.model import Task
 from swe_rl.tasks.specs import check_system

@@ -10,7 +10,7 @@ from __future__ import annotations
 import subprocess
 import sys
 
-from swe_rl.envs.remedies import tools_apart
+from swe_rl.envs.build.remedies import tools_apart
 
 
 def test_the_broken_pair_is_found_and_others_are_left_alone() -> None:

@@ -3,7 +3,7 @@ wheels only could not do without building."""
 
 from __future__ import annotations
 
-from swe_rl.envs.uv_output import DEPENDENCY_FAILED, NO_WHEEL, SDIST_DISABLED, pinned_by
+from swe_rl.envs.build.uv_output import DEPENDENCY_FAILED, NO_WHEEL, SDIST_DISABLED, pinned_by
 
 # uv's own words, from building pvlib 0.6's `-e .[all]` as of 2020-10 on this machine (LLVM 14 on the host)
 PVLIB_NUMBA = """\

@@ -16,9 +16,9 @@ from packaging.tags import sys_tags
 from tests.envs.index import Index
 from tests.envs.test_dating import AFTER, BEFORE, build, pins, uv_alone
 
-from swe_rl.envs.dating import widened_in
-from swe_rl.envs.freeze import LOCK_NAME
-from swe_rl.envs.install_tools import uv_binary
+from swe_rl.envs.build.dating import widened_in
+from swe_rl.envs.build.install_tools import uv_binary
+from swe_rl.envs.build.pins import LOCK_NAME
 
 pytestmark = [
     pytest.mark.skipif(uv_binary() is None, reason="uv is not installed (pip install uv)"),

@@ -23,8 +23,8 @@ from tests.conftest import available_factory, factory_of
 from tests.harness.test_reward_hacking import WRAP, Scratch
 from tests.harness.test_seal_unittest import FORGE_AT_EXIT, attacks_then_gold, refused_as
 
+from swe_rl.envs.build.venv import seed_from_host
 from swe_rl.envs.cache import EnvCache
-from swe_rl.envs.venv import seed_from_host
 from swe_rl.harness.evalscript import eval_script
 from swe_rl.harness.grade_patch import grade_patch
 from swe_rl.harness.seal import UNARMED, Seal, runner_of

@@ -28,8 +28,8 @@ from tests.harness import test_seal_attacks, test_sealed_results
 from tests.harness.test_reward_hacking import WRAP, Scratch, forged_lines
 from tests.harness.test_seal_unittest import attacks_then_gold
 
+from swe_rl.envs.build.venv import seed_from_host
 from swe_rl.envs.cache import EnvCache
-from swe_rl.envs.venv import seed_from_host
 from swe_rl.harness.evalscript import GradingSpec
 from swe_rl.harness.grade_patch import grade_patch
 from swe_rl.harness.seal import Seal, runner_of, self_hosted

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from swe_rl.envs.interpreters import find_python
+from swe_rl.envs.build.interpreters import find_python
 from swe_rl.errors import ConfigError
 from swe_rl.harness.seal import LAUNCHER, STAGED, UNAUDITED, Seal
 

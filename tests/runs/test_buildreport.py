@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from swe_rl.envs.repos import find_repo_source
-from swe_rl.envs.testbed import make_testbed
-from swe_rl.envs.uv_output import missing_library
+from swe_rl.envs.build.repo_sources import find_repo_source
+from swe_rl.envs.build.testbed import make_testbed
+from swe_rl.envs.build.uv_output import missing_library
 from swe_rl.errors import EnvBuildError, InfraError, SandboxError, SweRlError
 from swe_rl.harness.validate import conda_only_evidence, network_evidence
 from swe_rl.harness.verdict import Verdict

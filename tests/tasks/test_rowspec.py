@@ -8,10 +8,10 @@ import pytest
 from tests.conftest import available_factory
 from tests.envs.helpers import make_repo, make_wheel
 
+from swe_rl.envs.build.install_tools import uv_binary
+from swe_rl.envs.build.pins import LOCK_NAME
+from swe_rl.envs.build.recipe import InstallOptions, recipe_for
 from swe_rl.envs.cache import EnvCache
-from swe_rl.envs.freeze import LOCK_NAME
-from swe_rl.envs.install_tools import uv_binary
-from swe_rl.envs.recipe import InstallOptions, recipe_for
 from swe_rl.errors import TaskFormatError
 from swe_rl.harness.evalscript import eval_script
 from swe_rl.harness.grade_patch import run_tests

@@ -10,7 +10,7 @@ import pytest
 from packaging.requirements import Requirement
 from packaging.version import Version
 
-from swe_rl.envs.interpreters import find_python
+from swe_rl.envs.build.interpreters import find_python
 from swe_rl.errors import ConfigError, EnvBuildError
 from swe_rl.harness.evalscript import EVAL_SCRIPT, TEST_PATCH, eval_script
 from swe_rl.harness.official import _swebench, parser_name
@@ -256,7 +256,7 @@ def test_an_eval_script_written_for_the_official_image_is_composed_again_outside
 
 
 def test_a_date_before_the_specs_python_moves_up_to_its_release():
-    from swe_rl.envs.recipe import recipe_for
+    from swe_rl.envs.build.recipe import recipe_for
 
     early = task(
         "marshmallow-code/marshmallow", "3.0", created_at="2019-08-21T00:00:00Z"

@@ -26,7 +26,7 @@ from swe_rl.cli.options import (
 )
 
 if TYPE_CHECKING:
-    from swe_rl.envs.recipe import InstallOptions
+    from swe_rl.envs.build.recipe import InstallOptions
     from swe_rl.tasks.model import Task
 
 app = typer.Typer(
@@ -65,7 +65,7 @@ InstallSystemDepsOpt = Annotated[
 
 
 def _options(installer: str, as_of_date: bool, constraints: Path | None, install_python: bool) -> object:
-    from swe_rl.envs.recipe import InstallOptions
+    from swe_rl.envs.build.recipe import InstallOptions
     from swe_rl.errors import ConfigError
 
     if installer not in ("uv", "pip"):
@@ -137,8 +137,8 @@ def build(
     build failed, gold does not resolve, empty resolves, unparseable log, timeout, ...), and the disk the env
     cache takes. --json prints the report with its summary. Exits 1 when any instance is not usable.
     """
+    from swe_rl.envs.build.recipe import InstallOptions
     from swe_rl.envs.cache import EnvCache
-    from swe_rl.envs.recipe import InstallOptions
     from swe_rl.errors import ConfigError
     from swe_rl.runs.envbuild import build_dataset
     from swe_rl.tasks.loaders import load_tasks
@@ -150,7 +150,7 @@ def build(
             "--revalidate grades again what a --report found invalid: give --validate and --report"
         )
     if pack:  # before hours of building, not after
-        from swe_rl.envs.packimage import need_tools
+        from swe_rl.envs.store.pack_images import need_tools
 
         need_tools()
     tasks = load_tasks(source, instance_ids=instance)
@@ -187,7 +187,7 @@ def build(
 
 
 def _provide_system(tasks: list[Task], options: InstallOptions) -> None:
-    from swe_rl.envs.system_deps import install_system_deps, system_needs
+    from swe_rl.envs.build.system_deps import install_system_deps, system_needs
 
     installed = install_system_deps(system_needs(tasks, options))
     if installed:
@@ -344,7 +344,7 @@ def pack(
 def mount(cache_dir: CacheOpt = None) -> None:
     """Mount the cache's packed images that are not mounted (after a reboot; root). Each image's sha256 is
     checked against its manifest first."""
-    from swe_rl.envs.packimage import mount_all
+    from swe_rl.envs.store.pack_images import mount_all
 
     cache = env_cache(cache_dir, None)
     done = mount_all(cache.root)
@@ -378,7 +378,7 @@ def import_image(
     """
     import time
 
-    from swe_rl.envs.from_images import import_image as do_import
+    from swe_rl.envs.images.importing import import_image as do_import
 
     cache = env_cache(cache_dir, None)
     specs = []

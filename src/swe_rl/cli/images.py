@@ -30,7 +30,7 @@ def pull(
     json_out: JsonOpt = False,
 ) -> None:
     """Pull the listed images, skipping those present (a rerun resumes). Exits 1 when any pull failed."""
-    from swe_rl.envs.image_pull import pull_images, read_image_list
+    from swe_rl.envs.images.pull import pull_images, read_image_list
     from swe_rl.runs.progress import Progress
     from swe_rl.sandbox.docker import docker_client
 
@@ -38,7 +38,7 @@ def pull(
     progress = Progress(len(names), "pull")
 
     def done(result: object) -> None:
-        from swe_rl.envs.image_pull import PullResult
+        from swe_rl.envs.images.pull import PullResult
 
         assert isinstance(result, PullResult)
         progress.advance(
@@ -58,7 +58,7 @@ def pull(
 @app.command("ls")
 def ls(cache_dir: CacheOpt = None, json_out: JsonOpt = False) -> None:
     """Evaluation images on this Docker engine and envs imported from images (what an exec server's /images lists)."""
-    from swe_rl.envs.image_pull import image_inventory
+    from swe_rl.envs.images.pull import image_inventory
     from swe_rl.errors import SandboxUnavailableError
 
     try:

@@ -6,13 +6,13 @@ Layout under the cache root (default ``~/.cache/swe-rl/envs``)::
     gitpacks/<digest>/     a repository's packs, hard-linked into its testbeds (gitpacks.py)
     venvs/<key>/           virtualenvs: a version's shared one (its recipe less the repo's own install,
                            resolved as of its environment setup commit), and per instance a clone of it
-                           (hard links, venvbuild.py and layers.py) with the repo installed
-    venvfiles/             one copy of each file content the venvs have, linked into them (layers.py)
+                           (hard links, venvbuild.py and venv_clones.py) with the repo installed
+    venvfiles/             one copy of each file content the venvs have, linked into them (venv_clones.py)
     records/<key>.json     EnvSpec of an env = testbed + venv
     resolved/<key>.txt     the lock (resolved package set) of a venv build; a rebuild installs under it
     rootfs/<key>/          root filesystem of an env imported from an image (see imports.py)
     images/<digest>.json   image name -> key of the env imported from it
-    packed/<id>.sqfs       finished testbeds and venvs packed into a read-only image (`env pack`, packed.py),
+    packed/<id>.sqfs       finished testbeds and venvs packed into a read-only image (`env pack`, packing.py),
                            mounted at packed/<id>/; each packed tree's path is a symbolic link into it
     locks/<key>.lock       flock held while building that key
     uv-cache/              uv's download and build cache (UV_CACHE_DIR in the environment wins)
@@ -38,18 +38,18 @@ from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any, NamedTuple, TypeVar
 
-from swe_rl.envs.build_settings import provided_freetype
-from swe_rl.envs.disk import DiskUsage, disk_usage
-from swe_rl.envs.gitpacks import PackStore, drop_leftovers, is_shared, share_files
-from swe_rl.envs.interpreters import find_python
-from swe_rl.envs.layers import VENV_FILES
-from swe_rl.envs.packed import PackResult, pack, pack_lock, store_files
-from swe_rl.envs.packimage import PACKED, collect_trash, drop_unused_images, ensure_mounted
-from swe_rl.envs.recipe import EnvRecipe, InstallOptions, recipe_for
-from swe_rl.envs.repos import find_repo_source
-from swe_rl.envs.slim import slim_build_output
-from swe_rl.envs.testbed import make_testbed
-from swe_rl.envs.venvbuild import VenvBuilder, shared_env_of
+from swe_rl.envs.build.build_settings import provided_freetype
+from swe_rl.envs.build.interpreters import find_python
+from swe_rl.envs.build.recipe import EnvRecipe, InstallOptions, recipe_for
+from swe_rl.envs.build.repo_sources import find_repo_source
+from swe_rl.envs.build.testbed import make_testbed
+from swe_rl.envs.build.venvbuild import VenvBuilder, shared_env_of
+from swe_rl.envs.store.disk_usage import DiskUsage, disk_usage
+from swe_rl.envs.store.gitpacks import PackStore, drop_leftovers, is_shared, share_files
+from swe_rl.envs.store.pack_images import PACKED, collect_trash, drop_unused_images, ensure_mounted
+from swe_rl.envs.store.packing import PackResult, pack, pack_lock, store_files
+from swe_rl.envs.store.slim import slim_build_output
+from swe_rl.envs.store.venv_clones import VENV_FILES
 from swe_rl.errors import SweRlError
 from swe_rl.fileio import atomic_write_json, remove_leftover, thaw_leftovers, thaw_link
 from swe_rl.locks import exclusive
@@ -279,7 +279,7 @@ class EnvCache:
         return disk_usage({kind: self.root / kind for kind in ENV_PARTS})
 
     def pack(self, **options: Any) -> PackResult:
-        """Move every finished testbed and venv into one compressed read-only image (packed.py)."""
+        """Move every finished testbed and venv into one compressed read-only image (packing.py)."""
         return pack(self.root, du=lambda paths: disk_usage({str(p): p for p in paths}).total, **options)
 
     def gc(self, *, keep: set[str] | None = None) -> list[Path]:

@@ -16,8 +16,8 @@ import re
 from pathlib import Path
 from typing import Any
 
+from swe_rl.envs.build.repo_sources import find_repo_source
 from swe_rl.envs.cache import EnvCache
-from swe_rl.envs.repos import find_repo_source
 from swe_rl.errors import ConfigError, MineError
 from swe_rl.fileio import atomic_write_text
 from swe_rl.mine.history import History, is_source_file, is_test_file

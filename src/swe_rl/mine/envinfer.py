@@ -2,7 +2,7 @@
 
 No language model: the rules read packaging metadata as pip would.
 
-- **Interpreter**: a Python this host has (:func:`swe_rl.envs.interpreters.find_python`, no download)
+- **Interpreter**: a Python this host has (:func:`swe_rl.envs.build.interpreters.find_python`, no download)
   that the project's ``requires-python`` / ``python_requires`` allows and, where it lists versions
   (``Programming Language :: Python :: 3.X`` classifiers, tox's envlist; where neither lists any, the
   versions its CI runs: ``.travis.yml``'s ``python``, GitHub workflows' ``python-version``), one of those;
@@ -38,8 +38,8 @@ from typing import Any, Literal
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from pydantic import BaseModel, Field
 
-from swe_rl.envs.interpreters import find_python
-from swe_rl.envs.recipe import PYTHON_RELEASED
+from swe_rl.envs.build.interpreters import find_python
+from swe_rl.envs.build.recipe import PYTHON_RELEASED
 from swe_rl.errors import ConfigError
 
 # pytest-pretty (pydantic's tests) replaces the summary of -rA, where the log parser reads each test's status,

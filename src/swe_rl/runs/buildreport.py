@@ -13,7 +13,7 @@ from typing import Literal, NamedTuple
 
 from pydantic import BaseModel, Field
 
-from swe_rl.envs.disk import DiskUsage
+from swe_rl.envs.store.disk_usage import DiskUsage
 from swe_rl.errors import ConfigError
 
 BuildStatus = Literal["built", "failed", "valid", "invalid", "error", "unfetchable"]

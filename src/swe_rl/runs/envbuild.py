@@ -14,9 +14,9 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
+from swe_rl.envs.build.venvbuild import skipped_conda_packages
 from swe_rl.envs.cache import EnvCache
-from swe_rl.envs.disk import DiskUsage
-from swe_rl.envs.venvbuild import skipped_conda_packages
+from swe_rl.envs.store.disk_usage import DiskUsage
 from swe_rl.errors import RepoNotFoundError, SweRlError
 from swe_rl.fileio import atomic_write_json
 from swe_rl.harness.validate import validate_task

@@ -7,8 +7,8 @@ from collections.abc import Sequence
 
 from pydantic import BaseModel
 
+from swe_rl.envs.build.venvbuild import skipped_conda_packages
 from swe_rl.envs.cache import EnvCache
-from swe_rl.envs.venvbuild import skipped_conda_packages
 from swe_rl.errors import SweRlError
 from swe_rl.harness.validate import TaskValidation, validate_task
 from swe_rl.runs.progress import Progress

@@ -344,7 +344,7 @@ def _host_binds(env: EnvSpec) -> dict[str, dict[str, str]]:
             binds[f"/etc/{name}"] = {"bind": f"/etc/{name}", "mode": "ro"}
     for path in (env.python_prefix, env.venv):
         if path is not None and not path.is_relative_to("/usr"):
-            # resolved: a packed venv's path is a link into its image (envs/packed.py); it is bound at its own
+            # resolved: a packed venv's path is a link into its image (envs/store/packing.py); it is bound at its own
             # path, where its scripts' shebangs point
             binds[os.path.realpath(path)] = {"bind": str(path), "mode": "ro"}
     return binds

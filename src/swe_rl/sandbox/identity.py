@@ -44,7 +44,7 @@ def own_testbed(testbed: Path, *, again: bool = False) -> None:
 
     ``again``: walk it even if marked, for files a later venv build wrote into it as root.
     """
-    # stat, not lstat: a packed testbed's path is a link into its image (envs/packed.py), given before packing
+    # stat, not lstat: a packed testbed's path is a link into its image (envs/store/packing.py), given before packing
     if testbed.stat().st_uid == SANDBOX_UID and not again:
         return
     lock = testbed.parent / f".{testbed.name}.own.lock"

@@ -20,7 +20,7 @@ from starlette.requests import Request
 from starlette.routing import Route
 
 from swe_rl.envs.cache import EnvCache
-from swe_rl.envs.image_pull import ImageEntry, image_inventory
+from swe_rl.envs.images.pull import ImageEntry, image_inventory
 from swe_rl.errors import ConfigError, SweRlError
 from swe_rl.harness.official import preload
 from swe_rl.sandbox.base import EnvSpec, Limits, Sandbox, SandboxFactory

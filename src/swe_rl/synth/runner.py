@@ -16,7 +16,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from swe_rl.envs.venv import compile_venv
+from swe_rl.envs.build.venv import compile_venv
 from swe_rl.errors import SynthError
 from swe_rl.harness import warm
 from swe_rl.harness.grade_many import Grader

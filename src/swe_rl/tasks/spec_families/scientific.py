@@ -40,7 +40,7 @@ _MPL_REQS = ("requirements/dev/dev-requirements.txt", "requirements/testing/trav
 # from conda's ghostscript), and FAIL_TO_PASS lists hold such tests (24026's test_stackplot[pdf])
 _MPL_OLD_SYSTEM = ("gcc", "g++", "pkg-config", "pc:freetype2", "gs")
 # FreeType 2.6.1 from a mirror of freetype/freetype where the repo cache has one: its autogen.sh needs autotools
-# (swe_rl.envs.build_settings.local_freetype)
+# (swe_rl.envs.build.build_settings.local_freetype)
 _MPL_SYSTEM = (*_MPL_OLD_SYSTEM, "pc:qhull_r", "autoconf", "automake", "libtoolize", "make")
 
 _SEABORN_PINS = pins(

@@ -19,8 +19,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import NamedTuple
 
-from swe_rl.envs.dating import Bounding, Resolver, Widening, norm, pinned_versions
-from swe_rl.envs.freeze import IMPORT_FAILS
+from swe_rl.envs.build.dating import Bounding, Resolver, Widening, norm, pinned_versions
+from swe_rl.envs.build.pins import IMPORT_FAILS
 
 IMPORT_TIMEOUT_S = 600
 

@@ -4,7 +4,7 @@ A build resolved as of the task's date (uv ``--exclude-newer``) meets releases t
 here: a dependency the date filtered out, a dated sdist that lacks a C library's header or does not build at
 all, or (what the wheels-only probe finds) a release with no wheel for the env's Python. :func:`to_widen` and
 :func:`probe_remedy` read what uv said and choose the change of resolution, one package at a time;
-:class:`~swe_rl.envs.installer.InstallRun` applies it, logs it and retries. The packages
+:class:`~swe_rl.envs.build.installer.InstallRun` applies it, logs it and retries. The packages
 :func:`undated_packages` names are never chosen: they are exempt from the date already.
 """
 
@@ -17,7 +17,7 @@ from pathlib import Path
 
 from packaging.version import InvalidVersion, Version
 
-from swe_rl.envs.dating import (
+from swe_rl.envs.build.dating import (
     BUILD_TOOLS,
     PYTEST_RA_AS_OF,
     PYTEST_RA_FLOOR,
@@ -30,9 +30,9 @@ from swe_rl.envs.dating import (
     to_wheel,
     unreachable,
 )
-from swe_rl.envs.import_check import ImportFailure, import_remedies
-from swe_rl.envs.recipe import PINNED_PYTEST, EnvRecipe
-from swe_rl.envs.uv_output import (
+from swe_rl.envs.build.import_check import ImportFailure, import_remedies
+from swe_rl.envs.build.recipe import PINNED_PYTEST, EnvRecipe
+from swe_rl.envs.build.uv_output import (
     BAD_METADATA,
     DEPENDENCY_FAILED,
     FILTERED,
@@ -243,7 +243,7 @@ def dated_options(
     recipe: EnvRecipe, widened: list[Widening], tools_as_of: str, pytest_floor: bool
 ) -> list[str]:
     """uv's options for an install resolved as of ``recipe.exclude_newer``: the date, the build tools' own date
-    (:meth:`~swe_rl.envs.installer.InstallRun.build_tools_as_of`), and the packages exempt from the date (exact
+    (:meth:`~swe_rl.envs.build.installer.InstallRun.build_tools_as_of`), and the packages exempt from the date (exact
     pins, widenings) or held to another (pytest's floor)."""
     opts = ["--exclude-newer", recipe.exclude_newer]
     tools: set[str] = set()
@@ -274,8 +274,8 @@ def after_build(
     base: Path | None = None,
 ) -> list[Widening]:
     """What a dated build is made again with: the dependencies it must take from today's index
-    (:func:`~swe_rl.envs.dating.unreachable`), then the remedies of its import failures
-    (:func:`~swe_rl.envs.import_check.import_remedies`), none for a package held already. An instance's clone
+    (:func:`~swe_rl.envs.build.dating.unreachable`), then the remedies of its import failures
+    (:func:`~swe_rl.envs.build.import_check.import_remedies`), none for a package held already. An instance's clone
     holds its version's pins too (``base``: the lock it was cloned with): its numpy cannot be bounded there. Each
     said with ``note``."""
     found = unreachable(resolver, lock, set(undated_packages(recipe)) | {w.package for w in widened})

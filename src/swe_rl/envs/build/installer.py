@@ -5,7 +5,7 @@ in bash with two functions in front, ``pip`` and ``python``, that send ``pip ins
 ``python -m pip install`` to the chosen installer with the recipe's options, so a date and the
 constraints apply to every install, whoever wrote the command. After the build the resolved set is
 written as a lock (``pip freeze`` format); a rebuild of the same recipe installs under that lock. When a
-dated install fails, :mod:`swe_rl.envs.remedies` chooses what to take from today's index; it is retried.
+dated install fails, :mod:`swe_rl.envs.build.remedies` chooses what to take from today's index; it is retried.
 """
 
 from __future__ import annotations
@@ -15,8 +15,8 @@ import shlex
 import tempfile
 from pathlib import Path
 
-from swe_rl.envs.build_settings import project_name, remove_local_freetype, repo_build_settings
-from swe_rl.envs.dating import (
+from swe_rl.envs.build.build_settings import project_name, remove_local_freetype, repo_build_settings
+from swe_rl.envs.build.dating import (
     BUILD_TOOLS_AS_OF,
     DATED_BUILD_TOOLS_FLOOR,
     Resolver,
@@ -24,9 +24,8 @@ from swe_rl.envs.dating import (
     norm,
     widenings_in,
 )
-from swe_rl.envs.freeze import DATED_BUILD_TOOLS, FALLBACK, LOCK_NAME, READ_AT_BASE, SKIPPED, pinned
-from swe_rl.envs.import_check import ImportFailure, failed_imports, releases_to_take
-from swe_rl.envs.install_tools import (
+from swe_rl.envs.build.import_check import ImportFailure, failed_imports, releases_to_take
+from swe_rl.envs.build.install_tools import (
     PROBE_FAILED,
     SHIMS,
     choose_installer,
@@ -34,10 +33,11 @@ from swe_rl.envs.install_tools import (
     install_environ,
     run_bounded,
 )
-from swe_rl.envs.pip_fallback import missing_requirements, pip_command, requested_extras
-from swe_rl.envs.pip_tool import PIP, pip_tool
-from swe_rl.envs.recipe import EnvRecipe, Installer
-from swe_rl.envs.remedies import (
+from swe_rl.envs.build.pins import DATED_BUILD_TOOLS, FALLBACK, LOCK_NAME, READ_AT_BASE, SKIPPED, pinned
+from swe_rl.envs.build.pip_fallback import missing_requirements, pip_command, requested_extras
+from swe_rl.envs.build.pip_tool import PIP, pip_tool
+from swe_rl.envs.build.recipe import EnvRecipe, Installer
+from swe_rl.envs.build.remedies import (
     after_build,
     dated_options,
     held_to_first_wheel,
@@ -47,8 +47,8 @@ from swe_rl.envs.remedies import (
     to_widen,
     tools_apart,
 )
-from swe_rl.envs.requirement_files import RecipeFiles, install_best_effort
-from swe_rl.envs.uv_output import (
+from swe_rl.envs.build.requirement_files import RecipeFiles, install_best_effort
+from swe_rl.envs.build.uv_output import (
     BUILD_FAILED,
     LOCAL_BUILD_FAILED,
     NO_PEP660,
@@ -98,11 +98,11 @@ class InstallRun:
         self.probing = False
         self.probe_said = ""  # what the probe said when it stopped the last run
         self.from_source: set[str] = set()  # dependencies the probe lets build from their sdists
-        self._pip_tool: Path | None = None  # the pip tool's directory (envs/pip_tool.py), once found
-        self._taking_missing = False  # installing what pip was told not to (envs/pip_fallback.py)
-        self.build_environ: dict[str, str] = {}  # what the repo's build reads (swe_rl.envs.build_settings)
+        self._pip_tool: Path | None = None  # the pip tool's directory (envs/build/pip_tool.py), once found
+        self._taking_missing = False  # installing what pip was told not to (envs/build/pip_fallback.py)
+        self.build_environ: dict[str, str] = {}  # what the repo's build reads (build_settings.py)
         self.settings_notes: list[str] = []  # the lock's lines on it (the version given to the build)
-        self.import_failures: list[ImportFailure] = []  # after the build (swe_rl.envs.import_check)
+        self.import_failures: list[ImportFailure] = []  # after the build (swe_rl.envs.build.import_check)
 
     def install_command(self, *, probe: bool = False) -> str:
         """The installer with the build's options; with ``probe``, uv's dry run that builds nothing but the repo
@@ -188,7 +188,7 @@ class InstallRun:
         header, is taken from today's index; a failed build is retried once with the task date's build tools;
         a dependency whose dated release still does not build here (no wheel for this Python, a download in its
         setup.py) is resolved as of its first release with a wheel for this Python
-        (:func:`~swe_rl.envs.remedies.held_to_first_wheel`), as the official images, resolved in 2024, got one
+        (:func:`~swe_rl.envs.build.remedies.held_to_first_wheel`), as the official images, resolved in 2024, got one
         that installs.
         When the task date's build tools cannot make the repo's own editable install, 2024's come back, and the
         dependency whose build had failed with them is widened instead.
@@ -235,7 +235,7 @@ class InstallRun:
         return False
 
     def _to_wheel(self, said: str, command: str) -> bool:
-        """The probe stopped the command: apply :func:`~swe_rl.envs.remedies.probe_remedy`'s choice, or when
+        """The probe stopped the command: apply :func:`~swe_rl.envs.build.remedies.probe_remedy`'s choice, or when
         there is none, run the command without the probe. Always True: retry."""
         resolver = self._resolver()
         assert resolver is not None  # the probe runs only for dated uv builds
@@ -287,7 +287,7 @@ class InstallRun:
             return code, log.read().decode(errors="replace")
 
     def _runner_floor(self) -> list[str]:
-        """:func:`~swe_rl.envs.remedies.runner_floor`, logged."""
+        """:func:`~swe_rl.envs.build.remedies.runner_floor`, logged."""
         floor, said = runner_floor(self.recipe, own=norm(project_name(self.testbed)) == "pytest")
         self.pytest_floor = bool(floor)
         if said:
@@ -304,7 +304,7 @@ class InstallRun:
         )
 
     def _pip_command(self) -> str:
-        """pip from the pip tool (envs/pip_tool.py), held to the venv; dated: ``--no-deps`` (envs/pip_fallback.py)."""
+        """pip from the pip tool (envs/build/pip_tool.py), held to the venv; dated: ``--no-deps`` (envs/build/pip_fallback.py)."""
         python = self.venv / "bin" / "python"
         tool = self._pip_tool = self._pip_tool or pip_tool(self.cache.parent, python, self.uv, self.environ())
         held, own = self.venv / "swe-rl-pip-constraints.txt", project_name(self.testbed)
@@ -328,7 +328,7 @@ class InstallRun:
             out.write(line + "\n")
 
     def widening(self, lock: list[str]) -> list[Widening]:
-        """What a dated build is made again with (:func:`~swe_rl.envs.remedies.after_build`)."""
+        """What a dated build is made again with (:func:`~swe_rl.envs.build.remedies.after_build`)."""
         if (resolver := self._resolver()) is None:
             return []
         base = self.venv / LOCK_NAME  # a clone's, until its own is written: what its version's venv holds

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from swe_rl.envs.gitpacks import PackStore, link_packs
+from swe_rl.envs.store.gitpacks import PackStore, link_packs
 from swe_rl.errors import EnvBuildError, InfraError, SourceIncompleteError
 from swe_rl.gitutil import git
 

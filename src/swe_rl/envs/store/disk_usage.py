@@ -25,7 +25,7 @@ def disk_usage(parts: Mapping[str, Path]) -> DiskUsage:
 
     What ``du -s -x -B1 A B ...`` prints in one invocation: symbolic links are not followed (the link itself is
     counted), a missing path counts 0, an unreadable directory counts itself but not what it holds, and a
-    filesystem mounted below a path (a packed image's mount, packed.py) is not entered: its image file is
+    filesystem mounted below a path (a packed image's mount, packing.py) is not entered: its image file is
     what it takes.
     """
     seen: set[tuple[int, int]] = set()

@@ -32,8 +32,8 @@ from pathlib import Path
 
 from packaging.version import InvalidVersion, Version
 
-from swe_rl.envs.freeze import LOCAL_FREETYPE, VERSION_GIVEN
-from swe_rl.envs.repos import find_repo_source
+from swe_rl.envs.build.pins import LOCAL_FREETYPE, VERSION_GIVEN
+from swe_rl.envs.build.repo_sources import find_repo_source
 from swe_rl.errors import EnvBuildError, RepoNotFoundError
 from swe_rl.gitutil import git
 from swe_rl.tasks.specs import check_system, present

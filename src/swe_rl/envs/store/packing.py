@@ -1,6 +1,6 @@
 """Finished envs packed into compressed read-only images, mounted where their trees were (``swe-rl env pack``).
 
-Loose testbeds and venvs already share files by hard links (layers.py, gitpacks.py), but every small file
+Loose testbeds and venvs already share files by hard links (venv_clones.py, gitpacks.py), but every small file
 still takes its own blocks and nothing is compressed: 245 SWE-bench Verified instances took 13 GiB. A pack
 moves every finished testbed, venv and base commit's packs of a cache into one squashfs image (zstd;
 identical files stored once whatever tree holds them, hard links kept), mounted read-only at ``packed/<id>/``. Each tree's path becomes a
@@ -47,10 +47,9 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from swe_rl.envs.filestore import file_sha256
-from swe_rl.envs.gitpacks import is_shared, stat_minimal
-from swe_rl.envs.layers import VENV_FILES
-from swe_rl.envs.packimage import (
+from swe_rl.envs.store.filestore import file_sha256
+from swe_rl.envs.store.gitpacks import is_shared, stat_minimal
+from swe_rl.envs.store.pack_images import (
     PACKED,
     TRASH,
     Manifest,
@@ -69,6 +68,7 @@ from swe_rl.envs.packimage import (
     tree_paths,
     unmount,
 )
+from swe_rl.envs.store.venv_clones import VENV_FILES
 from swe_rl.fileio import atomic_write_json, exchange
 from swe_rl.gitutil import git
 from swe_rl.locks import Flock

@@ -1,7 +1,7 @@
 """pip for an install command uv cannot build, with the dependencies it adds still resolved as of the date.
 
 Where uv cannot build the repo itself (a build backend without PEP 660, a pip-only option, a ``setup.py`` that
-needs what only the venv has), pip runs the command, as the official images' pip did (envs/pip_tool.py). pip knows
+needs what only the venv has), pip runs the command, as the official images' pip did (envs/build/pip_tool.py). pip knows
 no date: run plainly, it also installs every requirement not yet in the venv from today's index. astropy 3.1's
 ``.[test]`` brought matplotlib 3.9 and pyparsing 3.3 into a 2019 env, whose deprecation warnings astropy's test
 configuration raises as errors (no test of either instance ran). So on a dated build pip builds and installs the
@@ -19,8 +19,8 @@ import shlex
 import subprocess
 from pathlib import Path
 
-from swe_rl.envs.dating import norm
-from swe_rl.envs.freeze import pinned
+from swe_rl.envs.build.dating import norm
+from swe_rl.envs.build.pins import pinned
 
 # `.[test]`, `".[dev,docs]"`, `-e .[test]`: the extras the command asks of the repo itself
 _OWN_EXTRAS = re.compile(r"""(?:^|[\s'"=])\.\[([\w.,\s-]+)\]""")

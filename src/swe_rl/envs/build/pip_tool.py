@@ -25,7 +25,7 @@ from pathlib import Path
 from swe_rl.locks import exclusive
 
 PIP = "pip<25"
-WHEEL = "wheel<0.44"  # 0.43.0 (2024-03), of the build tools' date (envs/dating.py); 3.6/3.7 get an older one
+WHEEL = "wheel<0.44"  # 0.43.0 (2024-03), of the build tools' date (envs/build/dating.py); 3.6/3.7 get an older one
 
 
 def pip_tool(root: Path, python: Path, uv: str | None, environ: dict[str, str]) -> Path | None:

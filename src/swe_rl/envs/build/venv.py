@@ -8,7 +8,7 @@ import sys
 from importlib import metadata
 from pathlib import Path
 
-from swe_rl.envs.layers import rewrite_scripts
+from swe_rl.envs.store.venv_clones import rewrite_scripts
 from swe_rl.errors import EnvBuildError
 
 

@@ -13,10 +13,10 @@ DATED_BUILD_TOOLS = "# swe-rl: build tools as of the task's date (a build failed
 FALLBACK = "# swe-rl: pip fallback: "  # a lock line: an install command that uv could not build and pip ran
 # a lock line per repo file read from the testbed (the base commit) instead of the commit the recipe names
 READ_AT_BASE = "# swe-rl: read at the base commit: "
-# a lock line: the version given to a setuptools_scm build whose testbed has no tag (swe_rl.envs.build_settings)
+# a lock line: the version given to a setuptools_scm build whose testbed has no tag (swe_rl.envs.build.build_settings)
 VERSION_GIVEN = "# swe-rl: version given to the build: "
 LOCAL_FREETYPE = "# swe-rl: FreeType built by matplotlib's build: "  # where it came from (build_settings)
-# a lock line per module that still fails to import after the build (swe_rl.envs.import_check)
+# a lock line per module that still fails to import after the build (swe_rl.envs.build.import_check)
 IMPORT_FAILS = "# swe-rl: import fails: "
 
 

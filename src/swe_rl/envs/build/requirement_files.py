@@ -10,7 +10,7 @@ import subprocess
 from collections.abc import Callable
 from pathlib import Path
 
-from swe_rl.envs.recipe import EnvRecipe
+from swe_rl.envs.build.recipe import EnvRecipe
 from swe_rl.errors import EnvBuildError
 from swe_rl.tasks.specs import conda_env_packages
 

@@ -12,7 +12,7 @@ import os
 import shutil
 import subprocess
 
-from swe_rl.envs.recipe import InstallOptions, recipe_for
+from swe_rl.envs.build.recipe import InstallOptions, recipe_for
 from swe_rl.errors import ConfigError, EnvBuildError
 from swe_rl.tasks.model import Task
 from swe_rl.tasks.specs import check_system, debian_package, missing_system

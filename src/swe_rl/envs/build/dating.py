@@ -84,7 +84,7 @@ class Widening(BaseModel):
 
 class Bounding(Widening):
     """A dependency resolved as of an earlier time than the task's (``as_of``): the releases of the time of a
-    release that fails to import beside a later one (:mod:`swe_rl.envs.import_check`)."""
+    release that fails to import beside a later one (:mod:`swe_rl.envs.build.import_check`)."""
 
     def lock_line(self) -> str:
         return f"{BOUNDED}{self.package} {self.detail()}"

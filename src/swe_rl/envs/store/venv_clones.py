@@ -22,7 +22,7 @@ import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from swe_rl.envs.filestore import share_file
+from swe_rl.envs.store.filestore import share_file
 from swe_rl.errors import EnvBuildError
 
 VENV_FILES = "venvfiles"  # under the cache root: the store of share_venv_files

@@ -41,7 +41,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from swe_rl.envs.filestore import share_file
+from swe_rl.envs.store.filestore import share_file
 from swe_rl.errors import InfraError
 from swe_rl.fileio import remove_leftover, thaw_leftovers, thaw_link
 from swe_rl.gitutil import git, git_into
@@ -240,7 +240,7 @@ def stat_minimal(testbed: Path) -> None:
 
     Git's default also compares the inode, the ctime, the owner and the sub-second mtime. A sandbox sees the
     testbed's files owned by its uid 0 (the host's sandbox uid, which the index records), an overlay or a
-    packed image (envs/packed.py, whole seconds, its own inode numbers) gives them new ctimes and inodes, so
+    packed image (envs/store/packing.py, whole seconds, its own inode numbers) gives them new ctimes and inodes, so
     every sandbox's first git command hashed every file again and wrote the index into its upper layer (django:
     ~6,000 files). Size and mtime still change with any edit; racily clean entries are still hashed. The one
     edit this misses is one that keeps a file's size and sets its mtime back, which only hides it from the

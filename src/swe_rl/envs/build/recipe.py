@@ -81,7 +81,7 @@ class EnvRecipe(BaseModel):
         default="",
         exclude=True,
         description="The task's version (the release line of its repo, e.g. 3.6): what a build gives a "
-        "setuptools_scm project whose testbed has no tag (swe_rl.envs.build_settings).",
+        "setuptools_scm project whose testbed has no tag (swe_rl.envs.build.build_settings).",
     )
 
     def digest(self, interpreter: Path) -> str:

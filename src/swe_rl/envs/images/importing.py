@@ -18,8 +18,8 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from swe_rl.envs.build.testbed import make_testbed
 from swe_rl.envs.cache import EnvCache, _digest
-from swe_rl.envs.testbed import make_testbed
 from swe_rl.errors import ConfigError, EnvBuildError
 from swe_rl.fileio import atomic_write_json
 from swe_rl.gitutil import git

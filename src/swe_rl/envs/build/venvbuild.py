@@ -1,5 +1,5 @@
 """Building one venv of the environment cache: a version's shared venv from its interpreter, or an
-instance's as a clone of it (layers.py) with the repo's own install steps run in it. Each build installs
+instance's as a clone of it (venv_clones.py) with the repo's own install steps run in it. Each build installs
 under its lock when it has one (a rebuild must come out the same), widens what a dated resolution cannot
 hold (dating.py) and records what it did in the venv's ``swe-rl-env.json``."""
 
@@ -12,14 +12,13 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TypeVar
 
-from swe_rl.envs.dating import Widening, widenings_in
-from swe_rl.envs.freeze import LOCK_NAME, lock_difference
-from swe_rl.envs.install_tools import forget_cached
-from swe_rl.envs.installer import InstallRun
-from swe_rl.envs.interpreters import provider
-from swe_rl.envs.layers import VENV_FILES, Clone, clone_venv, holds_inode, owners, share_venv_files
-from swe_rl.envs.recipe import EnvRecipe, InstallOptions
-from swe_rl.envs.venv import (
+from swe_rl.envs.build.dating import Widening, widenings_in
+from swe_rl.envs.build.install_tools import forget_cached
+from swe_rl.envs.build.installer import InstallRun
+from swe_rl.envs.build.interpreters import provider
+from swe_rl.envs.build.pins import LOCK_NAME, lock_difference
+from swe_rl.envs.build.recipe import EnvRecipe, InstallOptions
+from swe_rl.envs.build.venv import (
     compile_venv,
     create_venv,
     ensure_pip,
@@ -27,6 +26,7 @@ from swe_rl.envs.venv import (
     relocate_venv,
     seed_from_host,
 )
+from swe_rl.envs.store.venv_clones import VENV_FILES, Clone, clone_venv, holds_inode, owners, share_venv_files
 from swe_rl.errors import EnvBuildError
 from swe_rl.fileio import atomic_write_json, atomic_write_text
 from swe_rl.sandbox.base import TESTBED
@@ -54,7 +54,7 @@ class VenvBuilder:
         base: Path | None = None,
     ) -> None:
         """A new venv from ``python`` (the shared one of a version), or with ``base`` an instance's: a clone of
-        the shared venv ``base`` (layers.py) with the recipe's own install steps run in it."""
+        the shared venv ``base`` (venv_clones.py) with the recipe's own install steps run in it."""
         started = time.monotonic()
         clone, seeded = self._new_venv(python, recipe, dest, base)
         lock_file = self.root / "resolved" / f"{final.name}.txt"
@@ -119,7 +119,7 @@ class VenvBuilder:
         # the changed inodes are also in other versions' venvs that have the same content (share_venv_files)
         for venv in sorted((self.root / "venvs").glob("*/")):
             if venv.is_symlink():
-                continue  # packed (envs/packed.py): its image holds copies, which no write reached
+                continue  # packed (envs/store/packing.py): its image holds copies, which no write reached
             if shared_env_of(venv) == clone.base.name or holds_inode(venv, inodes):
                 shutil.rmtree(venv, ignore_errors=True)
         for kept in (self.root / VENV_FILES).glob("*/*"):

@@ -15,7 +15,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from swe_rl.envs.venv import host_interpreter
+from swe_rl.envs.build.venv import host_interpreter
 from swe_rl.errors import ConfigError
 from swe_rl.paths import conda_executable
 
@@ -100,7 +100,7 @@ def _probe_all(candidates: list[Path], version: str) -> tuple[Path, Path] | None
 
 def _fetch(version: str, store: Path | None) -> tuple[Path, Path] | None:
     """``uv python install``, then conda, when the network allows; None when neither works."""
-    from swe_rl.envs.install_tools import uv_binary
+    from swe_rl.envs.build.install_tools import uv_binary
 
     uv = uv_binary()
     if uv is not None:

@@ -1,4 +1,4 @@
-"""The images of packed envs (packed.py): where they are, their manifests, mounting them (again after a reboot,
+"""The images of packed envs (packing.py): where they are, their manifests, mounting them (again after a reboot,
 after their sha256), comparing one with the trees it was made from, and what a pack leaves to clean up.
 
 An image is ``packed/<id>.sqfs`` under the cache root, its manifest ``packed/<id>.json``, its mount point
@@ -17,7 +17,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, Field
 
-from swe_rl.envs.filestore import file_sha256
+from swe_rl.envs.store.filestore import file_sha256
 from swe_rl.errors import EnvBuildError
 from swe_rl.locks import exclusive
 
@@ -57,7 +57,7 @@ class Manifest(BaseModel):
     seconds: float = Field(description="Wall time of the pack, both images and the check included.")
     appended_to: str | None = Field(
         default=None,
-        description="The image a merge copied and appended the other trees to (packed.py), None when it "
+        description="The image a merge copied and appended the other trees to (packing.py), None when it "
         "compressed every tree anew.",
     )
 
@@ -176,7 +176,7 @@ def collect_trash(root: Path) -> list[Path]:
 def compare_trees(loose: Path, packed: Path, *, content: bool = True, owner: bool = True) -> str:
     """The first difference between a tree and its copy in an image, '' when none: each entry's type, mode,
     owner, size, whole-second mtime (what squashfs keeps), link target, and bytes (not with ``content`` False:
-    a tree whose data blocks an append kept as they were, packed.py; ``owner`` False: a tree whose owner
+    a tree whose data blocks an append kept as they were, packing.py; ``owner`` False: a tree whose owner
     means nothing, :func:`owner_matters`)."""
     checked: dict[tuple[int, int], int] = {}  # the loose inode -> the image inode its bytes matched
 

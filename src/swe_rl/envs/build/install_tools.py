@@ -11,7 +11,7 @@ import uuid
 from pathlib import Path
 from typing import IO
 
-from swe_rl.envs.recipe import EnvRecipe, Installer
+from swe_rl.envs.build.recipe import EnvRecipe, Installer
 from swe_rl.errors import ConfigError, EnvBuildError, SandboxError
 from swe_rl.sandbox.base import Limits
 from swe_rl.sandbox.cgroups import SandboxCgroup
