@@ -47,7 +47,8 @@ async def _run(
     tasks: list[Any], samples: int, jobs: int, warm: bool, cache: Any, factory: Any, grading: str
 ) -> dict[str, Any]:
     from swe_rl.agent.config import load_agent_config
-    from swe_rl.episode.run import EpisodeSettings, run_episode
+    from swe_rl.episode.run import run_episode
+    from swe_rl.episode.spec import EpisodeSpec
     from swe_rl.harness.grade_many import Grader
     from swe_rl.llm.base import SamplingParams
     from swe_rl.llm.oracle import scripted_for
@@ -67,7 +68,7 @@ async def _run(
                 factory=factory,
                 agent=agent,
                 params=SamplingParams(),
-                settings=EpisodeSettings(grading=grading),
+                spec=EpisodeSpec.for_eval(grading=grading),
                 grader=grader,
             )
             verdict = episode.verdict

@@ -84,10 +84,10 @@ class Settings(BaseSettings):
     """Adapters: the shipped agent config by name (unset: swebench)."""
     max_context: Annotated[int | None, ZERO_IS_UNSET] = Field(default=None, ge=256)
     """Adapters: tokens of context; turns beyond it are elided (unset: none elided)."""
-    dynamic_history: Flag = True
-    """Adapters, 1 or 0: one training sample per step (0: one sample per trajectory)."""
-    unsubmitted: Literal["graded", "unresolved"] = "graded"
-    """Adapters: the reward of an episode that never submitted: its patch graded, or unresolved."""
+    dynamic_history: Flag | None = None
+    """Adapters, 1 or 0: one training sample per step (0: one per trajectory; unset: a training episode's, 1)."""
+    unsubmitted: Literal["graded", "unresolved"] | None = None
+    """Adapters: the reward of an episode that never submitted: graded or unresolved (unset: a training episode's)."""
 
     prm_url: str | None = None
     """Adapters: process rewards from the judge at this OpenAI-compatible base URL (unset: none)."""

@@ -56,10 +56,14 @@ def test_a_value_the_field_refuses_is_one_line_and_exit_2(tmp_path: Path) -> Non
     assert "Traceback" not in out.stderr and not (tmp_path / "run").exists()  # refused before anything ran
 
 
-@pytest.mark.parametrize("item", ["limits.memroy_mb=8192", "limits={memroy_mb: 8192}"])
+@pytest.mark.parametrize(
+    "item",
+    ["episode.limits.memroy_mb=8192", "episode.limits={memroy_mb: 8192}", "episode={limits: {memroy_mb: 1}}"],
+)
 def test_a_typo_in_a_nested_key_is_refused_like_a_top_level_one(tasks, tmp_path: Path, item: str) -> None:
-    """``limits`` is a settings model (Limits): its keys are checked as the top level's are (``trl`` and
-    ``args`` are free mappings and take any key). It was accepted and the run went on with the default."""
+    """``episode.limits`` is a settings model (Limits) in one (EpisodeSpec): its keys are checked as the top
+    level's are (``trl`` and ``args`` are free mappings and take any key). It was accepted and the run went on
+    with the default."""
     args = ["eval", "--llm", "scripted:oracle", "-b", "local", "-i", tasks[0].instance_id, "-c", item]
     out = subprocess.run(
         [*SWE_RL, *args, "-o", str(tmp_path / "run")],
@@ -70,3 +74,18 @@ def test_a_typo_in_a_nested_key_is_refused_like_a_top_level_one(tasks, tmp_path:
     assert out.returncode == 2 and "Traceback" not in out.stderr, out.stderr
     assert out.stderr.startswith(f"error: -c {item}: Limits has no setting 'memroy_mb'; it has: cpus,")
     assert not (tmp_path / "run").exists()
+
+
+def test_an_entry_at_any_depth_is_set_over_the_defaults_of_a_model_left_unset(tmp_path: Path) -> None:
+    """eval's episode spec leaves ``limits`` unset (the backend's): one entry of it starts from Limits' defaults,
+    the episode's other fields kept; one deeper than a plain value is refused naming the path."""
+    from swe_rl.episode.spec import EpisodeSpec
+    from swe_rl.runs.evaluation import EvalSettings
+    from swe_rl.sandbox.base import Limits
+
+    base = EvalSettings(output_dir=tmp_path)
+    got = with_overrides(base, ["episode.limits.memory_mb=8192", "episode.grading=strict"])
+    assert got.episode.limits == Limits(memory_mb=8192) and got.episode.grading == "strict"
+    assert base.episode == EpisodeSpec.for_eval() and got.episode.grade_timeout == base.episode.grade_timeout
+    with pytest.raises(ConfigError, match=r"episode\.grading is not a mapping"):
+        with_overrides(base, ["episode.grading.mode=strict"])

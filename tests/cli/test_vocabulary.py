@@ -14,18 +14,22 @@ from pydantic import BaseModel
 from pydantic_core import PydanticUndefined
 
 from swe_rl.cli.app import app
+from swe_rl.episode.spec import EpisodeSpec
 from swe_rl.llm.base import SamplingParams
 from swe_rl.runs.evaluation import EvalSettings
 from swe_rl.train.grpo import GRPOSettings
 from swe_rl.train.sft import SFTTrainSettings
 
 SWE_RL = [sys.executable, "-m", "swe_rl.cli.app"]
-# options that fill these settings' fields (matched by parameter name)
-SETTINGS: list[tuple[tuple[str, ...], type[BaseModel]]] = [
-    (("eval",), EvalSettings),
-    (("eval",), SamplingParams),
-    (("train", "rl"), GRPOSettings),
-    (("train", "sft"), SFTTrainSettings),
+# options that fill these settings' fields (matched by parameter name), defaulted as the instance given
+# (eval's episode: EpisodeSpec.for_eval, whose grading is not the field's, training's, default)
+SETTINGS: list[tuple[tuple[str, ...], type[BaseModel], BaseModel | None]] = [
+    (("eval",), EvalSettings, None),
+    (("eval",), EpisodeSpec, EpisodeSpec.for_eval()),
+    (("eval",), SamplingParams, None),
+    (("train", "rl"), GRPOSettings, None),
+    (("train", "rl"), EpisodeSpec, EpisodeSpec.for_training()),
+    (("train", "sft"), SFTTrainSettings, None),
 ]
 # where the command converts the value before it reaches the field
 CONVERTED = {
@@ -113,9 +117,11 @@ def _bounds(model: type[BaseModel], field: str) -> tuple[Any, Any]:
 
 
 @pytest.mark.parametrize(
-    ("path", "model"), SETTINGS, ids=lambda v: " ".join(v) if isinstance(v, tuple) else None
+    ("path", "model", "defaults"),
+    SETTINGS,
+    ids=lambda v: " ".join(v) if isinstance(v, tuple) else getattr(v, "__name__", None),
 )
-def test_options_are_bounded_and_defaulted_as_the_settings_they_fill(path, model) -> None:
+def test_options_are_bounded_and_defaulted_as_the_settings_they_fill(path, model, defaults) -> None:
     command = _commands()[path]
     checked = []
     for param in command.params:
@@ -124,7 +130,8 @@ def test_options_are_bounded_and_defaulted_as_the_settings_they_fill(path, model
         field = model.model_fields[param.name]
         # an open bound (gt, lt) is the model's to enforce: the command line then sets none
         assert (param.min, param.max) == _bounds(model, param.name), f"{' '.join(path)} {param.opts}"
-        if field.default is not PydanticUndefined and param.default is not None:
-            assert param.default == field.default, f"{' '.join(path)} {param.opts}"
+        default = getattr(defaults, param.name) if defaults is not None else field.default
+        if default is not PydanticUndefined and param.default is not None:
+            assert param.default == default, f"{' '.join(path)} {param.opts}"
         checked.append(param.name)
     assert checked  # the command fills this model's fields

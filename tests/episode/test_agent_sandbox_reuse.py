@@ -9,6 +9,7 @@ from tests.conftest import available_factory
 
 from swe_rl.agent.config import load_agent_config
 from swe_rl.episode.run import run_episode
+from swe_rl.episode.spec import EpisodeSpec
 from swe_rl.errors import SandboxError
 from swe_rl.harness.grade_many import Grader, Slot
 from swe_rl.llm.base import SamplingParams
@@ -41,17 +42,17 @@ def _seen(observation: str) -> set[str]:
 async def test_one_agent_cannot_reach_the_next_through_a_reused_sandbox(task_by_id, envs):
     task = task_by_id["swe-rl-builtin__textkit-3"]
     grader = Grader(SandboxPool(available_factory("ns"), idle=2))
-    agent, params = load_agent_config(), SamplingParams()
+    agent, params, spec = load_agent_config(), SamplingParams(), EpisodeSpec.for_eval()
     # the first agent plants, then probes in the same sandbox: the positive control, every leftover seen
     planter = ScriptedLLM([bash_reply("plant", PLANT), bash_reply("probe", PROBE), bash_reply("go", SUBMIT)])
     prober = ScriptedLLM([bash_reply("probe", PROBE), bash_reply("go", SUBMIT)])
     try:
-        first = await run_episode(task, planter, cache=envs, factory=grader.factory, agent=agent, params=params, grader=grader)  # fmt: skip
+        first = await run_episode(task, planter, cache=envs, factory=grader.factory, agent=agent, params=params, spec=spec, grader=grader)  # fmt: skip
         assert first.trajectory is not None and first.verdict is not None, first.error
         assert _seen(first.trajectory.steps[1].observation) == EVERY, first.trajectory.steps[1].observation
         assert first.patch and "late.txt" in first.patch  # graded, in a sandbox of the grading shelf
 
-        second = await run_episode(task, prober, cache=envs, factory=grader.factory, agent=agent, params=params, grader=grader)  # fmt: skip
+        second = await run_episode(task, prober, cache=envs, factory=grader.factory, agent=agent, params=params, spec=spec, grader=grader)  # fmt: skip
         assert second.trajectory is not None, second.error
         probed = second.trajectory.steps[0].observation
         assert "probed" in probed and _seen(probed) == set(), probed

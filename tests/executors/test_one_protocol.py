@@ -19,6 +19,7 @@ from tests.service.servers import Server, free_port, post
 
 from swe_rl.agent.config import load_agent_config
 from swe_rl.episode.request import EpisodeRequest, NamedModel, Policy
+from swe_rl.episode.spec import EpisodeSpec
 from swe_rl.executors.local import LocalExecutor
 from swe_rl.executors.service import ServiceExecutor
 from swe_rl.llm.base import SamplingParams
@@ -229,7 +230,7 @@ def test_an_attempt_sent_elsewhere_carries_its_models_price_not_the_whole_map(ta
             for i in range(5000)
         }
     )
-    settings = EvalSettings(output_dir=tmp_path, prices=prices)
+    settings = EvalSettings(output_dir=tmp_path, episode=EpisodeSpec.for_eval(prices=prices))
     remote = Attempts(
         ServiceExecutor("http://127.0.0.1:1"), NamedModel(model="model-7", api_base="x"), load_agent_config()
     )

@@ -6,7 +6,7 @@ from typing import get_args
 
 import pytest
 
-from swe_rl.episode.request import Unsubmitted
+from swe_rl.episode.spec import Unsubmitted
 from swe_rl.errors import ConfigError
 from swe_rl.integrations.settings import AdapterSettings
 
@@ -62,7 +62,8 @@ def test_ray_address_names_the_cluster_of_a_plain_ray_executor_only(setenv):
 
 def test_the_unsubmitted_choices_are_the_episodes():
     # paths.py sits below the episode, so it spells the choices out; they must stay the episode's
-    assert get_args(AdapterSettings.model_fields["unsubmitted"].annotation) == get_args(Unsubmitted)
+    unset_or = get_args(AdapterSettings.model_fields["unsubmitted"].annotation)  # Literal[...] | None
+    assert get_args(unset_or[0]) == get_args(Unsubmitted) and unset_or[1] is type(None)
 
 
 @pytest.mark.parametrize(

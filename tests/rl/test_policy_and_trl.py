@@ -10,6 +10,7 @@ from tests.conftest import available_factory, tiny_grpo_settings
 
 from swe_rl.agent.config import load_agent_config
 from swe_rl.episode.result import RolloutResult
+from swe_rl.episode.spec import EpisodeSpec
 from swe_rl.llm.base import Message, SamplingParams
 from swe_rl.llm.oracle import oracle_replies
 from swe_rl.llm.token_prompts import PromptExtender
@@ -124,7 +125,7 @@ async def test_rollout_output_for_trl_masks_observations_and_failures(task_by_id
         envs,
         load_agent_config(),
         SamplingParams(),
-        dynamic_history=False,
+        spec=EpisodeSpec.for_training(dynamic_history=False),
         tokenizer=tok,
     )
     assert ok.status == "completed" and ok.resolved and len(ok.samples) == 1

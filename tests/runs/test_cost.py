@@ -13,6 +13,7 @@ from tests.conftest import available_factory
 
 from swe_rl.agent.config import load_agent_config
 from swe_rl.agent.trajectory import Trajectory
+from swe_rl.episode.spec import EpisodeSpec
 from swe_rl.errors import ConfigError
 from swe_rl.llm.base import SamplingParams
 from swe_rl.llm.cost import PROJECT_PRICES, load_prices
@@ -58,7 +59,9 @@ def test_price_table_layers_and_lookup(price_file):
 
 
 def _settings(tmp_path: Path, prices, **kw) -> EvalSettings:
-    return EvalSettings(output_dir=tmp_path / "run", max_concurrent=1, prices=prices, **kw)
+    return EvalSettings(
+        output_dir=tmp_path / "run", max_concurrent=1, episode=EpisodeSpec.for_eval(prices=prices), **kw
+    )
 
 
 def _expected_cost(folder: Path) -> float:

@@ -102,7 +102,9 @@ def eval_command(
     max_context: Annotated[
         int | None,
         typer.Option(
-            "--max-context", help="Context window: turns beyond it are elided (head 30% + tail 70%)."
+            "--max-context",
+            min=256,
+            help="Context window: turns beyond it are elided (head 30% + tail 70%).",
         ),
     ] = None,
     agent_config: Annotated[
@@ -155,12 +157,13 @@ def eval_command(
         ),
     ] = True,
     json_out: Annotated[bool, typer.Option("--json", help="Print summary.json on stdout.")] = False,
-    config: Annotated[list[str] | None, config_option("limits.memory_mb=8192")] = None,
+    config: Annotated[list[str] | None, config_option("episode.limits.memory_mb=8192")] = None,
 ) -> None:
     """Run a model on tasks; write traj.json/patch.diff/meta.json per instance, results.jsonl, summary.json, preds.json."""
     from swe_rl.agent.config import load_agent_config
     from swe_rl.cli.options import pool_token
     from swe_rl.episode.request import NamedModel
+    from swe_rl.episode.spec import EpisodeSpec
     from swe_rl.executors.config import LocalConfig, PoolConfig
     from swe_rl.llm.base import SamplingParams
     from swe_rl.llm.cost import load_prices
@@ -206,11 +209,9 @@ def eval_command(
         max_concurrent=max_concurrent,
         n_samples=n_samples,
         resume=resume,
-        max_context=max_context,
+        episode=EpisodeSpec.for_eval(max_context=max_context, prices=prices, grading=grading),
         metrics_backends=[m.strip() for m in metrics.split(",") if m.strip()],
-        prices=prices,
         run_cost_limit=run_cost_limit or None,
-        grading=grading,
         args={
             "tasks": tasks,
             "model": choice.name,

@@ -58,8 +58,9 @@ GradingOpt = Annotated[
     Literal["official", "strict"],
     typer.Option(
         "--grading",
-        help="official: the SWE-bench harness's verdict, files that steer the test run flagged; strict: those "
-        "files reverted or the patch refused before the tests run (training's rule, docs/SECURITY.md).",
+        help="official: the SWE-bench harness's verdict, files that steer the test run flagged; strict: a pass "
+        "the code under test cannot produce (those files reverted, each test's outcome checked by the runner's "
+        "seal, a run it cannot check unverifiable; training's rule, docs/SECURITY.md).",
     ),
 ]
 TopPOpt = Annotated[
@@ -173,7 +174,7 @@ def config_option(example: str) -> Any:
         "--config",
         "-c",
         help="Any field of the command's settings, applied after the options: a YAML file of them, or KEY=VALUE "
-        f"(VALUE read as YAML; KEY.SUB sets one entry of a mapping), e.g. -c {example}. Repeatable; later "
+        f"(VALUE read as YAML; KEY.SUB sets one entry of a mapping, at any depth), e.g. -c {example}. Repeatable; later "
         "ones win.",
     )
 
@@ -192,16 +193,21 @@ def with_overrides(settings: M, items: list[str] | None) -> M:
     data = settings.model_dump()
     for item in items:
         for key, value in _override_items(item).items():
-            top, _, sub = key.partition(".")
-            _check_known(model, (top, sub) if sub else (top,), value, item)
-            if sub:
-                if not isinstance(data.get(top), dict):
-                    raise ConfigError(f"-c {item}: {top} is not a mapping; set it whole")
-                data[top][sub] = value
-            elif isinstance(data.get(top), dict) and isinstance(value, dict):
-                data[top] = {**data[top], **value}
+            *path, last = key.split(".")
+            _check_known(model, (*path, last), value, item)
+            node = data
+            for depth, name in enumerate(path):
+                if node.get(name) is None:  # a settings model left unset: this entry over its defaults
+                    node[name] = {}
+                if not isinstance(node[name], dict):
+                    raise ConfigError(
+                        f"-c {item}: {'.'.join(path[: depth + 1])} is not a mapping; set it whole"
+                    )
+                node = node[name]
+            if isinstance(node.get(last), dict) and isinstance(value, dict):
+                node[last] = {**node[last], **value}
             else:
-                data[top] = value
+                node[last] = value
     if isinstance(data.get("args"), dict):
         data["args"]["config"] = list(items)
     return model.model_validate(data)

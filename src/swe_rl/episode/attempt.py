@@ -11,23 +11,19 @@ from pathlib import Path
 
 from pydantic import BaseModel, Field
 
-from swe_rl.harness.verdict import GradingMode
+from swe_rl.episode.spec import EpisodeSpec
 from swe_rl.llm.base import LLM
 from swe_rl.llm.cost import PricedLLM, PriceTable
-from swe_rl.sandbox.base import Limits
 
 
 class AttemptSettings(BaseModel):
-    """How one eval attempt runs: where its artifacts go, its context window, its sandbox and its grading."""
+    """How one eval attempt runs: where its artifacts go, and its episode (eval's defaults, episode/spec.py)."""
 
     output_dir: Path
-    max_context: int | None = Field(default=None, description="Context window; enables the context manager.")
-    grade_timeout: float = 1800.0
-    grading: GradingMode = Field(
-        default="official", description="official (SWE-bench's verdict, steering flagged) or strict."
+    episode: EpisodeSpec = Field(
+        default_factory=EpisodeSpec.for_eval,
+        description="Its sandbox limits, context window, prices and grading (EpisodeSpec.for_eval).",
     )
-    limits: Limits = Field(default_factory=Limits)
-    prices: PriceTable | None = Field(default=None, description="Price every model call (llm.cost).")
 
 
 def priced(llm: LLM, prices: PriceTable | None) -> LLM:

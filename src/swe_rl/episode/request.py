@@ -13,13 +13,8 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag, model_validator
 
 from swe_rl.agent.config import AgentConfig
-from swe_rl.harness.grade_patch import DEFAULT_TEST_TIMEOUT
-from swe_rl.harness.verdict import GradingMode
+from swe_rl.episode.spec import EpisodeSpec
 from swe_rl.llm.base import SamplingParams
-from swe_rl.llm.cost import PriceTable
-from swe_rl.sandbox.base import Limits
-
-Unsubmitted = Literal["graded", "unresolved"]
 
 
 class Policy(BaseModel):
@@ -102,10 +97,12 @@ class ProcessReward(BaseModel):
     concurrency: int = Field(default=8, ge=1, le=256, description="Judge calls at once per rollout.")
 
 
-class EpisodeRequest(BaseModel):
-    """One episode to run. ``train`` (the default): training samples and a reward come back; else the
-    episode's record, trajectory and patch only (an eval attempt). A field it does not have is refused by
-    name (a misspelt one would otherwise be dropped and its default run)."""
+class EpisodeRequest(EpisodeSpec):
+    """One episode to run: its task, model, agent and sampling, and how it runs and is scored (the
+    :class:`.EpisodeSpec` it is, training's defaults; an eval attempt's request is made from eval's spec,
+    runs/evaluation.py). ``train`` (the default): training samples and a reward come back; else the episode's
+    record, trajectory and patch only (an eval attempt). A field it does not have is refused by name (a
+    misspelt one would otherwise be dropped and its default run)."""
 
     model_config = ConfigDict(extra="forbid")
 
@@ -125,27 +122,9 @@ class EpisodeRequest(BaseModel):
     step_limit: int | None = Field(default=None, ge=1, le=1000)
     wall_time_s: float | None = Field(default=None, gt=0, description="Seconds for the agent's run.")
     cost_limit: float | None = Field(default=None, gt=0, description="USD for the agent's priced calls.")
-    max_context: int | None = Field(
-        default=None, ge=256, description="Context window; enables the context manager."
-    )
-    dynamic_history: bool = True
     prm: ProcessReward | None = Field(default=None, description="Process rewards from a judge (seed's PRM).")
     train: bool = Field(default=True, description="Build training samples and a reward.")
     attempt: int = Field(default=0, ge=0, description="Which attempt at the task (eval's --n-samples).")
-    unsubmitted: Unsubmitted = Field(
-        default="graded",
-        description="The reward of an episode that never submitted: graded (its working tree's diff at the "
-        "limit, SWE-agent's convention) or unresolved (mini-swe-agent's: it submitted nothing). Its verdict is "
-        "kept either way; this decides the reward only.",
-    )
-    grading: GradingMode = Field(
-        default="strict", description="strict (training's default) or official (SWE-bench's verdict)."
-    )
-    grade_timeout: float = Field(default=DEFAULT_TEST_TIMEOUT, gt=0, description="Seconds for the test run.")
-    limits: Limits | None = Field(
-        default=None, description="The agent's sandbox limits (None: the backend's)."
-    )
-    prices: PriceTable | None = Field(default=None, description="Price every model call (llm.cost).")
 
     @model_validator(mode="after")
     def _context_fits_a_reply(self) -> EpisodeRequest:

@@ -22,27 +22,16 @@ from swe_rl.agent.context import ContextManager
 from swe_rl.agent.loop import left_patch, run_agent
 from swe_rl.agent.trajectory import Trajectory
 from swe_rl.envs.cache import EnvCache
+from swe_rl.episode.spec import EpisodeSpec
 from swe_rl.errors import SweRlError
 from swe_rl.harness.grade_many import Grader
-from swe_rl.harness.grade_patch import DEFAULT_TEST_TIMEOUT, grade_patch
-from swe_rl.harness.verdict import GradingMode, Verdict
+from swe_rl.harness.grade_patch import grade_patch
+from swe_rl.harness.verdict import Verdict
 from swe_rl.llm.base import LLM, SamplingParams
-from swe_rl.sandbox.base import Limits, SandboxFactory
+from swe_rl.sandbox.base import SandboxFactory
 from swe_rl.tasks.model import Task
 
 PatchSource = Literal["submission", "diff_fallback"]
-
-
-class EpisodeSettings(BaseModel):
-    """How an episode's sandbox and grading run (its task, model and agent are given beside it)."""
-
-    limits: Limits | None = Field(
-        default=None, description="The agent's sandbox limits (None: the backend's)."
-    )
-    grade_timeout: float = Field(default=DEFAULT_TEST_TIMEOUT, gt=0, description="Seconds for the test run.")
-    grading: GradingMode = Field(
-        default="official", description="official (SWE-bench's verdict, steering flagged) or strict."
-    )
 
 
 class Episode(BaseModel):
@@ -86,21 +75,21 @@ async def run_episode(
     factory: SandboxFactory,
     agent: AgentConfig,
     params: SamplingParams,
-    settings: EpisodeSettings | None = None,
+    spec: EpisodeSpec,
     context: ContextManager | None = None,
     grader: Grader | None = None,
 ) -> Episode:
     """Run one episode; never raises for an infrastructure failure (see the module's docstring).
 
-    ``grader``: grades in reused sandboxes (harness/grade_many.py), and its pool (sandbox/pool.py) lends the
-    agent's sandbox; None: each in a fresh sandbox of ``factory``."""
-    settings = settings or EpisodeSettings()
+    ``spec``: the agent's sandbox limits and the grading (an eval's or a training's: episode/spec.py; the
+    request is one). ``grader``: grades in reused sandboxes (harness/grade_many.py), and its pool
+    (sandbox/pool.py) lends the agent's sandbox; None: each in a fresh sandbox of ``factory``."""
     started = time.monotonic()
     episode = Episode(instance_id=task.instance_id)
     try:
         env = await asyncio.to_thread(cache.ensure, task)
-        lent = grader.pool.sandbox(env, settings.limits) if grader is not None else None
-        async with lent or await factory.create(env, settings.limits) as box:
+        lent = grader.pool.sandbox(env, spec.limits) if grader is not None else None
+        async with lent or await factory.create(env, spec.limits) as box:
             episode.trajectory = traj = await run_agent(
                 task, box, llm, agent, params, context=context, workdir=env.workdir
             )
@@ -115,11 +104,11 @@ async def run_episode(
             graded = time.monotonic()
             if grader is not None:
                 episode.verdict = await grader.grade(
-                    task, episode.patch, env, timeout=settings.grade_timeout, mode=settings.grading
+                    task, episode.patch, env, timeout=spec.grade_timeout, mode=spec.grading
                 )
             else:
                 episode.verdict = await grade_patch(
-                    task, episode.patch, factory, env, timeout=settings.grade_timeout, mode=settings.grading
+                    task, episode.patch, factory, env, timeout=spec.grade_timeout, mode=spec.grading
                 )
             episode.grade_s = time.monotonic() - graded
     except SweRlError as exc:

@@ -10,7 +10,7 @@ from swe_rl.agent.context import ContextManager
 from swe_rl.envs.cache import EnvCache
 from swe_rl.episode.request import EpisodeRequest, HeldModel, NamedModel
 from swe_rl.episode.result import RolloutResult, episode_result
-from swe_rl.episode.run import EpisodeSettings, run_episode
+from swe_rl.episode.run import run_episode
 from swe_rl.errors import ConfigError
 from swe_rl.executors.base import policy_llm
 from swe_rl.executors.models import ModelBook
@@ -86,9 +86,6 @@ class LocalExecutor:
         """Run without taking a slot (the caller already holds one)."""
         llm, tokenizer, owned = await self._model(task, request)
         context = _context(request, tokenizer)
-        settings = EpisodeSettings(
-            limits=request.limits, grade_timeout=request.grade_timeout, grading=request.grading
-        )
         judge = None
         if request.prm is not None:
             from swe_rl.llm.openai import OpenAIClient
@@ -104,7 +101,7 @@ class LocalExecutor:
                     factory=self.factory,
                     agent=agent_config(request),
                     params=request.sampling,
-                    settings=settings,
+                    spec=request,
                     context=context,
                     grader=self.grader,
                 )
@@ -116,15 +113,13 @@ class LocalExecutor:
                 self.cache,
                 agent_config(request),
                 request.sampling,
-                dynamic_history=request.dynamic_history,
+                spec=request,
                 context=context,
                 tokenizer=tokenizer
                 if request.policy is not None and request.policy.kind == "openai"
                 else None,
                 prm=(judge, request.prm) if judge is not None and request.prm is not None else None,
-                settings=settings,
                 grader=self.grader,
-                unsubmitted=request.unsubmitted,
             )
         finally:
             self.running -= 1

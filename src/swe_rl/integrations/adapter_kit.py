@@ -22,6 +22,7 @@ from typing import Any
 from pydantic import BaseModel
 
 from swe_rl.episode.result import RolloutResult, TrainingSample, rollout_record
+from swe_rl.episode.spec import EpisodeSpec
 from swe_rl.episode.summary import summarize
 from swe_rl.errors import ConfigError
 from swe_rl.executors import get_executor
@@ -84,22 +85,28 @@ def build_request(
     policy: Policy,
     params: SamplingParams,
     *,
-    dynamic_history: bool,
+    dynamic_history: bool | None = None,
     settings: AdapterSettings | None = None,
 ) -> EpisodeRequest:
-    """A request with the agent settings of ``SWE_RL_STEP_LIMIT``, ``SWE_RL_AGENT_CONFIG``,
-    ``SWE_RL_MAX_CONTEXT``, the process rewards of ``SWE_RL_PRM_*`` and ``SWE_RL_UNSUBMITTED``."""
+    """A training episode's request (EpisodeSpec.for_training's defaults) with the agent settings of
+    ``SWE_RL_STEP_LIMIT``, ``SWE_RL_AGENT_CONFIG``, ``SWE_RL_MAX_CONTEXT``, the process rewards of ``SWE_RL_PRM_*``,
+    ``SWE_RL_UNSUBMITTED`` and ``SWE_RL_DYNAMIC_HISTORY``, where set. ``dynamic_history``: the samples' shape
+    the trainer needs (None: the setting's)."""
     settings = settings or AdapterSettings.read()
+    chosen = {
+        "max_context": settings.max_context,
+        "dynamic_history": settings.dynamic_history if dynamic_history is None else dynamic_history,
+        "unsubmitted": settings.unsubmitted,
+    }
+    spec = EpisodeSpec.for_training(**{name: value for name, value in chosen.items() if value is not None})
     return EpisodeRequest(
         task=task,
         model=policy,
         sampling=params,
         step_limit=settings.step_limit,
         agent_config=settings.agent_config,
-        max_context=settings.max_context,
-        dynamic_history=dynamic_history,
         prm=settings.prm,
-        unsubmitted=settings.unsubmitted,
+        **dict(spec),
     )
 
 
@@ -113,7 +120,7 @@ async def rollout(
     """
     settings = AdapterSettings.read()
     policy = Policy(url=policy_url, kind="sglang", tokenizer=tokenizer)
-    request = build_request(task, policy, params, dynamic_history=settings.dynamic_history, settings=settings)
+    request = build_request(task, policy, params, settings=settings)
     result = await shared_executor(settings).run(request)
     if result.status == "infra_error":
         instance_id = task.get("instance_id", "") if isinstance(task, dict) else task

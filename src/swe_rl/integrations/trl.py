@@ -42,8 +42,9 @@ from collections.abc import Sequence
 from typing import Any, Protocol
 
 from swe_rl.agent.config import AgentConfig
-from swe_rl.episode.request import EpisodeRequest, HeldModel, Unsubmitted
+from swe_rl.episode.request import EpisodeRequest, HeldModel
 from swe_rl.episode.result import RolloutResult
+from swe_rl.episode.spec import EpisodeSpec
 from swe_rl.errors import ConfigError
 from swe_rl.executors.base import Executor
 from swe_rl.integrations.adapter_kit import episode_metrics, executor_from, trajectory_span
@@ -81,13 +82,14 @@ class SweRolloutFunc:
         log: StepLog | None = None,
         max_concurrent: int = 16,
         window_s: float = 0.5,
-        unsubmitted: Unsubmitted = "graded",
+        spec: EpisodeSpec | None = None,
         resample_rounds: int = 0,
         seed: int = 0,
     ) -> None:
         self.resample_rounds = resample_rounds  # dynamic sampling: rounds a step for one-reward groups
         self.seed = seed
-        self.unsubmitted: Unsubmitted = unsubmitted  # the reward of an episode that never submitted
+        # how each episode runs and is paid (training's defaults); TRL trains one exact multi-turn sample
+        self.spec = (spec or EpisodeSpec.for_training()).model_copy(update={"dynamic_history": False})
         self.window_s = window_s  # episodes run in step: wait this long to batch a whole turn together
         self.tasks = {t.instance_id: t for t in tasks}
         self.executor = executor or executor_from()
@@ -146,8 +148,7 @@ class SweRolloutFunc:
             model=POLICY,
             sampling=self.params,
             agent=self.agent,
-            dynamic_history=False,
-            unsubmitted=self.unsubmitted,
+            **dict(self.spec),
         )
 
     def episodes(

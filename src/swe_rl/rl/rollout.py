@@ -16,9 +16,9 @@ from swe_rl.agent.context import ContextManager
 from swe_rl.agent.trajectory import Trajectory
 from swe_rl.envs.cache import EnvCache
 from swe_rl.episode.record import EpisodeRecord
-from swe_rl.episode.request import Unsubmitted
 from swe_rl.episode.result import RolloutResult, rollout_metrics, status_of, unscored_result
-from swe_rl.episode.run import EpisodeSettings, run_episode
+from swe_rl.episode.run import run_episode
+from swe_rl.episode.spec import EpisodeSpec
 from swe_rl.harness.grade_many import Grader
 from swe_rl.llm.base import LLM, SamplingParams
 from swe_rl.rl.rewards import OutcomeReward, combined_reward, prm_step_scores
@@ -35,14 +35,12 @@ async def run_rollout(
     config: AgentConfig,
     params: SamplingParams,
     *,
-    dynamic_history: bool = True,
+    spec: EpisodeSpec | None = None,
     context: ContextManager | None = None,
     outcome: OutcomeReward | None = None,
     tokenizer: Any = None,
     prm: tuple[LLM, Any] | None = None,
-    settings: EpisodeSettings | None = None,
     grader: Grader | None = None,
-    unsubmitted: Unsubmitted = "graded",
 ) -> RolloutResult:
     """Agent in a pristine sandbox (reset in place when ``grader`` lends one, else fresh), patch graded in
     another, samples built from ids. Never raises InfraError;
@@ -50,26 +48,27 @@ async def run_rollout(
     ``tokenizer``: for a text-only policy (an OpenAI endpoint that returns no ids), steps without ids are
     encoded with the fixed-base method; with ids from the server, it is not used. ``prm``: a judge and
     its settings (``episode.request.ProcessReward``): the reward becomes outcome + coef * mean step score.
-    ``settings``: the sandbox limits and grading (default: strict grading, the backend's limits);
-    ``grader``: grades in reused sandboxes with a warm test runner (harness/grade_many.py). ``unsubmitted``:
-    "unresolved" rewards an episode that never submitted as unresolved, whatever its diff's verdict (which
-    ``resolved`` still reports), so that not submitting is never the better strategy."""
+    ``spec``: the sandbox limits, the grading, the samples' shape and the reward of an episode that never
+    submitted (default :meth:`.EpisodeSpec.for_training`: strict grading, the backend's limits; the request is
+    one): ``spec.unsubmitted`` "unresolved" rewards such an episode as unresolved, whatever its diff's verdict
+    (which ``resolved`` still reports), so that not submitting is never the better strategy. ``grader``:
+    grades in reused sandboxes with a warm test runner (harness/grade_many.py)."""
     trajectory_id = uuid.uuid4().hex
-    settings = settings or EpisodeSettings(grading="strict")
+    spec = spec or EpisodeSpec.for_training()
     episode = await run_episode(
-        task, llm, cache=cache, factory=factory, agent=config, params=params, settings=settings, context=context,
+        task, llm, cache=cache, factory=factory, agent=config, params=params, spec=spec, context=context,
         grader=grader,
     )  # fmt: skip
     traj = episode.trajectory
     if episode.error is not None or episode.verdict is None or traj is None:
         return unscored_result(episode)
     verdict = episode.verdict
-    counted = episode.patch_source == "submission" or unsubmitted == "graded"
+    counted = episode.patch_source == "submission" or spec.unsubmitted == "graded"
     reward = (outcome or OutcomeReward())(verdict.resolved and counted)
     extra: dict[str, float] = {}
     if prm is not None and traj.steps:
         reward, extra = await _with_process_reward(reward, traj, task, *prm)
-    build = step_samples if dynamic_history else trajectory_samples
+    build = step_samples if spec.dynamic_history else trajectory_samples
     if tokenizer is not None:
         fill_ids_fixed_base(traj, tokenizer)
     samples = build(traj, trajectory_id, reward=reward) if traj.steps else []

@@ -99,9 +99,9 @@ class Attempts:
         beside it, :meth:`run`); elsewhere it carries the full record, and of the prices the model's own, not
         the whole map (LiteLLM's has thousands of entries)."""
         here = self.executor.in_process
-        prices = settings.prices
-        if prices is not None and not here:
-            prices = prices.only(self.model.model, self.model.llm)
+        spec = settings.episode
+        if spec.prices is not None and not here:
+            spec = spec.model_copy(update={"prices": spec.prices.only(self.model.model, self.model.llm)})
         agent: dict[str, Any] = {"agent": self.agent}
         if self.agent_name is not None:
             agent = {
@@ -116,11 +116,7 @@ class Attempts:
             sampling=params,
             train=False,
             attempt=attempt,
-            max_context=settings.max_context,
-            grading=settings.grading,
-            grade_timeout=settings.grade_timeout,
-            limits=settings.limits,
-            prices=prices,
+            **dict(spec),
             **agent,
         )
 

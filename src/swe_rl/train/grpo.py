@@ -22,8 +22,8 @@ from pydantic import BaseModel, Field, model_validator
 
 from swe_rl.agent.config import AgentConfig
 from swe_rl.envs.cache import EnvCache
-from swe_rl.episode.request import Unsubmitted
 from swe_rl.episode.result import RolloutResult, rollout_record
+from swe_rl.episode.spec import EpisodeSpec, Unsubmitted
 from swe_rl.episode.summary import step_curve
 from swe_rl.errors import ConfigError, MissingExtraError
 from swe_rl.executors.base import Executor
@@ -78,7 +78,7 @@ class GRPOSettings(BaseModel):
     )
     seed: int = 0
     unsubmitted: Unsubmitted = Field(
-        default="graded",
+        default_factory=lambda: EpisodeSpec.for_training().unsubmitted,
         description="The reward of an episode that never submitted: graded (its diff at the limit, "
         "SWE-agent's convention) or unresolved (mini-swe-agent's), so that not submitting does not pay.",
     )
@@ -190,7 +190,8 @@ def train_grpo(
     params = SamplingParams(**settings.model_dump(include={"max_tokens", "temperature", "top_p"}))
     rollout = SweRolloutFunc(
         tasks, agent, params, executor=executor, log=log, max_concurrent=settings.max_concurrent,
-        unsubmitted=settings.unsubmitted, resample_rounds=settings.resample_rounds, seed=settings.seed,
+        spec=EpisodeSpec.for_training(unsubmitted=settings.unsubmitted), resample_rounds=settings.resample_rounds,
+        seed=settings.seed,
     )  # fmt: skip
     try:  # the rollout function's executor is closed in the event loop its kept sandboxes live in
         bf16 = bool(cuda and torch.cuda.is_bf16_supported())
