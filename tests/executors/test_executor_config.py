@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import inspect
+
 import pytest
 from pydantic import TypeAdapter, ValidationError
 
@@ -27,6 +29,9 @@ from swe_rl.executors.local import LocalExecutor
         ("local", "local", LocalConfig(backend="local")),
         ("pool:http://pool:18090", None, PoolConfig(url="http://pool:18090")),
         ("pool", "https://pool:18090", PoolConfig(url="https://pool:18090")),  # the URL from --backend
+        # a pool's sandboxes have one config, however named (a local executor's backend was a URL string)
+        ("local", "http://pool:18090", PoolConfig(url="http://pool:18090")),
+        ("local:http://pool:18090", "ns", PoolConfig(url="http://pool:18090")),
         ("service:http://a:18100,http://b:18100", None, ServiceConfig(urls="http://a:18100,http://b:18100")),
         ("ray", "ns", RayConfig(backend="ns")),
         ("ray:10.0.0.1:6379", None, RayConfig(address="10.0.0.1:6379")),
@@ -48,6 +53,35 @@ def test_each_spec_names_its_typed_config(spec, backend, expected) -> None:
 def test_a_spec_that_names_nothing_usable_is_a_config_error(spec, says) -> None:
     with pytest.raises(ConfigError, match=says):
         parse_executor(spec)
+
+
+def test_every_config_is_built_through_one_signature() -> None:
+    """No caller switches on the config's type to build it (get_executor did: capacity for local only)."""
+    signatures = {
+        cls.__name__: inspect.signature(cls.build)
+        for cls in (LocalConfig, PoolConfig, ServiceConfig, RayConfig)
+    }
+    assert len(set(map(str, signatures.values()))) == 1, signatures
+    assert list(signatures["LocalConfig"].parameters) == ["self", "capacity", "token", "cache"]
+
+
+def test_a_local_config_names_this_machine_s_backends_only() -> None:
+    with pytest.raises(ValidationError):
+        LocalConfig(backend="http://pool:18090")  # type: ignore[arg-type]
+
+
+def test_the_adapters_parse_the_placement_once(monkeypatch) -> None:
+    from swe_rl.integrations.settings import AdapterSettings
+
+    monkeypatch.setenv("SWE_RL_EXECUTOR", "local")
+    monkeypatch.setenv("SWE_RL_BACKEND", "http://pool:18090")
+    monkeypatch.setenv("SWE_MAX_CONCURRENT", "7")
+    settings = AdapterSettings.read()
+    assert settings.placement == PoolConfig(url="http://pool:18090", slots=7)
+    assert settings.placement is settings.placement  # kept, not parsed again
+    monkeypatch.setenv("SWE_RL_BACKEND", "vm")
+    with pytest.raises(ConfigError, match="SWE_RL_EXECUTOR='local': unknown sandbox backend 'vm'"):
+        AdapterSettings.read()
 
 
 def test_the_configs_are_one_discriminated_union() -> None:

@@ -29,7 +29,7 @@ from swe_rl.cli.options import (
 if TYPE_CHECKING:
     from swe_rl.agent.config import AgentConfig
     from swe_rl.episode.request import NamedModel
-    from swe_rl.executors.config import ExecutorConfig
+    from swe_rl.executors.config import Placement
     from swe_rl.llm.select import ModelChoice
     from swe_rl.runs.evaluation import Attempts
     from swe_rl.tasks.model import Task
@@ -169,14 +169,13 @@ def eval_command(
     from swe_rl.llm.cost import load_prices
     from swe_rl.llm.select import choose_model
     from swe_rl.runs.evaluation import Attempts, EvalSettings, run_eval
-    from swe_rl.sandbox import get_factory
     from swe_rl.tasks.loaders import load_tasks
 
     # options the settings refuse (--top-p 0) are refused before anything is loaded or printed
     sampling = SamplingParams(max_tokens=max_tokens, temperature=temperature, top_p=top_p)
     writable_dir(output_dir)
     selected = _select(load_tasks(tasks, instance_ids=instance), tasks, slice_, max_instances)
-    placement = _placement(executor, backend)
+    placement = _placement(executor, backend, reuse_grading)
     here = isinstance(placement, LocalConfig | PoolConfig)
     choice = (
         _loaded_remotely(llm)
@@ -191,17 +190,12 @@ def eval_command(
         prices.require(choice.name)  # a limit on a model without a price would never stop anything
     if isinstance(placement, LocalConfig | PoolConfig):
         chosen_backend = placement.url if isinstance(placement, PoolConfig) else placement.backend
-        factory = get_factory(chosen_backend, token=pool_token())
-        attempts = Attempts.here(
-            choice.factory,
-            env_cache(cache_dir, repo_cache),
-            factory,
-            agent,
-            name=choice.name,
-            reuse_grading=reuse_grading,
+        built = placement.build(
+            capacity=max_concurrent, token=pool_token(), cache=env_cache(cache_dir, repo_cache)
         )
+        attempts = Attempts.adopting(built, choice.factory, choice.name, agent)
     else:
-        chosen_backend = "ns" if backend == "auto" else backend  # 'auto' is decided per machine: ns on nodes
+        chosen_backend = getattr(placement, "backend", None) or backend
         named = NamedModel(llm=llm, model=model, api_base=api_base)
         attempts = _elsewhere(placement, named, agent, agent_config)
     settings = EvalSettings(
@@ -276,26 +270,23 @@ def _resume_command() -> str:
     return shlex.join(["swe-rl", *args, *([] if "--resume" in args else ["--resume"])])
 
 
-def _placement(executor: str, backend: str) -> ExecutorConfig:
-    """Where attempts run, typed: a local executor's backend resolved, a Ray address from the environment."""
+def _placement(executor: str, backend: str, reuse: bool) -> Placement:
+    """Where attempts run, parsed once (executors/config.py): ``--backend auto`` decided for this machine
+    (a Ray cluster's nodes get the same), a pool's URL as the backend the pool's config, a plain ``ray`` the
+    cluster of Ray's own ``RAY_ADDRESS``."""
     from swe_rl.errors import ConfigError
-    from swe_rl.executors.config import LocalConfig, RayConfig, parse_executor
+    from swe_rl.executors.config import parse_executor
 
-    url = backend if backend.startswith(("http://", "https://")) else None
+    address = os.environ.get("RAY_ADDRESS")
+    spec = f"ray:{address}" if executor.strip() == "ray" and address else executor
     try:
-        config = parse_executor(executor, backend=url)
+        return parse_executor(spec, backend=resolve_backend(backend), reuse=reuse)
     except ConfigError as exc:
         raise ConfigError(f"--executor {executor}: {exc}") from None
-    if isinstance(config, LocalConfig):
-        return LocalConfig(backend=resolve_backend(executor.partition(":")[2] or backend))
-    if isinstance(config, RayConfig):
-        address = config.address or os.environ.get("RAY_ADDRESS") or None
-        return RayConfig(address=address, backend="ns" if backend == "auto" else backend)
-    return config
 
 
 def _elsewhere(
-    config: ExecutorConfig, named: NamedModel, agent: AgentConfig, agent_config: str | None
+    config: Placement, named: NamedModel, agent: AgentConfig, agent_config: str | None
 ) -> Attempts:
     """Attempts on an executor's nodes or servers; the model is built there from the same options."""
     from swe_rl.cli.options import pool_token

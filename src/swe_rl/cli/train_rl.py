@@ -177,7 +177,7 @@ def train_rl(
     """
     from swe_rl.agent.config import load_agent_config
     from swe_rl.cli.options import pool_token
-    from swe_rl.executors.config import LocalConfig
+    from swe_rl.executors.config import parse_executor
     from swe_rl.tasks.loaders import load_tasks
     from swe_rl.train.grpo import GRPOSettings, train_grpo
 
@@ -228,7 +228,8 @@ def train_rl(
         f"{num_generations} episodes, backend {chosen_backend}, output {output_dir}/"
     )
     cache = env_cache(cache_dir, repo_cache)
-    placement = LocalConfig(backend=chosen_backend, reuse=reuse_grading)  # the policy is in this process
+    # the policy is in this process: a local executor (a pool's, where the backend is a pool's URL)
+    placement = parse_executor("local", backend=chosen_backend, reuse=reuse_grading)
     with json_alone(json_out):  # TRL prints its log dicts
         summary = train_grpo(
             selected,

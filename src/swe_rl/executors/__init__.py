@@ -9,16 +9,17 @@ as it is (``run(request, task=task)``, the request naming its id); executors els
 result rather than raising, so a trainer never scores a dead node as a wrong answer.
 
 Layout: :mod:`.base` (requests and the protocols), :mod:`.local`, :mod:`.service`, :mod:`.ray` (with
-:mod:`.ray_node`, what runs on each node); :mod:`.config` parses a spec string into typed settings whose
-``build()`` makes the executor; :func:`get_executor` does both.
+:mod:`.ray_node`, what runs on each node); :mod:`.config` parses a spec string once into the typed
+:data:`~.config.Placement`, whose ``build()`` (one signature for all) makes the executor; :func:`get_executor`
+does both.
 """
 
 from __future__ import annotations
 
 from swe_rl.executors.base import Executor
-from swe_rl.executors.config import EXECUTOR_SPECS, LocalConfig, default_capacity, parse_executor
+from swe_rl.executors.config import EXECUTOR_SPECS, Placement, default_capacity, parse_executor
 
-__all__ = ["EXECUTOR_SPECS", "default_capacity", "get_executor", "parse_executor"]
+__all__ = ["EXECUTOR_SPECS", "Placement", "default_capacity", "get_executor", "parse_executor"]
 
 
 def get_executor(
@@ -41,6 +42,4 @@ def get_executor(
     config = parse_executor(
         spec, backend=backend, pool_slots=pool_slots, rollout_timeout_s=rollout_timeout_s, reuse=reuse
     )
-    if isinstance(config, LocalConfig):
-        return config.build(capacity=capacity, token=token)
-    return config.build(token=token)
+    return config.build(capacity=capacity, token=token)

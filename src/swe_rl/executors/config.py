@@ -1,12 +1,19 @@
-"""Where episodes run, as typed settings: one parser for the ``--executor`` / ``SWE_RL_EXECUTOR`` strings, and
-``.build()`` for the executor each names.
+"""Where episodes run, as one typed model: :data:`Placement`, a discriminated union parsed once at the edge (the
+command line's ``--executor`` and ``--backend``, the adapters' ``SWE_RL_EXECUTOR`` and ``SWE_RL_BACKEND``) by
+:func:`parse_executor`, and built by every config through one signature, ``build(capacity=, token=, cache=)``,
+so no caller switches on its type.
 
 | spec | config | runs episodes |
 |---|---|---|
-| ``local`` / ``local:<backend>`` | :class:`LocalConfig` | here, on this machine's sandboxes |
-| ``pool:<URL>`` | :class:`PoolConfig` | here, on sandboxes leased from a pool server |
+| ``local`` / ``local:<backend>`` | :class:`LocalConfig` | here, on this machine's sandboxes (ns, docker, local) |
+| ``pool:<URL>`` (or ``local`` with a pool's URL as its backend) | :class:`PoolConfig` | here, on sandboxes leased from a pool server |
 | ``service:<URL>[,<URL>...]`` | :class:`ServiceConfig` | on rollout servers (shipped agent configs only) |
 | ``ray`` / ``ray:<address>`` | :class:`RayConfig` | on the nodes of a Ray cluster |
+
+A pool's sandboxes have one config, whichever way they were named: a local executor whose backend is a
+pool server's URL is that pool's :class:`PoolConfig`. ``capacity`` is the episodes at once of a local
+executor (a pool's are its ``slots``); ``cache`` is the env cache of one that builds envs here (local and
+pool); the servers and Ray's nodes keep their own, and ignore both.
 
 ``reuse`` (local and pool): agents and gradings in sandboxes reset in place between uses, the grading ones
 with a warm test runner (harness/grade_many.py); the executor then keeps sandboxes that belong to the event
@@ -32,13 +39,16 @@ EXECUTOR_SPECS = (
 
 class LocalConfig(BaseModel):
     kind: Literal["local"] = "local"
-    backend: str = Field(default="ns", description="The sandbox backend: ns, docker, local.")
+    backend: Literal["ns", "docker", "local"] = Field(
+        default="ns", description="The sandbox backend of this machine (a pool's sandboxes: PoolConfig)."
+    )
     reuse: bool = Field(default=False, description="Sandboxes reset in place and warm test runners.")
 
     def build(
         self, *, capacity: int | None = None, token: str | None = None, cache: EnvCache | None = None
     ) -> Executor:
-        """``cache``: the env cache (default: the one at ``$SWE_RL_CACHE`` or ``~/.cache/swe-rl``)."""
+        """``capacity``: default :func:`default_capacity`; ``cache``: the env cache (default: the one at
+        ``$SWE_RL_CACHE`` or ``~/.cache/swe-rl``)."""
         from swe_rl.executors.local import LocalExecutor
         from swe_rl.sandbox import get_factory
 
@@ -53,7 +63,10 @@ class PoolConfig(BaseModel):
     slots: int = Field(default=128, ge=1, description="Episodes at once against the pool.")
     reuse: bool = Field(default=False, description="Sandboxes reset in place, where the pool's can be.")
 
-    def build(self, *, token: str | None = None, cache: EnvCache | None = None) -> Executor:
+    def build(
+        self, *, capacity: int | None = None, token: str | None = None, cache: EnvCache | None = None
+    ) -> Executor:
+        """``token``: the pool's bearer token; ``slots`` bounds its episodes at once (``capacity`` is ignored)."""
         from swe_rl.executors.local import LocalExecutor
         from swe_rl.sandbox import get_factory
 
@@ -66,7 +79,10 @@ class ServiceConfig(BaseModel):
     urls: str = Field(min_length=1, description="Rollout servers, comma-separated.")
     timeout_s: float | None = Field(default=None, gt=0, description="Seconds a rollout may take there.")
 
-    def build(self, *, token: str | None = None) -> Executor:
+    def build(
+        self, *, capacity: int | None = None, token: str | None = None, cache: EnvCache | None = None
+    ) -> Executor:
+        """``token``: the servers' bearer token; each server has its own capacity and env cache."""
         from swe_rl.executors.service import ServiceExecutor
 
         return ServiceExecutor(self.urls, token, timeout_s=self.timeout_s)
@@ -79,13 +95,17 @@ class RayConfig(BaseModel):
         default=None, description="The nodes' sandbox backend (default: each node's)."
     )
 
-    def build(self, *, token: str | None = None) -> Executor:
+    def build(
+        self, *, capacity: int | None = None, token: str | None = None, cache: EnvCache | None = None
+    ) -> Executor:
+        """``token``: the nodes' pool token; Ray's scheduler bounds the episodes at once, each node its cache."""
         from swe_rl.executors.ray import RayExecutor
 
         return RayExecutor(address=self.address, backend=self.backend, token=token)
 
 
-ExecutorConfig = Annotated[LocalConfig | PoolConfig | ServiceConfig | RayConfig, Field(discriminator="kind")]
+Placement = Annotated[LocalConfig | PoolConfig | ServiceConfig | RayConfig, Field(discriminator="kind")]
+ExecutorConfig = Placement  # the name the executors' callers know it by
 
 
 def parse_executor(
@@ -103,10 +123,12 @@ def parse_executor(
     """
     kind, _, arg = spec.strip().partition(":")
     if kind == "local":
-        from swe_rl.sandbox.config import parse_backend
+        from swe_rl.sandbox.config import PoolBackend, parse_backend
 
-        backend = parse_backend(arg or backend or "ns").spec  # an unknown one fails here
-        return LocalConfig(backend=backend, reuse=reuse)
+        sandboxes = parse_backend(arg or backend or "ns")  # an unknown one fails here
+        if isinstance(sandboxes, PoolBackend):  # a pool's sandboxes: that pool's one config
+            return PoolConfig(url=sandboxes.url, slots=pool_slots or 128, reuse=reuse)
+        return LocalConfig(backend=sandboxes.kind, reuse=reuse)
     if kind == "pool":
         url = arg or backend or ""
         if not url.startswith(("http://", "https://")):

@@ -25,7 +25,6 @@ from swe_rl.episode.result import RolloutResult, TrainingSample, rollout_record
 from swe_rl.episode.spec import EpisodeSpec
 from swe_rl.episode.summary import summarize
 from swe_rl.errors import ConfigError
-from swe_rl.executors import get_executor
 from swe_rl.executors.base import EpisodeRequest, Executor, Policy
 from swe_rl.integrations.settings import AdapterSettings
 from swe_rl.llm.base import SamplingParams
@@ -151,15 +150,7 @@ def executor_from(settings: AdapterSettings | None = None) -> Executor:
     """A new executor, where the settings place rollouts (``SWE_RL_EXECUTOR``, ``SWE_RL_BACKEND``,
     ``SWE_RL_REUSE``, ...); its caller closes it (in the event loop it ran in, where it reuses sandboxes)."""
     settings = settings or AdapterSettings.read()
-    return get_executor(
-        settings.executor,
-        backend=settings.backend,
-        capacity=settings.capacity,
-        token=settings.token,
-        pool_slots=settings.pool_slots,
-        rollout_timeout_s=settings.rollout_timeout_s,
-        reuse=settings.reuse,
-    )
+    return settings.placement.build(capacity=settings.capacity, token=settings.token)
 
 
 _SHARED: dict[tuple[Any, ...], Executor] = {}
@@ -171,15 +162,7 @@ def shared_executor(settings: AdapterSettings | None = None) -> Executor:
     For trainer hooks, which have nowhere to keep one; :func:`close_shared_executors` ends them.
     """
     settings = settings or AdapterSettings.read()
-    key = (
-        settings.executor,
-        settings.backend,
-        settings.reuse,
-        settings.token,
-        settings.capacity,
-        settings.pool_slots,
-        settings.rollout_timeout_s,
-    )
+    key = (settings.placement.model_dump_json(), settings.token, settings.capacity)
     if key not in _SHARED:
         _SHARED[key] = executor_from(settings)
     return _SHARED[key]

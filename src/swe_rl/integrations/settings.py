@@ -10,6 +10,7 @@ The variables are :class:`swe_rl.paths.Settings`' fields (docs/ARCHITECTURE.md l
 
 from __future__ import annotations
 
+import functools
 import os
 from typing import Self
 
@@ -17,7 +18,7 @@ from pydantic import ValidationError
 
 from swe_rl.errors import ConfigError
 from swe_rl.executors.base import ProcessReward
-from swe_rl.executors.config import parse_executor
+from swe_rl.executors.config import Placement, parse_executor
 from swe_rl.paths import Settings
 
 
@@ -33,7 +34,7 @@ class AdapterSettings(Settings):
         if settings.executor == "ray" and address:
             settings = settings.model_copy(update={"executor": f"ray:{address}"})
         try:
-            parse_executor(settings.executor, backend=settings.backend)
+            settings.placement  # noqa: B018 -- parsed once here, so that a bad one fails now, by name
         except ConfigError as exc:
             raise ConfigError(f"SWE_RL_EXECUTOR={settings.executor!r}: {exc}") from None
         try:
@@ -44,6 +45,18 @@ class AdapterSettings(Settings):
             ]
             raise ConfigError("bad swe-rl setting: " + "; ".join(problems)) from None
         return settings
+
+    @functools.cached_property
+    def placement(self) -> Placement:
+        """Where rollouts run (``SWE_RL_EXECUTOR``, ``SWE_RL_BACKEND``, ``SWE_RL_POOL_SLOTS``,
+        ``SWE_RL_ROLLOUT_TIMEOUT``, ``SWE_RL_REUSE``), parsed once: ConfigError for one that names nothing."""
+        return parse_executor(
+            self.executor,
+            backend=self.backend,
+            pool_slots=self.pool_slots,
+            rollout_timeout_s=self.rollout_timeout_s,
+            reuse=self.reuse,
+        )
 
     @property
     def prm(self) -> ProcessReward | None:

@@ -85,10 +85,17 @@ class Attempts:
         the attempts it starts. ``reuse_grading``: see :class:`~swe_rl.executors.local.LocalExecutor`
         (then :meth:`close` the attempts)."""
         from swe_rl.executors.local import LocalExecutor
+
+        executor = LocalExecutor(factory, cache, capacity=capacity, reuse_grading=reuse_grading)
+        return cls.adopting(executor, make_llm, name, agent)
+
+    @classmethod
+    def adopting(cls, executor: Executor, make_llm: LLMFactory, name: str, agent: AgentConfig) -> Attempts:
+        """Attempts on ``executor`` (one that runs them in this process: local or pool), handed the model
+        ``make_llm`` builds for each task under ``name`` (the caller closes what it holds)."""
         from swe_rl.llm.select import ModelChoice
 
         model = NamedModel(llm=name)
-        executor = LocalExecutor(factory, cache, capacity=capacity, reuse_grading=reuse_grading)
         executor.adopt(model, ModelChoice(make_llm, None, name))
         return cls(executor, model, agent)
 
