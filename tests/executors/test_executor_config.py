@@ -113,7 +113,6 @@ async def test_build_makes_the_executor_the_config_names() -> None:
 @pytest.mark.ns
 async def test_reuse_is_a_local_or_pool_executors_and_a_model_object_stays_in_its_process(tasks) -> None:
     from swe_rl.episode.request import EpisodeRequest, HeldModel
-    from swe_rl.llm.select import ModelChoice
 
     assert parse_executor("local:ns", reuse=True) == LocalConfig(backend="ns", reuse=True)
     assert parse_executor("pool:http://pool:18090", reuse=True) == PoolConfig(
@@ -125,12 +124,12 @@ async def test_reuse_is_a_local_or_pool_executors_and_a_model_object_stays_in_it
         assert isinstance(executor, LocalExecutor) and executor.grader.reuse
         request = EpisodeRequest(task=tasks[0].to_record(), model=held)  # a held model may train
         with pytest.raises(ConfigError, match="a held model runs only in the process that holds it"):
-            await executor.run(request)  # nothing was handed over under that name
+            await executor.run(request)  # no model object beside it
     finally:
         await executor.close()
     service = get_executor("service:http://127.0.0.1:9")  # nothing listens: made, not called
     try:
         with pytest.raises(ConfigError, match="executor service runs episodes in other processes"):
-            service.adopt(held, ModelChoice(lambda _task: None, None, "policy"))
+            await service.run(EpisodeRequest(task=tasks[0].to_record(), model=held), model=lambda _task: None)
     finally:
         await service.close()

@@ -16,7 +16,6 @@ from swe_rl.executors.local import LocalExecutor
 from swe_rl.executors.service import ServiceExecutor
 from swe_rl.llm.base import SamplingParams
 from swe_rl.llm.oracle import scripted_for
-from swe_rl.llm.select import ModelChoice
 from swe_rl.runs.evaluation import Attempts, EvalSettings, run_eval
 from swe_rl.sandbox.base import EnvSpec
 from swe_rl.tasks.model import Task
@@ -42,12 +41,12 @@ async def test_the_local_executor_runs_the_callers_task_object(task_by_id):
     task = task_by_id["swe-rl-builtin__textkit-1"]
     cache = SeenCache()
     executor = LocalExecutor(available_factory("ns"), cache, capacity=1)
-    executor.adopt(ORACLE, ModelChoice(lambda t: scripted_for("oracle", t), None, "oracle"))
     request = EpisodeRequest(task=task.instance_id, model=ORACLE, sampling=PARAMS, train=False)
+    oracle = lambda t: scripted_for("oracle", t)  # noqa: E731 -- the caller's model object, beside the request
     try:
-        result = await executor.run(request, task=task)
+        result = await executor.run(request, task=task, model=oracle)
         with pytest.raises(ConfigError, match="names 'swe-rl-builtin__textkit-1'"):
-            await executor.run(request, task=task_by_id["swe-rl-builtin__textkit-2"])
+            await executor.run(request, task=task_by_id["swe-rl-builtin__textkit-2"], model=oracle)
     finally:
         await executor.close()
     assert result.record is not None and result.record.resolved, result.error

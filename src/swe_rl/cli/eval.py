@@ -193,7 +193,7 @@ def eval_command(
         built = placement.build(
             capacity=max_concurrent, token=pool_token(), cache=env_cache(cache_dir, repo_cache)
         )
-        attempts = Attempts.adopting(built, choice.factory, choice.name, agent)
+        attempts = Attempts(built, NamedModel(llm=choice.name), agent, make_llm=choice.factory)
     else:
         chosen_backend = getattr(placement, "backend", None) or backend
         named = NamedModel(llm=llm, model=model, api_base=api_base)

@@ -57,9 +57,9 @@ class NamedModel(BaseModel):
 
 
 class HeldModel(BaseModel):
-    """A model object this process holds (a trainer's own policy: TRL's), handed to the executor with
-    ``Executor.adopt`` under this name. It gives token ids, so its episodes can train; it cannot cross the
-    network, so only an executor that runs episodes in this process takes it (others refuse the adoption)."""
+    """A model object this process holds (a trainer's own policy: TRL's), named so in the request and given
+    beside it (``Executor.run(request, model=...)``). It gives token ids, so its episodes can train; it cannot
+    cross the network, so only an executor that runs episodes in this process takes it (others refuse it)."""
 
     model_config = ConfigDict(extra="forbid")
 

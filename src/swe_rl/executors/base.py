@@ -2,27 +2,32 @@
 
 The request (episode/request.py) is plain data, sent across the network as it is; the result
 (episode/result.py) carries the episode's record, trajectory and patch, and for training its samples and
-reward. Objects of the caller's process go beside the request, never through it: a model (a trainer's own
-policy, a test's scripted model) is handed over with ``adopt`` and named in requests by its ``HeldModel`` or
-``NamedModel``; a task object is given to ``run(request, task=...)`` and reaches the episode as it is. An
-executor whose episodes run elsewhere (``in_process`` false) refuses both with InProcessObjectError.
+reward. Objects of the caller's process go beside the request, never through it, for that one episode:
+``run(request, task=..., model=...)``: the task object reaches the episode as it is, and the model object
+(a trainer's own policy, a model eval built here, a test's scripted model: a factory of the episode's LLM)
+runs it, the request naming it by a ``HeldModel`` or ``NamedModel``. Nothing is swapped into the executor
+between calls. An executor whose episodes run elsewhere (``in_process`` false) refuses both with
+InProcessObjectError.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any, Protocol
 
 from swe_rl.episode.request import EpisodeRequest, HeldModel, NamedModel, Policy, ProcessReward
 from swe_rl.episode.result import RolloutResult
 from swe_rl.errors import ConfigError, InProcessObjectError
 from swe_rl.llm.base import LLM
-from swe_rl.llm.select import ModelChoice
 from swe_rl.tasks.model import Task
+
+ModelFactory = Callable[[Task], LLM]  # a model object of the caller's process: the LLM of each episode's task
 
 __all__ = [
     "EpisodeRequest",
     "Executor",
     "HeldModel",
+    "ModelFactory",
     "NamedModel",
     "Policy",
     "ProcessReward",
@@ -42,24 +47,24 @@ class Executor(Protocol):
     in_process: bool
     """Whether its episodes run in this process (and so take this process's model and task objects)."""
 
-    async def run(self, request: EpisodeRequest, *, task: Task | None = None) -> RolloutResult:
+    async def run(
+        self, request: EpisodeRequest, *, task: Task | None = None, model: ModelFactory | None = None
+    ) -> RolloutResult:
         """Run ``request``. ``task``: the task object the caller holds for the instance ``request.task``
-        names, handed to the episode unchanged (no record parsed back); InProcessObjectError where episodes
-        run in another process: send the record in ``request.task`` there."""
-        ...
-
-    def adopt(self, model: NamedModel | HeldModel, choice: ModelChoice) -> None:
-        """Run requests that name ``model`` with ``choice``, a model object of this process (closed with the
-        executor: only its ``shared`` client). ConfigError where episodes run in another process: an
-        object cannot travel there."""
+        names, handed to the episode unchanged (no record parsed back). ``model``: the model object of this
+        process the episode runs with (called with the task for the episode's LLM, which the caller closes),
+        the model ``request.model`` names (a ``HeldModel`` runs only so). InProcessObjectError for either
+        where episodes run in another process: send the record in ``request.task`` and a served model's
+        endpoint there."""
         ...
 
     async def close(self) -> None: ...
 
 
-def refuse_adoption(executor: str, model: NamedModel | HeldModel) -> InProcessObjectError:
-    """The error of an executor whose episodes run in other processes, asked to adopt a model object."""
-    name = model.name if isinstance(model, HeldModel) else model.llm or model.model
+def refuse_model(executor: str, model: Any) -> InProcessObjectError:
+    """The error of an executor whose episodes run in other processes, given a model object to run with
+    (``model``: the request's model config, which names it)."""
+    name = getattr(model, "name", None) or getattr(model, "llm", None) or getattr(model, "model", None)
     return InProcessObjectError(
         f"executor {executor} runs episodes in other processes; the model object {name!r} of this one "
         "cannot go there: use a local or pool executor, or serve the model and name its endpoint (a policy)"

@@ -8,15 +8,14 @@ from typing import Any
 from swe_rl.agent.config import AgentConfig, load_agent_config
 from swe_rl.agent.context import ContextManager
 from swe_rl.envs.cache import EnvCache
-from swe_rl.episode.request import EpisodeRequest, HeldModel, NamedModel
+from swe_rl.episode.request import EpisodeRequest, HeldModel, NamedModel, Policy
 from swe_rl.episode.result import RolloutResult, episode_result
 from swe_rl.episode.run import run_episode
 from swe_rl.errors import ConfigError
-from swe_rl.executors.base import policy_llm
+from swe_rl.executors.base import ModelFactory, policy_llm
 from swe_rl.executors.models import ModelBook
 from swe_rl.harness.grade_many import Grader
 from swe_rl.llm.base import LLM
-from swe_rl.llm.select import ModelChoice
 from swe_rl.rl.rollout import run_rollout
 from swe_rl.sandbox.base import SandboxFactory
 from swe_rl.sandbox.pool import SandboxPool
@@ -67,9 +66,12 @@ class LocalExecutor:
             raise ConfigError(f"unknown instance id {spec!r} (send the full record instead)")
         return task
 
-    async def run(self, request: EpisodeRequest, *, task: Task | None = None) -> RolloutResult:
+    async def run(
+        self, request: EpisodeRequest, *, task: Task | None = None, model: ModelFactory | None = None
+    ) -> RolloutResult:
         """Run ``request`` in a slot, on ``task`` as the caller built it where given (``request.task`` must
-        name it), else on the task ``request.task`` is or names."""
+        name it), else on the task ``request.task`` is or names; with ``model``, the model object of this
+        process, where given (``request.model`` names it), else the model ``request.model`` is or names."""
         if task is None:
             task = self.task(request.task)
         elif request.instance_id != task.instance_id:
@@ -77,14 +79,13 @@ class LocalExecutor:
                 f"request.task names {request.instance_id!r}, the task object given is {task.instance_id!r}"
             )
         async with self.slots:
-            return await self.run_now(task, request)
+            return await self.run_now(task, request, model)
 
-    def adopt(self, model: NamedModel | HeldModel, choice: ModelChoice) -> None:
-        self.models.adopt(model, choice)
-
-    async def run_now(self, task: Task, request: EpisodeRequest) -> RolloutResult:
+    async def run_now(
+        self, task: Task, request: EpisodeRequest, model: ModelFactory | None = None
+    ) -> RolloutResult:
         """Run without taking a slot (the caller already holds one)."""
-        llm, tokenizer, owned = await self._model(task, request)
+        llm, tokenizer, owned = await self._model(task, request, model)
         context = _context(request, tokenizer)
         judge = None
         if request.prm is not None:
@@ -128,10 +129,18 @@ class LocalExecutor:
             if judge is not None:
                 await judge.close()
 
-    async def _model(self, task: Task, request: EpisodeRequest) -> tuple[LLM, Any, bool]:
+    async def _model(
+        self, task: Task, request: EpisodeRequest, model: ModelFactory | None
+    ) -> tuple[LLM, Any, bool]:
         """(the episode's model, the policy's tokenizer or None, whether the episode owns the model)."""
         from swe_rl.episode.attempt import priced
 
+        if model is not None:  # the caller's object, which the caller closes
+            if isinstance(request.model, Policy):
+                raise ConfigError(
+                    "a model object runs a request whose model is a held or named one, not a policy"
+                )
+            return priced(model(task), request.prices), None, False
         if isinstance(request.model, NamedModel | HeldModel):
             choice = await self.models.get(request.model)
             return priced(choice.factory(task), request.prices), None, False

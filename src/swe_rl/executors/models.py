@@ -2,9 +2,9 @@
 
 A model as the command line names it is built where its episodes run: a scripted model per task, a local
 Hugging Face model loaded once, an OpenAI-compatible client shared by every episode. The book builds each
-on first use and keeps it until the executor closes; a caller that already built one (``swe-rl eval`` in
-this process, or a test's own scripted model) hands it over with :meth:`ModelBook.adopt`, and a held model
-(a trainer's own policy: ``HeldModel``) exists only that way.
+on first use and keeps it until the executor closes. A model the caller already holds (``swe-rl eval``'s in
+this process, a test's scripted one, a trainer's own policy: a ``HeldModel``) is no entry of the book: it goes
+beside each request it runs (``Executor.run(request, model=...)``).
 """
 
 from __future__ import annotations
@@ -25,18 +25,14 @@ class ModelBook:
         self._choices: dict[str, ModelChoice] = {}
         self._lock = asyncio.Lock()
 
-    def adopt(self, named: NamedModel | HeldModel, choice: ModelChoice) -> None:
-        """Use ``choice`` for ``named``; the book closes it."""
-        self._choices[named.key] = choice
-
     def check(self, named: NamedModel | HeldModel) -> None:
         """ConfigError for a model this book will not build."""
         if named.key in self._choices:
             return
         if isinstance(named, HeldModel):
             raise ConfigError(
-                f"no model was handed to this executor as {named.name!r}: a held model runs only in the "
-                "process that holds it (Executor.adopt)"
+                f"no model object was given for the held model {named.name!r}: a held model runs only in the "
+                "process that holds it, given beside the request (Executor.run(request, model=...))"
             )
         if not self.local_models and (named.llm or "").startswith("hf:"):
             raise ConfigError(
@@ -52,7 +48,7 @@ class ModelBook:
             if choice is None:
                 from swe_rl.llm.select import choose_model
 
-                assert isinstance(named, NamedModel)  # a held one not adopted failed the check
+                assert isinstance(named, NamedModel)  # a held one failed the check
                 choice = await asyncio.to_thread(choose_model, named.llm, named.model, named.api_base)
                 self._choices[named.key] = choice
             return choice

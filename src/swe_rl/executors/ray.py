@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, Any
 
 from swe_rl.episode.result import RolloutResult
 from swe_rl.errors import ConfigError
-from swe_rl.executors.base import refuse_adoption, refuse_task
+from swe_rl.executors.base import ModelFactory, refuse_model, refuse_task
 from swe_rl.executors.ray_node import (
     NAMESPACE,
     REFRESH_S,
@@ -49,8 +49,7 @@ from swe_rl.executors.ray_node import (
 from swe_rl.tasks.model import Task, parse_task
 
 if TYPE_CHECKING:
-    from swe_rl.episode.request import EpisodeRequest, HeldModel, NamedModel
-    from swe_rl.llm.select import ModelChoice
+    from swe_rl.episode.request import EpisodeRequest
 
 WATCH_S = 10.0  # how often a waiting rollout checks that some node can still run it
 
@@ -155,7 +154,11 @@ class RayExecutor:
         self._refresh_envs_sync()
 
     # -- the Executor protocol --------------------------------------------------------------------
-    async def run(self, request: EpisodeRequest, *, task: Task | None = None) -> RolloutResult:
+    async def run(
+        self, request: EpisodeRequest, *, task: Task | None = None, model: ModelFactory | None = None
+    ) -> RolloutResult:
+        if model is not None:
+            raise refuse_model(self.name, request.model)  # the nodes build their models from the request
         if task is not None:
             raise refuse_task(self.name, task)  # the nodes parse the record the request carries
         task = self._task(request.task)
@@ -165,9 +168,6 @@ class RayExecutor:
         if isinstance(out, str):
             return RolloutResult(status="infra_error", exit_status="infra_error", error=out)
         return RolloutResult.model_validate(out)
-
-    def adopt(self, model: NamedModel | HeldModel, choice: ModelChoice) -> None:
-        raise refuse_adoption(self.name, model)  # the nodes build their models from the request
 
     async def close(self) -> None:
         if self.owns_cluster:

@@ -26,8 +26,7 @@ from pydantic import ValidationError
 from swe_rl import httpclient
 from swe_rl.episode.result import RolloutResult
 from swe_rl.errors import ConfigError, InfraError
-from swe_rl.executors.base import EpisodeRequest, HeldModel, NamedModel, refuse_adoption, refuse_task
-from swe_rl.llm.select import ModelChoice
+from swe_rl.executors.base import EpisodeRequest, ModelFactory, refuse_model, refuse_task
 from swe_rl.tasks.model import Task
 
 RETRYABLE = frozenset({502, 504})
@@ -110,7 +109,11 @@ class ServiceExecutor:
         self._server_of[request_id] = url
         self._in_flight[url] += 1
 
-    async def run(self, request: EpisodeRequest, *, task: Task | None = None) -> RolloutResult:
+    async def run(
+        self, request: EpisodeRequest, *, task: Task | None = None, model: ModelFactory | None = None
+    ) -> RolloutResult:
+        if model is not None:
+            raise refuse_model(self.name, request.model)  # the servers build their models from the request
         if task is not None:
             raise refuse_task(self.name, task)  # the servers parse the record the request carries
         request_id = uuid.uuid4().hex
@@ -201,9 +204,6 @@ class ServiceExecutor:
                 timeout=aiohttp.ClientTimeout(total=5),
             ) as resp:
                 await resp.read()
-
-    def adopt(self, model: NamedModel | HeldModel, choice: ModelChoice) -> None:
-        raise refuse_adoption(self.name, model)  # the servers build their models from the request
 
     async def close(self) -> None:
         await self._sessions.close()

@@ -10,8 +10,8 @@ advantages are per episode, groups being TRL's ``num_generations`` episodes of o
 
 The episodes run on an executor (executors/), as every trainer's do: the one ``SWE_RL_EXECUTOR`` and
 ``SWE_RL_REUSE`` name (:func:`~swe_rl.integrations.adapter_kit.executor_from`), or one the caller gives. The
-trainer's model is an object of this process, handed to the executor each step (``Executor.adopt``) and
-named in the requests as a ``HeldModel``: so the executor must run episodes here (local or pool); a rollout
+trainer's model is an object of this process, given beside each of a step's requests
+(``Executor.run(request, model=...)``) and named in them as a ``HeldModel``: so the executor must run episodes here (local or pool); a rollout
 server or a Ray cluster refuses it. The function owns the executor and runs every step's episodes in one
 event loop of its own, so the sandboxes the executor keeps between steps (reset in place, the grading
 ones with their warm test runner) stay usable; :meth:`SweRolloutFunc.close` closes them there.
@@ -46,10 +46,9 @@ from swe_rl.episode.request import EpisodeRequest, HeldModel
 from swe_rl.episode.result import RolloutResult
 from swe_rl.episode.spec import EpisodeSpec
 from swe_rl.errors import ConfigError
-from swe_rl.executors.base import Executor
+from swe_rl.executors.base import Executor, refuse_model
 from swe_rl.integrations.adapter_kit import episode_metrics, executor_from, trajectory_span
 from swe_rl.llm.base import SamplingParams
-from swe_rl.llm.select import ModelChoice
 from swe_rl.tasks.model import Task
 
 POLICY = HeldModel(name="trl-policy")  # the trainer's model, as the requests name it
@@ -100,11 +99,12 @@ class SweRolloutFunc:
         self.split_episodes = 0
         self.last_metrics: dict[str, float] = {}
         self._loop = asyncio.Runner()  # one event loop for every step: the kept sandboxes live in it
-        try:  # an executor whose episodes run in other processes refuses the trainer's model: fail now
-            self.executor.adopt(POLICY, ModelChoice(_between_steps, None, POLICY.name))
-        except ConfigError:
+        if (
+            not self.executor.in_process
+        ):  # the trainer's model cannot go where its episodes would run: fail now
+            name = self.executor.name
             self.close()
-            raise
+            raise refuse_model(name, POLICY)
 
     def __call__(self, prompts: list[Any], trainer: Any) -> dict[str, list[Any]]:
         from swe_rl.llm.hf import BatchedHFPolicy
@@ -154,27 +154,24 @@ class SweRolloutFunc:
     def episodes(
         self, ids: list[str], policy: Any, *, group: int, step: int
     ) -> tuple[list[str], list[RolloutResult], list[tuple[str, RolloutResult]]]:
-        """One step's episodes with ``policy`` (lent to the executor for the step), then dynamic sampling's
-        rounds: the ids and results TRL trains on, and the episodes run but left out of them."""
-        self.executor.adopt(POLICY, ModelChoice(lambda _task: policy, None, POLICY.name))
-        try:
-            return self._loop.run(self._step(ids, policy, group, step))
-        finally:  # the executor lets go of the model until the next step
-            self.executor.adopt(POLICY, ModelChoice(_between_steps, None, POLICY.name))
+        """One step's episodes with ``policy`` (given beside each of the step's requests), then dynamic
+        sampling's rounds: the ids and results TRL trains on, and the episodes run but left out of them."""
+        return self._loop.run(self._step(ids, policy, group, step))
 
     async def _step(
         self, ids: list[str], policy: Any, group: int, step: int
     ) -> tuple[list[str], list[RolloutResult], list[tuple[str, RolloutResult]]]:
         try:
-            results = await self._episodes(ids)
+            results = await self._episodes(ids, policy)
             if not self.resample_rounds:
                 return ids, results, []
-            return await self._resample(list(ids), results, group, random.Random(f"{self.seed}:{step}"))
+            rng = random.Random(f"{self.seed}:{step}")
+            return await self._resample(list(ids), results, group, rng, policy)
         finally:
             await policy.close()
 
     async def _resample(
-        self, ids: list[str], results: list[RolloutResult], group: int, rng: random.Random
+        self, ids: list[str], results: list[RolloutResult], group: int, rng: random.Random, policy: Any
     ) -> tuple[list[str], list[RolloutResult], list[tuple[str, RolloutResult]]]:
         """Up to ``resample_rounds`` times, each one-reward group run again on an unused training task; a
         group that mixes rewards replaces it in place (TRL's groups are consecutive blocks of ``group``)."""
@@ -192,7 +189,7 @@ class SweRolloutFunc:
                 break
             fresh = pool[: len(blocks)]
             used.update(fresh)
-            tried = await self._episodes([t for t in fresh for _ in range(group)])
+            tried = await self._episodes([t for t in fresh for _ in range(group)], policy)
             for k, b in enumerate(blocks):
                 run = tried[k * group : (k + 1) * group]
                 if one_reward_groups(run, group):  # no better: the original stays, this one is logged
@@ -202,12 +199,16 @@ class SweRolloutFunc:
                 ids[b : b + group], results[b : b + group] = [fresh[k]] * group, run
         return ids, results, dropped
 
-    async def _episodes(self, ids: list[str]) -> list[RolloutResult]:
+    async def _episodes(self, ids: list[str], policy: Any) -> list[RolloutResult]:
         limit = asyncio.Semaphore(self.max_concurrent)
+
+        def model(_task: Task) -> Any:
+            return policy  # the trainer's model, this step's: closed by _step
 
         async def one(instance_id: str) -> RolloutResult:
             async with limit:
-                return await self.executor.run(self.request(instance_id), task=self.tasks[instance_id])
+                request, task = self.request(instance_id), self.tasks[instance_id]
+                return await self.executor.run(request, task=task, model=model)
 
         return list(await asyncio.gather(*(one(i) for i in ids)))
 
@@ -256,10 +257,6 @@ def one_reward_groups(results: Sequence[RolloutResult], group: int) -> list[int]
         if len({s.reward for s in spans if s is not None}) < 2:
             starts.append(b)
     return starts
-
-
-def _between_steps(task: Task) -> Any:
-    raise ConfigError(f"{task.instance_id}: the trainer's model is lent to episodes only during a step")
 
 
 def swe_reward(completions: list[Any], swe_reward: list[float | None], **_: Any) -> list[float | None]:

@@ -61,12 +61,22 @@ class Attempts:
 
     ``agent_name``: send the agent's config by this shipped name, with its limits, instead of inline (a
     rollout server runs shipped configs only); ``agent`` is then what that name loads to here.
+    ``make_llm``: a model this process holds, the LLM of each attempt's task (``model`` names it in the
+    records), given beside each request (an executor that runs attempts here: local or pool); None: the
+    executor builds the model ``model`` names.
     """
 
     def __init__(
-        self, executor: Executor, model: NamedModel, agent: AgentConfig, agent_name: str | None = None
+        self,
+        executor: Executor,
+        model: NamedModel,
+        agent: AgentConfig,
+        agent_name: str | None = None,
+        *,
+        make_llm: LLMFactory | None = None,
     ) -> None:
         self.executor, self.model, self.agent, self.agent_name = executor, model, agent, agent_name
+        self.make_llm = make_llm
 
     @classmethod
     def here(
@@ -87,17 +97,7 @@ class Attempts:
         from swe_rl.executors.local import LocalExecutor
 
         executor = LocalExecutor(factory, cache, capacity=capacity, reuse_grading=reuse_grading)
-        return cls.adopting(executor, make_llm, name, agent)
-
-    @classmethod
-    def adopting(cls, executor: Executor, make_llm: LLMFactory, name: str, agent: AgentConfig) -> Attempts:
-        """Attempts on ``executor`` (one that runs them in this process: local or pool), handed the model
-        ``make_llm`` builds for each task under ``name`` (the caller closes what it holds)."""
-        from swe_rl.llm.select import ModelChoice
-
-        model = NamedModel(llm=name)
-        executor.adopt(model, ModelChoice(make_llm, None, name))
-        return cls(executor, model, agent)
+        return cls(executor, NamedModel(llm=name), agent, make_llm=make_llm)
 
     def request(
         self, task: Task, attempt: int, params: SamplingParams, settings: AttemptSettings
@@ -133,7 +133,8 @@ class Attempts:
         """One attempt, its artifacts written under ``settings.output_dir``; its record."""
         folder = RunDir(settings.output_dir).attempt_dir(task.instance_id, attempt)
         request = self.request(task, attempt, params, settings)
-        result = await self.executor.run(request, task=task if self.executor.in_process else None)
+        here = self.executor.in_process
+        result = await self.executor.run(request, task=task if here else None, model=self.make_llm)
         record = (result.record or _lost(task, result.error)).model_copy(
             update={"attempt": attempt, "artifacts": str(folder)}
         )
