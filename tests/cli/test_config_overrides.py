@@ -89,3 +89,28 @@ def test_an_entry_at_any_depth_is_set_over_the_defaults_of_a_model_left_unset(tm
     assert base.episode == EpisodeSpec.for_eval() and got.episode.grade_timeout == base.episode.grade_timeout
     with pytest.raises(ConfigError, match=r"episode\.grading is not a mapping"):
         with_overrides(base, ["episode.grading.mode=strict"])
+
+
+def test_trl_and_c_read_an_assignment_the_same_way(tmp_path: Path) -> None:
+    """One parser for KEY=VALUE: ``--trl`` read values as JSON and ``-c`` as YAML (``[1, 2]`` agreed, ``1e-3`` did
+    not: YAML 1.1 reads it as a string); both are ``assignments`` now, JSON where the value is JSON."""
+    from swe_rl.cli.options import assignments
+
+    items = [
+        "top_entropy_quantile=0.05",
+        "beta=1e-3",
+        "loss_type=grpo",
+        "ids=[1, 2]",
+        "mask_truncated_completions=true",
+    ]
+    via_c = with_overrides(GRPOSettings(output_dir=tmp_path), [f"trl.{item}" for item in items]).trl
+    assert assignments(items, "--trl") == via_c
+    assert via_c == {
+        "top_entropy_quantile": 0.05,
+        "beta": 0.001,  # YAML alone read it as the string '1e-3' (JSON alone, yes as a string)
+        "loss_type": "grpo",
+        "ids": [1, 2],
+        "mask_truncated_completions": True,
+    }
+    with pytest.raises(ConfigError, match="--trl takes KEY=VALUE, not 'loss_type'"):
+        assignments(["loss_type"], "--trl")

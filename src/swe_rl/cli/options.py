@@ -236,17 +236,45 @@ def _check_known(model: Any, names: tuple[str, ...], value: Any, item: str) -> N
     _check_known(next((t for t in inner if issubclass(t, BaseModel)), None), names[1:], value, item)
 
 
+def assignments(items: list[str], option: str) -> dict[str, Any]:
+    """``KEY=VALUE`` items as a mapping, each VALUE read as JSON where it is JSON (``1e-3``, ``true``, ``[1, 2]``),
+    else as YAML (``{a: 1}``, a plain word a string): the one reading of an assignment, ``-c``'s and
+    ``--trl``'s. ConfigError naming ``option`` for one that is not KEY=VALUE."""
+    from swe_rl.errors import ConfigError
+
+    out: dict[str, Any] = {}
+    for item in items:
+        key, sep, _ = item.partition("=")
+        if not sep or not key.strip():
+            raise ConfigError(f"{option} takes KEY=VALUE, not {item!r}")
+        out.update(_assignment(item, option))
+    return out
+
+
+def _assignment(item: str, option: str) -> dict[str, Any]:
+    import yaml
+
+    from swe_rl.errors import ConfigError
+
+    key, _, value = item.partition("=")
+    try:
+        return {key.strip(): json.loads(value)}  # YAML 1.1 reads 1e-3 as a string
+    except json.JSONDecodeError:
+        pass
+    try:
+        return {key.strip(): yaml.safe_load(value)}
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"{option} {item}: the value is not YAML ({exc.__class__.__name__})") from None
+
+
 def _override_items(item: str) -> dict[str, Any]:
     import yaml
 
     from swe_rl.errors import ConfigError
 
-    key, sep, value = item.partition("=")
+    key, sep, _ = item.partition("=")
     if sep and key.strip() and not Path(item).is_file():
-        try:
-            return {key.strip(): yaml.safe_load(value)}
-        except yaml.YAMLError as exc:
-            raise ConfigError(f"-c {item}: the value is not YAML ({exc.__class__.__name__})") from None
+        return _assignment(item, "-c")
     path = Path(item)
     if not path.is_file():
         raise ConfigError(f"-c {item}: no such file, and not KEY=VALUE")

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -15,6 +14,7 @@ from swe_rl.cli.options import (
     JsonOpt,
     RepoCacheOpt,
     TopPOpt,
+    assignments,
     config_option,
     env_cache,
     json_alone,
@@ -25,20 +25,6 @@ from swe_rl.cli.options import (
     writable_dir,
 )
 from swe_rl.errors import ConfigError
-
-
-def parse_assignments(items: list[str], option: str) -> dict[str, Any]:
-    """``KEY=VALUE`` strings -> a dict; values are JSON (numbers, booleans, lists) or else plain strings."""
-    out: dict[str, Any] = {}
-    for item in items:
-        key, sep, value = item.partition("=")
-        if not sep or not key.strip():
-            raise ConfigError(f"{option} takes KEY=VALUE, not {item!r}")
-        try:
-            out[key.strip()] = json.loads(value)
-        except json.JSONDecodeError:
-            out[key.strip()] = value
-    return out
 
 
 def train_rl(
@@ -203,7 +189,7 @@ def train_rl(
         seed=seed,
         unsubmitted=_unsubmitted(unsubmitted),
         resample_rounds=resample_rounds,
-        trl=parse_assignments(trl or [], "--trl"),
+        trl=assignments(trl or [], "--trl"),
         args={
             "tasks": tasks,
             "instances": len(selected),
