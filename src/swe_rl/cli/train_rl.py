@@ -112,8 +112,8 @@ def train_rl(
         list[str] | None,
         typer.Option(
             "--trl",
-            help="KEY=VALUE: any other field of TRL's GRPOConfig (repeatable; the value is read as JSON, "
-            "else as a string), e.g. --trl top_entropy_quantile=0.05 --trl loss_type=grpo.",
+            help="KEY=VALUE: any other field of TRL's GRPOConfig (repeatable; the value is read as -c reads "
+            "one: JSON, else YAML), e.g. --trl top_entropy_quantile=0.05 --trl loss_type=grpo.",
         ),
     ] = None,
     seed: Annotated[int, typer.Option("--seed")] = 0,
