@@ -288,7 +288,9 @@ async def reused(
         await grader.close()
 
 
-def factories(names: list[str]) -> tuple[dict[str, SandboxFactory], list[Any]]:
+def factories(names: list[str], cache_dir: Path | None) -> tuple[dict[str, SandboxFactory], list[Any]]:
+    """The backends' factories; ``remote``'s exec server on loopback serves the envs of ``cache_dir`` (the
+    tasks' envs: without it the node looked for them in its default cache and refused each as unknown)."""
     from swe_rl.sandbox import get_factory
     from swe_rl.sandbox.remote import RemoteFactory
 
@@ -298,7 +300,9 @@ def factories(names: list[str]) -> tuple[dict[str, SandboxFactory], list[Any]]:
         if name == "remote":
             from tests.service.servers import exec_server, pool_server
 
-            node = exec_server().start()
+            node = exec_server(
+                None, *(["--cache-dir", str(cache_dir.resolve())] if cache_dir else [])
+            ).start()
             pool = pool_server([node]).start()
             servers += [pool, node]
             made[name] = RemoteFactory(pool.url)
@@ -313,7 +317,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
     if args.limit:
         tasks = tasks[: args.limit]
     cache = EnvCache(args.cache_dir, repo_cache=args.repo_cache)
-    made_factories, servers = factories(args.backends.split(","))
+    made_factories, servers = factories(args.backends.split(","), args.cache_dir)
     tally = Tally()
     started = time.monotonic()
     try:
