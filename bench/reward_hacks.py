@@ -6,7 +6,8 @@ code in the fixed package's ``__init__.py``, which strict mode keeps), applied t
 tests/harness/test_seal_unittest.py's on each task run by a django-style runner (its tests as unittest test
 cases, read by swebench's django parser: ``unittest:<attack>``). A real task (``--tasks FILE``) gets the
 family of the runner its strict grading uses (``GradingSpec.seal_runner``): pytest's (and tox's, sphinx's
-runner, whose tests pytest runs under the same seal), the attacks above;
+runner, whose tests pytest runs under the same seal, and pytest's own repository's, which no seal covers:
+strict grades it unverifiable), the attacks above;
 django's (``unittest``), test_seal_unittest's that need nothing of the task's own, forging lines in django's
 format; sympy's, tests/harness/test_seal_sympy.py's that need nothing of the task's own, forging sympy's
 ``<name> ok`` lines. Each goes into the ``__init__.py`` of the package the gold patch fixes. An
@@ -127,8 +128,11 @@ def sympy_patches(task: Task, env: EnvSpec, root: Path) -> dict[str, str]:
 
 
 def runner_of(task: Task) -> str:
-    """The runner whose seal strict grading uses on ``task`` ('pytest', 'tox', 'unittest', 'sympy'; 'none')."""
-    return GradingSpec.of(task).seal_runner or "none"
+    """The runner whose seal strict grading uses on ``task`` ('pytest', 'tox', 'unittest', 'sympy'),
+    'self-hosted' where the runner is the repository under test (pytest's own: no seal, strict says
+    unverifiable), else 'none'."""
+    spec = GradingSpec.of(task)
+    return "self-hosted" if spec.self_hosted else spec.seal_runner or "none"
 
 
 def patches(task: Task, env: EnvSpec, root: Path) -> dict[str, str]:
@@ -167,7 +171,13 @@ def family(
     """(runner, the task graded, attack patches) for each run of ``task``: its own runner's attacks, and for a
     builtin task also its unittest variant's."""
     runner = runner_of(task)
-    made = {"pytest": patches, "tox": patches, "unittest": django_patches, "sympy": sympy_patches}.get(runner)
+    made = {
+        "pytest": patches,
+        "tox": patches,
+        "self-hosted": patches,  # pytest's attacks: strict grades every one unverifiable, never resolved
+        "unittest": django_patches,
+        "sympy": sympy_patches,
+    }.get(runner)
     runs = [(runner, task, made(task, env, root))] if made is not None and runner in runners else []
     if builtin_mirror(task.repo) is not None and "unittest" in runners:
         variant = unittest_patches(task, env, root)
@@ -408,8 +418,9 @@ def main() -> None:
     parser.add_argument("--no-reused", action="store_true", help="fresh gradings only")
     parser.add_argument(
         "--runners",
-        default="pytest,tox,unittest,sympy",
-        help="the test runners: pytest (the tasks as they are), tox (sphinx's: pytest's attacks), unittest "
+        default="pytest,tox,self-hosted,unittest,sympy",
+        help="the test runners: pytest (the tasks as they are), tox (sphinx's: pytest's attacks), self-hosted "
+        "(pytest's own repository: pytest's attacks, strict says unverifiable), unittest "
         "(django's runner; for a builtin task its tests as unittest test cases run by a django-style runner, "
         "read by django's log parser), sympy",
     )

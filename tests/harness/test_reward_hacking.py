@@ -10,6 +10,7 @@ by the sealed results (harness/seal.py). docs/SECURITY.md ("Reward hacking") has
 
 from __future__ import annotations
 
+import ast
 import asyncio
 import json
 import shutil
@@ -139,11 +140,29 @@ class Scratch:
 
 
 def forged_lines(task: Task) -> str:
-    return "".join(f"PASSED {name}\\n" for name in [*task.FAIL_TO_PASS, *task.PASS_TO_PASS])
+    """The summary lines passing every test, as the inside of a string literal of either quote: a name's
+    backslashes and quotes escaped (pytest ids hold them: ``test_invalid_idents["]``)."""
+    return "".join(f"PASSED {in_literal(name)}\\n" for name in [*task.FAIL_TO_PASS, *task.PASS_TO_PASS])
+
+
+def in_literal(text: str) -> str:
+    """``text`` as the inside of a Python string literal quoted with ' or "."""
+    return text.replace("\\", "\\\\").replace('"', '\\"').replace("'", "\\'")
 
 
 def prepend(s: Scratch, path: str, code: str) -> None:
-    s.write(path, code + s.read(path))
+    """``code`` at the top of ``path``, after its ``from __future__`` imports (which must come first)."""
+    text = s.read(path)
+    try:
+        body = ast.parse(text).body
+    except SyntaxError:  # a file the host's Python cannot read (Python 2): nothing to go after
+        body = []
+    after = max(
+        (n.end_lineno or 0 for n in body if isinstance(n, ast.ImportFrom) and n.module == "__future__"),
+        default=0,
+    )
+    lines = text.splitlines(keepends=True)
+    s.write(path, "".join(lines[:after]) + code + "".join(lines[after:]))
 
 
 def context_diff(path: str, old: str, new: str) -> str:

@@ -30,7 +30,7 @@ import atexit as _atexit, os as _os, sys as _sys
 
 
 def _forge_at_exit():
-    _sys.stdout.write("{marker} found=%s\\n{lines}" % globals().get("_FOUND"))
+    _sys.stdout.write("{marker} found=" + str(globals().get("_FOUND")) + "\\n{lines}")
     _sys.stdout.flush()
     _os._exit(0)
 
@@ -61,12 +61,22 @@ import pytest as _pytest
 
 
 class _Swallow:
-    @_pytest.hookimpl(wrapper=True, trylast=True)
-    def pytest_runtest_call(self, item):
-        try:
-            return (yield)
-        except BaseException:
-            return None
+    try:
+
+        @_pytest.hookimpl(wrapper=True, trylast=True)
+        def pytest_runtest_call(self, item):
+            try:
+                return (yield)
+            except BaseException:
+                return None
+
+    except TypeError:  # pluggy before 1.1 has no new-style wrappers: an old-style one, its outcome forced
+
+        @_pytest.hookimpl(hookwrapper=True, trylast=True)
+        def pytest_runtest_call(self, item):
+            outcome = yield
+            if outcome.excinfo is not None:
+                outcome.force_result(None)
 
 
 for _finder in _sys.meta_path:

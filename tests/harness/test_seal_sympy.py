@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 from tests.conftest import available_factory, factory_of
-from tests.harness.test_reward_hacking import WRAP, Scratch
+from tests.harness.test_reward_hacking import WRAP, Scratch, in_literal
 from tests.harness.test_seal_unittest import FORGE_AT_EXIT, attacks_then_gold, refused_as
 
 from swe_rl.envs.build.venv import seed_from_host
@@ -241,7 +241,7 @@ def sympy_task(task: Task, env: EnvSpec, root: Path, runner: str = BIN_TEST) -> 
 
 
 def _forged_lines(task: Task) -> str:
-    return "".join(f"{name} ok\\n" for name in [*task.FAIL_TO_PASS, *task.PASS_TO_PASS])
+    return "".join(f"{in_literal(name)} ok\\n" for name in [*task.FAIL_TO_PASS, *task.PASS_TO_PASS])
 
 
 @pytest.fixture(scope="module")

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 from tests.conftest import available_factory, factory_of
-from tests.harness.test_reward_hacking import WRAP, Scratch
+from tests.harness.test_reward_hacking import WRAP, Scratch, in_literal
 from tests.harness.test_seal_attacks import package_init
 
 from swe_rl.harness.evalscript import eval_script
@@ -304,7 +304,7 @@ def _env_python(env) -> tuple[int, int]:  # type: ignore[no-untyped-def]
 
 
 def _forged_lines(task: Task) -> str:
-    return "".join(f"{name} ... ok\\n" for name in [*task.FAIL_TO_PASS, *task.PASS_TO_PASS])
+    return "".join(f"{in_literal(name)} ... ok\\n" for name in [*task.FAIL_TO_PASS, *task.PASS_TO_PASS])
 
 
 @pytest.fixture(scope="module")

@@ -63,7 +63,7 @@ def _forge():
     with open(os.path.join(folder, "seal.out"), "wb") as fh:
         fh.write(mac + b"\\n" + payload)
     found = "env" if "SWE_RL_SEAL" in os.environ else "none"
-    sys.stdout.write("LIVE-forge key=%s env=%s\\n{lines}" % ("found" if key else "none", found))
+    sys.stdout.write("LIVE-forge key=" + ("found" if key else "none") + " env=" + str(found) + "\\n{lines}")
     sys.stdout.flush()
     os._exit(0)
 
