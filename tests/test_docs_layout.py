@@ -22,9 +22,14 @@ def _chain(text: str) -> list[set[str]]:
     return [{name.strip() for name in floor.split("|")} for floor in " ".join(text.split()).split("→")]
 
 
-def contract_layers() -> list[set[str]]:
+def contract_layers(container: str | None = None) -> list[set[str]]:
+    """The layers of the package's layers contract (``container``: of the one inside that package)."""
     config = tomllib.loads((ROOT / "pyproject.toml").read_text())
-    (layers,) = [c for c in config["tool"]["importlinter"]["contracts"] if c["type"] == "layers"]
+    (layers,) = [
+        c
+        for c in config["tool"]["importlinter"]["contracts"]
+        if c["type"] == "layers" and c.get("containers", [None]) == [container]
+    ]
     return [
         {name.strip(" ()").removeprefix("swe_rl.") for name in floor.split("|")} for floor in layers["layers"]
     ]
@@ -41,8 +46,8 @@ def program_folders() -> list[Path]:
     """Folders of a package that hold programs, not modules: Python files and no ``__init__.py``."""
     return sorted(
         d
-        for d in PACKAGE.glob("*/*/")
-        if d.is_dir() and not (d / "__init__.py").exists() and any(d.glob("*.py"))
+        for d in PACKAGE.glob("*/**/")
+        if (d.parent / "__init__.py").is_file() and not (d / "__init__.py").exists() and any(d.glob("*.py"))
     )
 
 
@@ -52,6 +57,7 @@ def test_the_chain_reads_as_the_contract_and_the_measure_sees_the_tree() -> None
     assert {d.relative_to(PACKAGE).as_posix() for d in program_folders()} >= {
         "sandbox/helper",
         "harness/insandbox",
+        "envs/build/invenv",  # a level deeper
     }
 
 
@@ -63,6 +69,16 @@ def test_the_docs_layer_chains_are_the_contracts_layers_and_cover_the_tree() -> 
     assert _chain(found.group(1)) == layers, "docs/ARCHITECTURE.md's layer chain"
     assert _chain(readme.group(1)) == layers, "README's layer chain"
     assert set().union(*layers) == top_level()
+
+
+def test_the_docs_chain_inside_envs_is_its_contract_and_covers_the_package() -> None:
+    found = re.search(r"inside envs: `([^`]+)`", ARCHITECTURE)
+    assert found is not None
+    layers = contract_layers("swe_rl.envs")
+    assert _chain(found.group(1)) == layers
+    inside = {p.name for p in (PACKAGE / "envs").iterdir() if (p / "__init__.py").is_file()}
+    inside |= {p.stem for p in (PACKAGE / "envs").glob("*.py") if p.name != "__init__.py"}
+    assert set().union(*layers) == inside
 
 
 def test_readme_layout_names_every_top_level_package_and_module() -> None:
