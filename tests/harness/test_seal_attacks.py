@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 from tests.conftest import available_factory, factory_of
-from tests.harness.test_reward_hacking import WRAP, Scratch, forged_lines
+from tests.harness.test_reward_hacking import WRAP, Scratch, forged_lines, in_literal
 
 from swe_rl.harness.grade_many import Grader
 from swe_rl.harness.grade_patch import grade_patch
@@ -57,13 +57,20 @@ for _module_name, _module in list(_sys.modules.items()):
 SWALLOW = """
 import sys as _sys
 
-import pytest as _pytest
+try:  # not pytest's marker: in pytest's own repository this file is imported while pytest is
+    import pluggy as _pluggy
+
+    _hookimpl = _pluggy.HookimplMarker("pytest")
+except ImportError:  # a pytest that vendors its pluggy
+    import pytest as _pytest
+
+    _hookimpl = _pytest.hookimpl
 
 
 class _Swallow:
     try:
 
-        @_pytest.hookimpl(wrapper=True, trylast=True)
+        @_hookimpl(wrapper=True, trylast=True)
         def pytest_runtest_call(self, item):
             try:
                 return (yield)
@@ -72,7 +79,7 @@ class _Swallow:
 
     except TypeError:  # pluggy before 1.1 has no new-style wrappers: an old-style one, its outcome forced
 
-        @_pytest.hookimpl(hookwrapper=True, trylast=True)
+        @_hookimpl(hookwrapper=True, trylast=True)
         def pytest_runtest_call(self, item):
             outcome = yield
             if outcome.excinfo is not None:
@@ -283,7 +290,7 @@ def _code(template: str, marker: str) -> Callable[[Task], str]:
     def make(task: Task) -> str:
         code = template.format(
             names=_names(task),
-            signed="".join(f"PASSED {n}\\n" for n in _names(task)),
+            signed="".join(f"PASSED {in_literal(n)}\\n" for n in _names(task)),
             first=task.FAIL_TO_PASS[0],
         )
         return code + FORGE_AT_EXIT.format(marker=marker, lines=forged_lines(task))
