@@ -11,8 +11,8 @@ from pydantic import TypeAdapter, ValidationError
 from swe_rl.errors import ConfigError
 from swe_rl.executors import get_executor
 from swe_rl.executors.config import (
-    ExecutorConfig,
     LocalConfig,
+    Placement,
     PoolConfig,
     RayConfig,
     ServiceConfig,
@@ -85,7 +85,7 @@ def test_the_adapters_parse_the_placement_once(monkeypatch) -> None:
 
 
 def test_the_configs_are_one_discriminated_union() -> None:
-    adapter = TypeAdapter(ExecutorConfig)
+    adapter = TypeAdapter(Placement)
     assert adapter.validate_python({"kind": "pool", "url": "http://p:1", "slots": 4}) == PoolConfig(
         url="http://p:1", slots=4
     )

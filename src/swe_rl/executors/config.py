@@ -105,7 +105,6 @@ class RayConfig(BaseModel):
 
 
 Placement = Annotated[LocalConfig | PoolConfig | ServiceConfig | RayConfig, Field(discriminator="kind")]
-ExecutorConfig = Placement  # the name the executors' callers know it by
 
 
 def parse_executor(

@@ -48,7 +48,7 @@ class AdapterSettings(Settings):
 
     @functools.cached_property
     def placement(self) -> Placement:
-        """Where rollouts run (``SWE_RL_EXECUTOR``, ``SWE_RL_BACKEND``, ``SWE_RL_POOL_SLOTS``,
+        """Where rollouts run (``SWE_RL_EXECUTOR``, ``SWE_RL_BACKEND``, ``SWE_MAX_CONCURRENT``,
         ``SWE_RL_ROLLOUT_TIMEOUT``, ``SWE_RL_REUSE``), parsed once: ConfigError for one that names nothing."""
         return parse_executor(
             self.executor,

@@ -11,8 +11,8 @@ advantages are per episode, groups being TRL's ``num_generations`` episodes of o
 The episodes run on an executor (executors/), as every trainer's do: the one ``SWE_RL_EXECUTOR`` and
 ``SWE_RL_REUSE`` name (:func:`~swe_rl.integrations.adapter_kit.executor_from`), or one the caller gives. The
 trainer's model is an object of this process, given beside each of a step's requests
-(``Executor.run(request, model=...)``) and named in them as a ``HeldModel``: so the executor must run episodes here (local or pool); a rollout
-server or a Ray cluster refuses it. The function owns the executor and runs every step's episodes in one
+(``Executor.run(request, model=...)``) and named in them as a ``HeldModel``: so the executor must run
+episodes here (local or pool); a rollout server or a Ray cluster refuses it. The function owns the executor and runs every step's episodes in one
 event loop of its own, so the sandboxes the executor keeps between steps (reset in place, the grading
 ones with their warm test runner) stay usable; :meth:`SweRolloutFunc.close` closes them there.
 
@@ -99,9 +99,8 @@ class SweRolloutFunc:
         self.split_episodes = 0
         self.last_metrics: dict[str, float] = {}
         self._loop = asyncio.Runner()  # one event loop for every step: the kept sandboxes live in it
-        if (
-            not self.executor.in_process
-        ):  # the trainer's model cannot go where its episodes would run: fail now
+        # the trainer's model cannot go where the episodes would run in other processes: fail now
+        if not self.executor.in_process:
             name = self.executor.name
             self.close()
             raise refuse_model(name, POLICY)
