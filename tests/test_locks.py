@@ -27,24 +27,29 @@ def test_exclusive_waits_for_a_holder_or_says_no_at_once(tmp_path: Path) -> None
 
 
 def test_exclusive_waits_for_another_process(tmp_path: Path) -> None:
-    path = tmp_path / "a.lock"
+    path, released = tmp_path / "a.lock", tmp_path / "released"
     holder = subprocess.Popen(
         [
             sys.executable,
             "-c",
-            "import fcntl, sys, time; f = open(sys.argv[1], 'a'); fcntl.flock(f, fcntl.LOCK_EX); "
-            "print('held', flush=True); time.sleep(0.5)",
+            "import fcntl, pathlib, sys, time; f = open(sys.argv[1], 'a'); fcntl.flock(f, fcntl.LOCK_EX); "
+            "print('held', flush=True); time.sleep(0.5); pathlib.Path(sys.argv[2]).touch(); "
+            "fcntl.flock(f, fcntl.LOCK_UN); time.sleep(5)",
             str(path),
+            str(released),
         ],
         stdout=subprocess.PIPE,
         text=True,
     )
-    assert holder.stdout is not None and holder.stdout.readline() == "held\n"
-    start = time.monotonic()
-    with exclusive(path):
-        assert holder.poll() is not None  # given only once the holder exited
-    assert time.monotonic() - start > 0.2
-    holder.wait()
+    try:
+        assert holder.stdout is not None and holder.stdout.readline() == "held\n"
+        with exclusive(path):
+            # given only once the holder let go: it marks the release just before it unlocks (its exit is no
+            # mark, the interpreter closes the file, so lets the lock go, before the process ends)
+            assert released.exists()
+    finally:
+        holder.kill()
+        holder.wait()
 
 
 def test_shared_holds_go_together_and_keep_an_exclusive_one_out(tmp_path: Path) -> None:

@@ -66,6 +66,19 @@ async def test_stdin_is_empty(factory, textkit_env):
         assert result.output == "done\n" and not result.timed_out
 
 
+async def test_a_command_that_closes_its_output_early_keeps_its_exit_status(factory, textkit_env):
+    """The end of a command's output is not its end: coreutils close stdout in an exit handler, and a command
+    may close it and go on. Killed at the output's end, such a command came back -9 on the local backend
+    (a lease's ``sleep 0.05`` did, under load) where it had exited 0."""
+    async with await factory.create(textkit_env) as box:
+        result = await box.exec("echo before; exec >/dev/null 2>&1; sleep 0.5; exit 3", timeout=30)
+        assert (result.returncode, result.output, result.timed_out) == (3, "before\n", False)
+        background = await box.exec(
+            "echo start; (exec >/dev/null 2>&1; sleep 30) & exec >&-; sleep 0.3", timeout=5
+        )
+        assert (background.returncode, background.timed_out) == (0, False)  # a straggler is no reason to wait
+
+
 async def test_timeout_kills_the_command_and_keeps_the_sandbox(factory, textkit_env):
     async with await factory.create(textkit_env) as box:
         result = await box.exec("echo start; sleep 30 & sleep 30", timeout=1)

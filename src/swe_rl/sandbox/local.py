@@ -101,6 +101,8 @@ class LocalSandbox:
         except TimeoutError:
             timed_out = True
         finally:
+            # what is left of the group once the command exited (or at the timeout); the output's end is
+            # not the command's, which may close stdout and go on (coreutils do, in an exit handler)
             _kill_group(proc.pid)
         returncode = await proc.wait()
         return buf.result(returncode, timed_out=timed_out, started=started)
@@ -169,9 +171,11 @@ def editable_paths(env: EnvSpec, copy: Path) -> str:
 
 
 async def _pump(proc: asyncio.subprocess.Process, buf: CappedBuffer) -> None:
+    """Read the command's output to its end, then wait for the command."""
     assert proc.stdout is not None
     while chunk := await proc.stdout.read(65536):
         buf.feed(chunk)
+    await proc.wait()
 
 
 def _kill_group(pid: int) -> None:
