@@ -12,6 +12,7 @@ from pathlib import Path
 import typer
 
 from swe_rl.cli.app import app
+from swe_rl.cli.lazy import tree
 from swe_rl.paths import Settings, cache_dir
 
 ROOT = Path(__file__).parent.parent
@@ -51,16 +52,12 @@ def test_the_docs_list_every_variable_with_the_models_default_and_meaning():
 
 
 def test_the_docs_list_every_variable_an_option_falls_back_on():
-    declared = set()
-
-    def walk(command: object, words: tuple[str, ...]) -> None:
-        for param in getattr(command, "params", []):
-            if getattr(param, "envvar", None):
-                declared.add((param.envvar, " ".join(words), max(param.opts, key=len)))
-        for name, sub in (getattr(command, "commands", None) or {}).items():
-            walk(sub, (*words, name))
-
-    walk(typer.main.get_command(app), ())
+    declared = {
+        (param.envvar, " ".join(words), max(param.opts, key=len))
+        for words, command in tree(typer.main.get_command(app)).items()
+        for param in command.params
+        if getattr(param, "envvar", None)
+    }
     listed = set()
     for variable, option in table_rows(SECTION, "| variable | option |"):
         group, commands, flag = re.match(r"`(\w+) ([\w/-]+) (--[\w-]+)`", option).groups()

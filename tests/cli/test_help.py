@@ -17,6 +17,7 @@ from typer.testing import CliRunner
 
 from swe_rl.agent.config import load_agent_config
 from swe_rl.cli.app import app
+from swe_rl.cli.lazy import tree
 from swe_rl.cli.options import with_overrides
 from swe_rl.runs.evaluation import EvalSettings
 from swe_rl.train.grpo import GRPOSettings
@@ -32,15 +33,7 @@ CONFIGURED: dict[tuple[str, ...], type[BaseModel]] = {
 
 def _tree() -> dict[tuple[str, ...], Any]:
     """Every command and group of the app by its words, the root included."""
-    found: dict[tuple[str, ...], Any] = {}
-
-    def walk(command: Any, path: tuple[str, ...]) -> None:
-        found[path] = command
-        for name, sub in (getattr(command, "commands", None) or {}).items():
-            walk(sub, (*path, name))
-
-    walk(typer.main.get_command(app), ())
-    return found
+    return tree(typer.main.get_command(app))
 
 
 def render(*words: str) -> str:

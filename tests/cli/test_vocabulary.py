@@ -14,6 +14,7 @@ from pydantic import BaseModel
 from pydantic_core import PydanticUndefined
 
 from swe_rl.cli.app import app
+from swe_rl.cli.lazy import tree
 from swe_rl.episode.spec import EpisodeSpec
 from swe_rl.llm.base import SamplingParams
 from swe_rl.runs.evaluation import EvalSettings
@@ -43,18 +44,10 @@ FILE_OUT = {("report",), ("tasks", "synth"), ("tasks", "mine"), ("tasks", "split
 
 
 def _commands() -> dict[tuple[str, ...], Any]:
-    found: dict[tuple[str, ...], Any] = {}
-
-    def walk(command: Any, path: tuple[str, ...]) -> None:
-        subs = getattr(command, "commands", None)
-        if subs:
-            for name, sub in subs.items():
-                walk(sub, (*path, name))
-        else:
-            found[path] = command
-
-    walk(typer.main.get_command(app), ())
-    return found
+    """Every command (not group) by its words."""
+    return {
+        path: c for path, c in tree(typer.main.get_command(app)).items() if not hasattr(c, "list_commands")
+    }
 
 
 def test_one_name_per_idea_across_every_command() -> None:

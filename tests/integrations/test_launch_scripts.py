@@ -8,9 +8,11 @@ import subprocess
 from pathlib import Path
 
 import pytest
+import typer
 from typer.testing import CliRunner
 
 from swe_rl.cli.app import app
+from swe_rl.cli.lazy import tree
 
 LAUNCH = Path(__file__).resolve().parents[2] / "examples" / "launch"
 SCRIPTS = sorted(LAUNCH.glob("*.sh"))
@@ -53,7 +55,11 @@ def test_named_entry_points_exist(path: Path):
     names = set(re.findall(r"\bswe_rl(?:\.[A-Za-z_]\w*)+", text))
     for name in names:
         _resolve(name)  # raises if a module or function the script names does not exist
-    groups = "|".join(g.name for g in app.registered_groups if g.name)
+    groups = "|".join(
+        words[0]
+        for words, command in tree(typer.main.get_command(app)).items()
+        if len(words) == 1 and hasattr(command, "list_commands")
+    )
     for group, command in set(re.findall(rf"\bswe-rl ({groups}) (\w+)", text)):
         result = CliRunner().invoke(app, [group, command, "--help"])
         assert result.exit_code == 0, f"swe-rl {group} {command}: {result.output}"

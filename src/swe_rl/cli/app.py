@@ -8,29 +8,30 @@ from typing import Any
 
 import typer
 
-from swe_rl.cli import cluster, data, demo, env, eval, grade, images, report, serve, tasks, train
+from swe_rl.cli.lazy import SETTINGS, lazy_group
 
+# each command is imported when it runs (cli/lazy.py): "swe-rl eval" does not import training, nor the reverse
+COMMANDS = {
+    "tasks": "swe_rl.cli.tasks:app",
+    "env": "swe_rl.cli.env:app",
+    "images": "swe_rl.cli.images:app",
+    "serve": "swe_rl.cli.serve:app",
+    "cluster": "swe_rl.cli.cluster:app",
+    "data": "swe_rl.cli.data:app",
+    "train": "swe_rl.cli.train:app",
+    "grade": "swe_rl.cli.grade:grade",
+    "eval": "swe_rl.cli.eval:eval_command",
+    "report": "swe_rl.cli.report:report",
+    "demo": "swe_rl.cli.demo:demo",
+}
 app = typer.Typer(
     name="swe-rl",
     help="Train and evaluate software-engineering agents with reinforcement learning.",
+    cls=lazy_group(COMMANDS),
     no_args_is_help=True,
-    pretty_exceptions_enable=False,
-    # help is plain text: rich markup would take `[default: ...]` and `swe-rl[ray]` for tags and drop them,
-    # and label every flag <bool> as if it took a value
-    rich_markup_mode=None,
     context_settings={"help_option_names": ["-h", "--help"]},
+    **SETTINGS,
 )
-app.add_typer(tasks.app, name="tasks")
-app.add_typer(env.app, name="env")
-app.add_typer(images.app, name="images")
-app.add_typer(serve.app, name="serve")
-app.add_typer(cluster.app, name="cluster")
-app.add_typer(data.app, name="data")
-app.add_typer(train.app, name="train")
-app.command("grade")(grade.grade)
-app.command("eval")(eval.eval_command)
-app.command("report")(report.report)
-app.command("demo")(demo.demo)
 
 
 @app.callback()

@@ -7,14 +7,14 @@ from typing import Annotated, Any
 
 import typer
 
+from swe_rl.cli.lazy import lazy_group
 from swe_rl.cli.options import config_option, json_alone, note, print_json, with_overrides, writable_dir
-from swe_rl.cli.train_rl import train_rl
 
 app = typer.Typer(
     help="Train models: supervised warm start on golden trajectories (sft), then RL with GRPO (rl).",
+    cls=lazy_group({"rl": "swe_rl.cli.train_rl:train_rl"}),
     no_args_is_help=True,
 )
-app.command("rl")(train_rl)
 
 
 @app.command("sft")
