@@ -29,7 +29,12 @@ def imported(*words: str) -> set[str]:
 
 @pytest.mark.parametrize(
     ("words", "module"),
-    [(("tasks", "list", "--help"), "swe_rl.cli.train_rl"), (("grade", "--help"), "swe_rl.cli.eval")],
+    [
+        (("eval", "--help"), "swe_rl.cli.train_rl"),
+        (("train", "rl", "--help"), "swe_rl.cli.eval"),
+        (("tasks", "list", "--help"), "swe_rl.cli.train_rl"),
+        (("grade", "--help"), "swe_rl.cli.eval"),
+    ],
 )
 def test_a_command_imports_only_its_own_module(words: tuple[str, ...], module: str) -> None:
     assert module not in imported(*words)
